@@ -1,0 +1,14 @@
+//! `get_current_time`: the current date and time in UTC. The smallest possible tool: no
+//! arguments, no I/O.
+
+use edgent::prelude::*;
+
+/// Registered as `get_current_time` (the file stem).
+pub fn tool() -> Tool {
+    Tool::new("Returns the current date and time in UTC as an RFC 3339 timestamp.")
+        .handler(get_current_time)
+}
+
+async fn get_current_time(flow: FlowState) -> CallToolResult {
+    CallToolResult::text(rfc3339_from_ms(flow.now_ms))
+}

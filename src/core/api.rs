@@ -1,0 +1,275 @@
+//! HTTP API contracts that need no Worker: error bodies, request validation, authentication.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::store::Order;
+
+/// Largest request body (and WebSocket frame) accepted: 64 KiB.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest message content accepted, in bytes.
+pub const MAX_CONTENT_BYTES: usize = 32 * 1024;
+/// Largest page of messages.
+pub const MAX_PAGE: u32 = 200;
+/// Page size when none is asked for.
+pub const DEFAULT_PAGE: u32 = 50;
+
+/// An error as the API reports it: a status and `{"error":{"code","message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: u16,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// Human-readable explanation.
+    pub message: String,
+}
+
+impl ApiError {
+    /// Builds an error.
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    /// 400 for a body or query that does not fit the contract.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(400, "invalid_request", message)
+    }
+    /// 401 for a missing or wrong key.
+    pub fn unauthorized() -> Self {
+        Self::new(
+            401,
+            "unauthorized",
+            "missing or invalid API key: send Authorization: Bearer <EDGENT_API_KEY>",
+        )
+    }
+    /// 404 for anything that does not exist.
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(404, "not_found", what)
+    }
+    /// 413 for an oversized body.
+    pub fn too_large() -> Self {
+        Self::new(
+            413,
+            "payload_too_large",
+            format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+        )
+    }
+    /// 500 for our own failures (details go to the log, not the client).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "internal", message)
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Value {
+        json!({ "error": { "code": self.code, "message": self.message } })
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status, self.code, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+fn parse_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::too_large());
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::new(400, "bad_json", "body must be a JSON object")),
+        Err(e) => Err(ApiError::new(400, "bad_json", format!("body is not valid JSON: {e}"))),
+    }
+}
+
+/// `POST /api/threads` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreateThread {
+    /// The agent (must exist in D1).
+    pub agent_id: String,
+    /// Labels (at most 32, each at most 64 bytes).
+    pub tags: Vec<String>,
+}
+
+impl CreateThread {
+    /// Validates a request body.
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let obj = parse_object(body)?;
+        let agent_id = match obj.get("agent_id") {
+            Some(Value::String(s)) if !s.is_empty() && s.len() <= 128 => s.clone(),
+            _ => return Err(ApiError::invalid("\"agent_id\" must be a non-empty string (max 128 bytes)")),
+        };
+        let tags = match obj.get("tags") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) if items.len() <= 32 => items
+                .iter()
+                .map(|t| match t {
+                    Value::String(s) if s.len() <= 64 => Ok(s.clone()),
+                    _ => Err(ApiError::invalid("each tag must be a string of at most 64 bytes")),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(ApiError::invalid("\"tags\" must be an array of at most 32 strings")),
+        };
+        Ok(CreateThread { agent_id, tags })
+    }
+}
+
+/// `POST /api/threads/:id/messages` body, and the `send_message` rpc params.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostMessage {
+    /// The text.
+    pub content: String,
+}
+
+impl PostMessage {
+    /// Validates a request body.
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        Self::from_object(&parse_object(body)?)
+    }
+
+    /// Validates already-parsed params (the rpc path).
+    pub fn from_object(obj: &serde_json::Map<String, Value>) -> Result<Self, ApiError> {
+        match obj.get("role") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(r)) if r == "user" => {}
+            Some(_) => return Err(ApiError::invalid("\"role\" must be \"user\" (other roles: use inject_message)")),
+        }
+        match obj.get("content") {
+            Some(Value::String(s)) if s.trim().is_empty() => {
+                Err(ApiError::invalid("\"content\" must not be empty"))
+            }
+            Some(Value::String(s)) if s.len() > MAX_CONTENT_BYTES => Err(ApiError::new(
+                413,
+                "payload_too_large",
+                format!("\"content\" is limited to {MAX_CONTENT_BYTES} bytes"),
+            )),
+            Some(Value::String(s)) => Ok(PostMessage { content: s.clone() }),
+            _ => Err(ApiError::invalid("\"content\" must be a string")),
+        }
+    }
+}
+
+/// `?limit=&offset=&order=` of the messages listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageQuery {
+    /// 1..=[`MAX_PAGE`].
+    pub limit: u32,
+    /// Rows to skip.
+    pub offset: u32,
+    /// `asc` (oldest first) or `desc`.
+    pub order: Order,
+}
+
+impl PageQuery {
+    /// Validates query pairs; unknown keys are ignored.
+    pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, ApiError> {
+        let mut q = PageQuery {
+            limit: DEFAULT_PAGE,
+            offset: 0,
+            order: Order::Asc,
+        };
+        for (k, v) in pairs {
+            match k {
+                "limit" => {
+                    q.limit = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_PAGE).contains(n))
+                        .ok_or_else(|| ApiError::invalid(format!("\"limit\" must be an integer from 1 to {MAX_PAGE}")))?
+                }
+                "offset" => {
+                    q.offset = v
+                        .parse()
+                        .map_err(|_| ApiError::invalid("\"offset\" must be a non-negative integer"))?
+                }
+                "order" => {
+                    q.order = match v {
+                        "asc" => Order::Asc,
+                        "desc" => Order::Desc,
+                        _ => return Err(ApiError::invalid("\"order\" must be \"asc\" or \"desc\"")),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(q)
+    }
+}
+
+/// Whether the presented credentials match the configured key, in constant time.
+///
+/// `authorization` is the header value (`Bearer <key>`); `token` is the `?token=` query value,
+/// accepted only where browsers cannot set headers (the WebSocket route).
+pub fn authorized(expected: &str, authorization: Option<&str>, token: Option<&str>) -> bool {
+    if expected.is_empty() {
+        return false;
+    }
+    let presented = authorization
+        .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+        .map(str::trim)
+        .or(token);
+    presented.is_some_and(|p| constant_time_eq(p.as_bytes(), expected.as_bytes()))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    // Length is not secret (keys have a fixed documented length); contents are.
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_thread_validation() {
+        let ok = CreateThread::parse(br#"{"agent_id":"support","tags":["a"]}"#).unwrap();
+        assert_eq!(ok.agent_id, "support");
+        assert_eq!(ok.tags, vec!["a".to_string()]);
+        assert_eq!(CreateThread::parse(b"{").unwrap_err().code, "bad_json");
+        assert_eq!(CreateThread::parse(b"[]").unwrap_err().code, "bad_json");
+        assert_eq!(CreateThread::parse(b"{}").unwrap_err().status, 400);
+        assert_eq!(CreateThread::parse(br#"{"agent_id":"a","tags":[1]}"#).unwrap_err().status, 400);
+        let huge = vec![b' '; MAX_BODY_BYTES + 1];
+        assert_eq!(CreateThread::parse(&huge).unwrap_err().status, 413);
+    }
+
+    #[test]
+    fn post_message_validation() {
+        assert_eq!(PostMessage::parse(br#"{"content":"hi"}"#).unwrap().content, "hi");
+        assert_eq!(PostMessage::parse(br#"{"content":"hi","role":"user"}"#).unwrap().content, "hi");
+        assert_eq!(PostMessage::parse(br#"{"content":"hi","role":"system"}"#).unwrap_err().status, 400);
+        assert_eq!(PostMessage::parse(br#"{"content":"  "}"#).unwrap_err().status, 400);
+        assert_eq!(PostMessage::parse(br#"{"content":5}"#).unwrap_err().status, 400);
+        let long = format!(r#"{{"content":"{}"}}"#, "x".repeat(MAX_CONTENT_BYTES + 1));
+        assert_eq!(PostMessage::parse(long.as_bytes()).unwrap_err().status, 413);
+    }
+
+    #[test]
+    fn page_query_validation() {
+        let q = PageQuery::parse([("limit", "10"), ("offset", "5"), ("order", "desc")]).unwrap();
+        assert_eq!((q.limit, q.offset, q.order), (10, 5, Order::Desc));
+        assert_eq!(PageQuery::parse([]).unwrap().limit, DEFAULT_PAGE);
+        for bad in [("limit", "0"), ("limit", "201"), ("limit", "x"), ("offset", "-1"), ("order", "up")] {
+            assert_eq!(PageQuery::parse([bad]).unwrap_err().status, 400, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bearer_auth() {
+        assert!(authorized("k3y", Some("Bearer k3y"), None));
+        assert!(authorized("k3y", None, Some("k3y")));
+        assert!(!authorized("k3y", Some("Bearer k3"), None));
+        assert!(!authorized("k3y", Some("k3y"), None));
+        assert!(!authorized("k3y", None, None));
+        assert!(!authorized("", Some("Bearer "), Some("")));
+    }
+}

@@ -1,0 +1,95 @@
+//! The thread database schema, versioned and migrated inside the Durable Object on first use.
+//!
+//! Each migration is a list of single statements (Durable Object SQL runs one statement per
+//! `exec` reliably; so does our host adapter). Append new versions; never edit old ones.
+
+use super::sql::{Sql, SqlError, SqlValue};
+
+/// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&[&str]] = &[
+    // v1: the thread row, its messages (ordered by `position`, paged through an index) and the
+    // tool calls awaiting or holding results.
+    &[
+        "CREATE TABLE thread (
+            id TEXT PRIMARY KEY,
+            agent_id TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]',
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            status TEXT NOT NULL DEFAULT 'idle',
+            turn_count INTEGER NOT NULL DEFAULT 0,
+            current_side TEXT NOT NULL DEFAULT 'a',
+            steps INTEGER NOT NULL DEFAULT 0,
+            stopped_by TEXT,
+            last_error TEXT
+        )",
+        "CREATE TABLE messages (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            position REAL NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL DEFAULT '',
+            name TEXT,
+            tool_calls TEXT,
+            tool_call_id TEXT,
+            created_at INTEGER NOT NULL,
+            silent INTEGER NOT NULL DEFAULT 0,
+            depth INTEGER NOT NULL DEFAULT 0,
+            parent_message_id TEXT,
+            status TEXT NOT NULL DEFAULT 'completed'
+        )",
+        "CREATE INDEX messages_by_depth_position ON messages (depth, position)",
+        "CREATE TABLE tool_calls (
+            id TEXT PRIMARY KEY,
+            message_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'queued',
+            result_message_id TEXT,
+            created_at INTEGER NOT NULL,
+            started_at INTEGER,
+            finished_at INTEGER
+        )",
+        "CREATE INDEX tool_calls_by_status ON tool_calls (status, seq)",
+    ],
+];
+
+/// The schema version this build expects.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the database to [`SCHEMA_VERSION`], applying only the missing migrations.
+///
+/// Returns the version found before migrating (0 for a new database). A database newer
+/// than this build is an error rather than something to guess about.
+pub fn migrate(sql: &dyn Sql) -> Result<i64, SqlError> {
+    sql.exec(
+        "CREATE TABLE IF NOT EXISTS edgent_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        &[],
+    )?;
+    let found = sql
+        .exec(
+            "SELECT value FROM edgent_meta WHERE key = 'schema_version'",
+            &[],
+        )?
+        .first()
+        .map(|row| row.int(0))
+        .transpose()?
+        .unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(SqlError(format!(
+            "database schema v{found} is newer than this build (v{SCHEMA_VERSION})"
+        )));
+    }
+    for (version, statements) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        for statement in *statements {
+            sql.exec(statement, &[])?;
+        }
+        sql.exec(
+            "INSERT INTO edgent_meta (key, value) VALUES ('schema_version', ?)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[SqlValue::Integer(version as i64 + 1)],
+        )?;
+    }
+    Ok(found)
+}

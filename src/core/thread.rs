@@ -1,0 +1,419 @@
+//! The thread state machine.
+//!
+//! All durable state lives in the thread's SQLite; a [`Thread`] is a short-lived view over it,
+//! built for each event. Inputs are `handle_*`/command methods, outputs are the [`Action`]
+//! returned by [`Thread::next_action`] and the frames drained with [`Thread::poll_frame`].
+//! The driver (the Durable Object, or a host test) performs the actions and feeds results back:
+//!
+//! ```text
+//! post_user_message ─► next_action ─► CallModel ─► on_model_event* ─► finish_model_call ─┐
+//!                          ▲             RunTool ─► start_tool ─► finish_tool ────────────┤
+//!                          └──────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! Because the next action is derived from what is stored (pending tool calls, the last
+//! message), a driver that crashes at any point resumes by calling `next_action` again.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::ids::new_id;
+use super::message::{Message, MessageStatus, Role, ToolCall};
+use super::protocol::ServerFrame;
+use super::schema::migrate;
+use super::sql::{Sql, SqlError};
+use super::store::{MessagePage, Order, Store, StoredToolCall, ThreadStatus, ThreadSummary};
+use super::stream::{Completion, ProviderError, StreamEvent};
+use crate::tool::CallToolResult;
+
+/// Why a thread operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadError {
+    /// No thread was created in this object.
+    NotFound,
+    /// `create` on an object that already holds a thread.
+    AlreadyExists,
+    /// The thread is stopped and accepts no new work.
+    Stopped,
+    /// Storage failed.
+    Sql(SqlError),
+}
+
+impl From<SqlError> for ThreadError {
+    fn from(e: SqlError) -> Self {
+        ThreadError::Sql(e)
+    }
+}
+
+impl std::fmt::Display for ThreadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadError::NotFound => f.write_str("thread not found"),
+            ThreadError::AlreadyExists => f.write_str("thread already exists"),
+            ThreadError::Stopped => f.write_str("thread is stopped"),
+            ThreadError::Sql(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ThreadError {}
+
+/// What the driver must do next.
+#[derive(Debug)]
+pub enum Action {
+    /// Nothing to do until new input arrives.
+    Idle,
+    /// Call the model with this history; stream the reply into [`Thread::on_model_event`].
+    CallModel(ModelCall),
+    /// Run this tool call, then report with [`Thread::finish_tool`].
+    RunTool(StoredToolCall),
+}
+
+/// An in-flight model call: the pending assistant message and the reply assembled so far.
+///
+/// Lives only in the driver's memory; if the process dies, the pending message is marked
+/// failed on the next [`Thread::next_action`] and the call is made again.
+#[derive(Debug)]
+pub struct ModelCall {
+    /// The pending assistant message receiving the reply.
+    pub message_id: String,
+    /// The model-ready history (repaired: every tool call has a result).
+    pub history: Vec<Message>,
+    /// The reply so far.
+    pub completion: Completion,
+    created_at: i64,
+}
+
+/// A view of one thread over its SQLite, plus the frames produced while handling an event.
+pub struct Thread<'a> {
+    store: Store<'a>,
+    frames: VecDeque<ServerFrame>,
+}
+
+impl<'a> Thread<'a> {
+    /// Opens the thread database, creating or migrating the schema first.
+    pub fn open(sql: &'a dyn Sql) -> Result<Self, ThreadError> {
+        migrate(sql)?;
+        Ok(Thread {
+            store: Store::new(sql),
+            frames: VecDeque::new(),
+        })
+    }
+
+    /// Creates the thread row.
+    pub fn create(
+        &mut self,
+        now: i64,
+        thread_id: &str,
+        agent_id: &str,
+        tags: &[String],
+    ) -> Result<ThreadSummary, ThreadError> {
+        if self.store.thread()?.is_some() {
+            return Err(ThreadError::AlreadyExists);
+        }
+        self.store.create_thread(now, thread_id, agent_id, tags)?;
+        self.summary()
+    }
+
+    /// The thread row and counters.
+    pub fn summary(&self) -> Result<ThreadSummary, ThreadError> {
+        self.store.thread()?.ok_or(ThreadError::NotFound)
+    }
+
+    /// A page of top-level messages.
+    pub fn messages(&self, limit: u32, offset: u32, order: Order) -> Result<MessagePage, ThreadError> {
+        self.summary()?;
+        Ok(self.store.messages_page(limit, offset, order)?)
+    }
+
+    /// The frame describing the current state (sent on connect and after changes).
+    pub fn status_frame(&self) -> Result<ServerFrame, ThreadError> {
+        let t = self.summary()?;
+        Ok(ServerFrame::Status {
+            state: t.status.as_str().to_owned(),
+            turn: t.turn_count,
+            side: t.current_side,
+        })
+    }
+
+    /// Stores a user message and starts a turn if none is running. The driver should then
+    /// schedule work (an alarm) and loop on [`Thread::next_action`].
+    pub fn post_user_message(&mut self, now: i64, content: &str) -> Result<Message, ThreadError> {
+        let t = self.summary()?;
+        if t.status == ThreadStatus::Stopped {
+            return Err(ThreadError::Stopped);
+        }
+        let message = Message {
+            id: new_id(),
+            role: Role::User,
+            content: content.to_owned(),
+            name: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            created_at: now,
+            silent: false,
+            depth: 0,
+            status: MessageStatus::Completed,
+        };
+        self.store.append_message(&message)?;
+        if t.status == ThreadStatus::Idle {
+            self.store.begin_turn(now)?;
+        }
+        self.frames.push_back(ServerFrame::Message {
+            message: message.clone(),
+        });
+        self.push_status()?;
+        Ok(message)
+    }
+
+    /// Stops the thread: no further model calls or tools; new messages are refused.
+    pub fn stop(&mut self, now: i64, by: &str) -> Result<(), ThreadError> {
+        let t = self.summary()?;
+        if t.status != ThreadStatus::Stopped {
+            self.store.set_stopped(now, by)?;
+            self.push_status()?;
+        }
+        Ok(())
+    }
+
+    /// Decides the next step from stored state. Recovers from an interrupted step first.
+    pub fn next_action(&mut self, now: i64, max_steps: u32) -> Result<Action, ThreadError> {
+        let Some(t) = self.store.thread()? else {
+            return Ok(Action::Idle);
+        };
+        if t.status != ThreadStatus::Running {
+            return Ok(Action::Idle);
+        }
+        // A model call cut short by eviction or a crash left its message pending.
+        for mut m in self.store.pending_messages()? {
+            m.status = MessageStatus::Failed;
+            self.store.update_message(&m)?;
+            self.frames.push_back(ServerFrame::Message { message: m });
+        }
+        if let Some(call) = self.store.next_tool_call()? {
+            return Ok(Action::RunTool(call));
+        }
+        match self.store.last_model_message()? {
+            Some(m) if m.role == Role::Assistant => {
+                self.store.finish_turn(now)?;
+                self.push_status()?;
+                return Ok(Action::Idle);
+            }
+            None => {
+                self.store.set_status(now, ThreadStatus::Idle, None)?;
+                self.push_status()?;
+                return Ok(Action::Idle);
+            }
+            Some(_) => {}
+        }
+        let steps = self.store.add_step(now)?;
+        if steps > i64::from(max_steps) {
+            let why = format!("the turn used its {max_steps} model calls without finishing");
+            self.store.set_status(now, ThreadStatus::Idle, Some(&why))?;
+            self.frames
+                .push_back(ServerFrame::error("max_steps", why, None));
+            self.push_status()?;
+            return Ok(Action::Idle);
+        }
+        let history = repair_history(self.store.model_history()?);
+        let message = Message {
+            id: new_id(),
+            role: Role::Assistant,
+            content: String::new(),
+            name: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            created_at: now,
+            silent: false,
+            depth: 0,
+            status: MessageStatus::Pending,
+        };
+        self.store.append_message(&message)?;
+        self.frames.push_back(ServerFrame::Message {
+            message: message.clone(),
+        });
+        Ok(Action::CallModel(ModelCall {
+            message_id: message.id,
+            history,
+            completion: Completion::default(),
+            created_at: now,
+        }))
+    }
+
+    /// Feeds one stream event; text becomes a `message_chunk` frame.
+    pub fn on_model_event(
+        &mut self,
+        call: &mut ModelCall,
+        event: StreamEvent,
+    ) -> Result<(), ProviderError> {
+        call.completion.apply(&event)?;
+        if let StreamEvent::TextDelta(delta) = event {
+            self.frames.push_back(ServerFrame::MessageChunk {
+                message_id: call.message_id.clone(),
+                delta,
+            });
+        }
+        Ok(())
+    }
+
+    /// Completes a model call: stores the reply and queues its tool calls. An incomplete
+    /// reply (no finish, no end marker) is handled as [`Thread::fail_model_call`].
+    pub fn finish_model_call(&mut self, now: i64, mut call: ModelCall) -> Result<(), ThreadError> {
+        if let Err(e) = call.completion.validate() {
+            return self.fail_model_call(now, call, &e);
+        }
+        if self.summary()?.status == ThreadStatus::Stopped {
+            // Stopped while streaming: keep what was said, run nothing.
+            let message = self.reply_message(&call, MessageStatus::Completed, false);
+            self.store.update_message(&message)?;
+            self.frames.push_back(ServerFrame::Message { message });
+            return Ok(());
+        }
+        let message = self.reply_message(&call, MessageStatus::Completed, true);
+        self.store.update_message(&message)?;
+        self.store
+            .queue_tool_calls(now, &message.id, &message.tool_calls)?;
+        for c in &message.tool_calls {
+            self.frames.push_back(ServerFrame::Tool {
+                tool_call_id: c.id.clone(),
+                name: c.name.clone(),
+                status: "queued".into(),
+            });
+        }
+        self.frames.push_back(ServerFrame::Message { message });
+        Ok(())
+    }
+
+    /// Abandons a model call: the message is kept as `failed`, the thread goes idle with the
+    /// error recorded and reported, and stays usable for the next message.
+    pub fn fail_model_call(
+        &mut self,
+        now: i64,
+        call: ModelCall,
+        error: &ProviderError,
+    ) -> Result<(), ThreadError> {
+        let message = self.reply_message(&call, MessageStatus::Failed, false);
+        self.store.update_message(&message)?;
+        self.frames.push_back(ServerFrame::Message { message });
+        let text = error.to_string();
+        if self.summary()?.status == ThreadStatus::Running {
+            self.store
+                .set_status(now, ThreadStatus::Idle, Some(&text))?;
+        }
+        self.frames
+            .push_back(ServerFrame::error(error.code(), text, None));
+        self.push_status()?;
+        Ok(())
+    }
+
+    /// Marks a tool call running.
+    pub fn start_tool(&mut self, now: i64, call: &StoredToolCall) -> Result<(), ThreadError> {
+        self.store.start_tool_call(now, &call.call.id)?;
+        self.frames.push_back(ServerFrame::Tool {
+            tool_call_id: call.call.id.clone(),
+            name: call.call.name.clone(),
+            status: "running".into(),
+        });
+        Ok(())
+    }
+
+    /// Stores a tool result as a `tool` message and closes the call, atomically.
+    pub fn finish_tool(
+        &mut self,
+        now: i64,
+        call: &StoredToolCall,
+        result: &CallToolResult,
+    ) -> Result<Message, ThreadError> {
+        let message = Message {
+            id: new_id(),
+            role: Role::Tool,
+            content: result.to_model_text(),
+            name: Some(call.call.name.clone()),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call.call.id.clone()),
+            created_at: now,
+            silent: false,
+            depth: 0,
+            status: MessageStatus::Completed,
+        };
+        self.store.append_message(&message)?;
+        self.store
+            .finish_tool_call(now, &call.call.id, &message.id)?;
+        self.frames.push_back(ServerFrame::Tool {
+            tool_call_id: call.call.id.clone(),
+            name: call.call.name.clone(),
+            status: if result.is_error() { "error" } else { "success" }.into(),
+        });
+        self.frames.push_back(ServerFrame::Message {
+            message: message.clone(),
+        });
+        Ok(message)
+    }
+
+    /// The next frame to broadcast to every socket of this thread.
+    pub fn poll_frame(&mut self) -> Option<ServerFrame> {
+        self.frames.pop_front()
+    }
+
+    fn reply_message(&self, call: &ModelCall, status: MessageStatus, with_calls: bool) -> Message {
+        Message {
+            id: call.message_id.clone(),
+            role: Role::Assistant,
+            content: call.completion.text.clone(),
+            name: None,
+            tool_calls: if with_calls {
+                call.completion.tool_calls.clone()
+            } else {
+                Vec::new()
+            },
+            tool_call_id: None,
+            created_at: call.created_at,
+            silent: false,
+            depth: 0,
+            status,
+        }
+    }
+
+    fn push_status(&mut self) -> Result<(), ThreadError> {
+        let frame = self.status_frame()?;
+        self.frames.push_back(frame);
+        Ok(())
+    }
+}
+
+/// Makes a history valid for every provider: each assistant tool call is followed by exactly
+/// its result (a missing one becomes an error result saying so), and results whose call is
+/// not in the history are dropped.
+pub fn repair_history(history: Vec<Message>) -> Vec<Message> {
+    let mut results: HashMap<String, Message> = HashMap::new();
+    let mut rest = Vec::with_capacity(history.len());
+    for m in history {
+        match (&m.role, &m.tool_call_id) {
+            (Role::Tool, Some(id)) => {
+                results.insert(id.clone(), m);
+            }
+            (Role::Tool, None) => {}
+            _ => rest.push(m),
+        }
+    }
+    let mut out = Vec::with_capacity(rest.len() + results.len());
+    for m in rest {
+        let calls: Vec<ToolCall> = m.tool_calls.clone();
+        let created_at = m.created_at;
+        out.push(m);
+        for c in calls {
+            out.push(results.remove(&c.id).unwrap_or_else(|| Message {
+                id: new_id(),
+                role: Role::Tool,
+                content: "Error: this tool call was interrupted and has no result.".into(),
+                name: Some(c.name.clone()),
+                tool_calls: Vec::new(),
+                tool_call_id: Some(c.id.clone()),
+                created_at,
+                silent: false,
+                depth: 0,
+                status: MessageStatus::Completed,
+            }));
+        }
+    }
+    out
+}

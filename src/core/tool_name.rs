@@ -1,0 +1,43 @@
+//! Rules for tool file names. Shared with `build.rs` (included by path), so discovery and the
+//! runtime agree on what a tool name is.
+
+/// Longest tool name: providers cap function names at 64 characters.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// Rust keywords that cannot be module names.
+const KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut",
+    "pub", "ref", "return", "self", "static", "struct", "super", "trait", "true", "type", "unsafe",
+    "use", "where", "while", "abstract", "become", "box", "do", "final", "macro", "override",
+    "priv", "try", "typeof", "unsized", "virtual", "yield",
+];
+
+/// Checks a tool file stem: lowercase snake_case (`[a-z][a-z0-9]*(_[a-z0-9]+)*`), at most
+/// [`MAX_TOOL_NAME`] characters, not a Rust keyword. The error says how to fix it.
+pub fn validate_tool_name(stem: &str) -> Result<(), String> {
+    let snake = !stem.is_empty()
+        && stem.as_bytes()[0].is_ascii_lowercase()
+        && stem
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !stem.ends_with('_')
+        && !stem.contains("__");
+    if !snake {
+        return Err(format!(
+            "tool file names must be snake_case (lowercase letters, digits and single underscores, \
+             starting with a letter), e.g. `get_weather.rs`; `{stem}` is not"
+        ));
+    }
+    if stem.len() > MAX_TOOL_NAME {
+        return Err(format!(
+            "tool name `{stem}` is longer than {MAX_TOOL_NAME} characters"
+        ));
+    }
+    if KEYWORDS.contains(&stem) {
+        return Err(format!(
+            "`{stem}` is a Rust keyword and cannot name a tool file; pick another name"
+        ));
+    }
+    Ok(())
+}

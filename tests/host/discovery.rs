@@ -1,0 +1,33 @@
+//! Tool discovery rules (shared with build.rs) and the generated registry.
+
+use edgent::core::tool_name::validate_tool_name;
+use edgent::tool::Registry;
+
+#[test]
+fn snake_case_names_are_accepted() {
+    for ok in ["get_current_time", "a", "tool2", "v2_api_call"] {
+        assert!(validate_tool_name(ok).is_ok(), "{ok}");
+    }
+}
+
+#[test]
+fn bad_names_are_rejected_with_a_reason() {
+    for bad in [
+        "GetTime", "get-time", "_private", "trailing_", "double__underscore", "2fast", "", "type",
+        "mod", "héllo",
+    ] {
+        let err = validate_tool_name(bad).expect_err(bad);
+        assert!(err.contains(bad) || bad.is_empty(), "{err}");
+    }
+    assert!(validate_tool_name(&"a".repeat(65)).is_err());
+}
+
+#[test]
+fn the_example_tool_is_registered_with_a_schema() {
+    let registry = Registry::discovered();
+    assert!(registry.names().any(|n| n == "get_current_time"));
+    let specs = registry.specs(["get_current_time", "no_such_tool"]);
+    assert_eq!(specs.len(), 1);
+    assert_eq!(specs[0].parameters["type"], "object");
+    assert!(!specs[0].description.is_empty());
+}

@@ -1,0 +1,12 @@
+//! Host tests: the pure core against real SQLite (rusqlite, same schema and SQL as the Durable
+//! Object) and raw provider bytes. No Worker, no network, no clock: time is passed in.
+//!
+//! What they prove: storage, paging, the turn state machine (including crash recovery and
+//! model failures), the OpenAI stream parser and tool discovery rules. What they do not: the
+//! Worker glue (router, WebSockets, alarms, D1) — that is `tests/e2e/`.
+
+mod conversation;
+mod discovery;
+mod openai_stream;
+mod sqlite;
+mod store;

@@ -1,0 +1,114 @@
+//! Schema creation, migration and message paging.
+
+use edgent::core::message::{Message, MessageStatus, Role};
+use edgent::core::schema::{migrate, SCHEMA_VERSION};
+use edgent::core::sql::Sql;
+use edgent::core::store::{Order, Store};
+
+use crate::sqlite::Sqlite;
+
+fn msg(i: i64, depth: u32) -> Message {
+    Message {
+        id: format!("m{i}"),
+        role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+        content: format!("message {i}"),
+        name: None,
+        tool_calls: vec![],
+        tool_call_id: None,
+        created_at: 1000 + i,
+        silent: false,
+        depth,
+        status: MessageStatus::Completed,
+    }
+}
+
+#[test]
+fn schema_is_created_then_left_alone() {
+    let db = Sqlite::memory();
+    assert_eq!(migrate(&db).unwrap(), 0, "a new database starts at v0");
+    assert_eq!(migrate(&db).unwrap(), SCHEMA_VERSION, "second open migrates nothing");
+    let tables: Vec<String> = db
+        .exec("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.text(0).unwrap())
+        .collect();
+    for t in ["edgent_meta", "messages", "thread", "tool_calls"] {
+        assert!(tables.contains(&t.to_string()), "{t} missing from {tables:?}");
+    }
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let db = Sqlite::memory();
+    migrate(&db).unwrap();
+    db.exec("UPDATE edgent_meta SET value = 999 WHERE key = 'schema_version'", &[])
+        .unwrap();
+    let err = migrate(&db).unwrap_err();
+    assert!(err.0.contains("newer"), "{err}");
+}
+
+#[test]
+fn messages_page_in_both_orders() {
+    let db = Sqlite::memory();
+    migrate(&db).unwrap();
+    let store = Store::new(&db);
+    for i in 0..25 {
+        store.append_message(&msg(i, 0)).unwrap();
+    }
+    store.append_message(&msg(100, 1)).unwrap(); // deeper messages are not top-level pages
+
+    let p = store.messages_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(p.total, 25);
+    assert!(p.has_more);
+    assert_eq!(p.messages.first().unwrap().id, "m0");
+    assert_eq!(p.messages.last().unwrap().id, "m9");
+
+    let p = store.messages_page(10, 20, Order::Asc).unwrap();
+    assert_eq!(p.messages.len(), 5);
+    assert!(!p.has_more);
+
+    let p = store.messages_page(3, 0, Order::Desc).unwrap();
+    let ids: Vec<_> = p.messages.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["m24", "m23", "m22"]);
+
+    let p = store.messages_page(10, 500, Order::Asc).unwrap();
+    assert!(p.messages.is_empty() && !p.has_more);
+}
+
+#[test]
+fn paging_uses_the_index_not_a_scan() {
+    let db = Sqlite::memory();
+    migrate(&db).unwrap();
+    let plan: Vec<String> = db
+        .exec(
+            "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE depth = 0
+             ORDER BY position DESC LIMIT ? OFFSET ?",
+            &[10i64.into(), 0i64.into()],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.text(3).unwrap())
+        .collect();
+    let plan = plan.join(" | ");
+    assert!(plan.contains("messages_by_depth_position"), "{plan}");
+    assert!(!plan.contains("TEMP B-TREE"), "paging must not sort: {plan}");
+}
+
+#[test]
+fn messages_round_trip_every_field() {
+    let db = Sqlite::memory();
+    migrate(&db).unwrap();
+    let store = Store::new(&db);
+    let mut m = msg(1, 0);
+    m.tool_calls = vec![edgent::core::message::ToolCall {
+        id: "call_1".into(),
+        name: "get_current_time".into(),
+        arguments: "{}".into(),
+    }];
+    m.silent = true;
+    m.name = Some("n".into());
+    store.append_message(&m).unwrap();
+    assert_eq!(store.message("m1").unwrap(), Some(m));
+    assert_eq!(store.message("nope").unwrap(), None);
+}
