@@ -294,6 +294,16 @@ impl<'a> Thread<'a> {
         let message = self.reply_message(&call, MessageStatus::Failed, false);
         self.store.update_message(&message)?;
         self.frames.push_back(ServerFrame::Message { message });
+        if self.summary()?.status == ThreadStatus::Stopped {
+            // Cut short by a stop: that is what the user asked for, not an error.
+            return Ok(());
+        }
+        self.fail_turn(now, error)
+    }
+
+    /// Ends the running turn with an error (reported to clients, kept as `last_error`); the
+    /// thread goes idle and the next message starts a new turn.
+    pub fn fail_turn(&mut self, now: i64, error: &ProviderError) -> Result<(), ThreadError> {
         let text = error.to_string();
         if self.summary()?.status == ThreadStatus::Running {
             self.store

@@ -1,0 +1,129 @@
+// Applying D1 migrations and seeding agent definitions through a D1 binding.
+// Everything goes through prepared statements with bound values: the same code seeds the
+// local dev database (via Miniflare on wrangler's state directory) and test databases.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, basename } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+
+/** Splits a migration file into statements (comments dropped, `;` at line end separates). */
+export function splitSql(text) {
+  return text
+    .split('\n')
+    .filter((line) => !line.trim().startsWith('--'))
+    .join('\n')
+    .split(/;\s*(?:\n|$)/)
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** Applies every migrations/*.sql not yet recorded in `d1_migrations`, in name order. */
+export async function applyMigrations(db, dir) {
+  await db.prepare(
+    'CREATE TABLE IF NOT EXISTS d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL)',
+  ).run();
+  const done = new Set((await db.prepare('SELECT name FROM d1_migrations').all()).results.map((r) => r.name));
+  const applied = [];
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.sql')).sort()) {
+    if (done.has(file)) continue;
+    const statements = splitSql(readFileSync(join(dir, file), 'utf8')).map((s) => db.prepare(s));
+    statements.push(db.prepare('INSERT INTO d1_migrations (name) VALUES (?)').bind(file));
+    await db.batch(statements);
+    applied.push(file);
+  }
+  return applied;
+}
+
+function readTomlDir(dir) {
+  let files = [];
+  try {
+    files = readdirSync(dir).filter((f) => f.endsWith('.toml')).sort();
+  } catch {
+    return [];
+  }
+  return files.map((f) => {
+    const path = join(dir, f);
+    try {
+      return { file: path, ...parseToml(readFileSync(path, 'utf8')) };
+    } catch (e) {
+      throw new Error(`${path}: ${e.message}`);
+    }
+  });
+}
+
+function required(def, key) {
+  if (typeof def[key] !== 'string' || def[key] === '') {
+    throw new Error(`${def.file}: "${key}" is required and must be a string`);
+  }
+  return def[key];
+}
+
+/** Reads agents/{models,prompts,agents}/*.toml into rows, validating what D1 cannot. */
+export function loadDefinitions(root) {
+  const models = readTomlDir(join(root, 'models')).map((d) => ({
+    name: d.name ?? basename(d.file, '.toml'),
+    provider: d.provider ?? 'openai',
+    model: required(d, 'model'),
+    base_url: required(d, 'base_url'),
+    api_key_secret: d.api_key_secret ?? null,
+    fallbacks: JSON.stringify(d.fallbacks ?? []),
+    input_price_per_mtok: d.input_price_per_mtok ?? 0,
+    output_price_per_mtok: d.output_price_per_mtok ?? 0,
+  }));
+  const prompts = readTomlDir(join(root, 'prompts')).map((d) => ({
+    name: d.name ?? basename(d.file, '.toml'),
+    system: d.system ?? '',
+    model: required(d, 'model'),
+    tools: JSON.stringify(d.tools ?? []),
+    tool_choice: d.tool_choice ?? 'auto',
+    parallel_tool_calls: d.parallel_tool_calls === false ? 0 : 1,
+    include_chat: d.include_chat === false ? 0 : 1,
+    description: d.description ?? '',
+  }));
+  const agents = readTomlDir(join(root, 'agents')).map((d) => {
+    if (!d.side_a || typeof d.side_a.prompt !== 'string') {
+      throw new Error(`${d.file}: [side_a] with a "prompt" is required`);
+    }
+    return {
+      id: d.id ?? basename(d.file, '.toml'),
+      kind: d.kind ?? 'ai_human',
+      description: d.description ?? '',
+      side_a: JSON.stringify(d.side_a),
+      side_b: d.side_b ? JSON.stringify(d.side_b) : null,
+      max_turns: d.max_turns ?? 25,
+      expose_as_tool: d.expose_as_tool ? 1 : 0,
+      tool_description: d.tool_description ?? '',
+    };
+  });
+  const modelNames = new Set(models.map((m) => m.name));
+  for (const p of prompts) {
+    if (!modelNames.has(p.model)) throw new Error(`prompt "${p.name}" uses unknown model "${p.model}"`);
+  }
+  const promptNames = new Set(prompts.map((p) => p.name));
+  for (const a of agents) {
+    const sides = [JSON.parse(a.side_a), a.side_b && JSON.parse(a.side_b)].filter(Boolean);
+    for (const s of sides) {
+      if (!promptNames.has(s.prompt)) throw new Error(`agent "${a.id}" uses unknown prompt "${s.prompt}"`);
+    }
+  }
+  return { models, prompts, agents };
+}
+
+/** Upserts rows into a table (idempotent: running it twice changes nothing). */
+function upsert(db, table, key, row) {
+  const cols = Object.keys(row);
+  const sql =
+    `INSERT INTO ${table} (${cols.join(', ')}, updated_at) VALUES (${cols.map(() => '?').join(', ')}, ?) ` +
+    `ON CONFLICT (${key}) DO UPDATE SET ${cols.filter((c) => c !== key).map((c) => `${c} = excluded.${c}`).join(', ')}, updated_at = excluded.updated_at`;
+  return db.prepare(sql).bind(...cols.map((c) => row[c]), Date.now());
+}
+
+/** Writes definitions into D1 in one batch. */
+export async function seed(db, defs) {
+  const statements = [
+    ...defs.models.map((r) => upsert(db, 'models', 'name', r)),
+    ...defs.prompts.map((r) => upsert(db, 'prompts', 'name', r)),
+    ...defs.agents.map((r) => upsert(db, 'agents', 'id', r)),
+  ];
+  if (statements.length) await db.batch(statements);
+  return { models: defs.models.length, prompts: defs.prompts.length, agents: defs.agents.length };
+}

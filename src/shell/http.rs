@@ -1,0 +1,37 @@
+//! JSON responses and bounded body reading.
+
+use serde::Serialize;
+use worker::{Request, Response, Result};
+
+use crate::core::api::{ApiError, MAX_BODY_BYTES};
+
+/// A JSON response with `status`.
+pub(crate) fn json<T: Serialize>(status: u16, body: &T) -> Result<Response> {
+    Ok(Response::from_json(body)?.with_status(status))
+}
+
+/// The API's error shape.
+pub(crate) fn error(e: &ApiError) -> Result<Response> {
+    json(e.status, &e.body())
+}
+
+/// Reads the body, refusing more than [`MAX_BODY_BYTES`] (by header first, then by count).
+pub(crate) async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, ApiError> {
+    let declared = req
+        .headers()
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(ApiError::too_large());
+    }
+    let bytes = req
+        .bytes()
+        .await
+        .map_err(|_| ApiError::new(400, "bad_body", "could not read the request body"))?;
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(ApiError::too_large());
+    }
+    Ok(bytes)
+}

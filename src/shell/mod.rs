@@ -1,0 +1,18 @@
+//! The Worker shell: adapters between Cloudflare's runtime and the pure core. Nothing here
+//! decides anything the core could decide; it routes, stores, sends and schedules.
+
+mod config;
+mod do_sql;
+mod http;
+mod model;
+mod router;
+mod thread_object;
+
+pub use thread_object::DurableThread;
+
+use worker::{event, Context, Env, Request, Response, Result};
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    router::handle(req, env).await
+}

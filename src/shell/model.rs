@@ -1,0 +1,145 @@
+//! One streaming chat-completions call over `fetch`, feeding bytes to the core as they arrive.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use wasm_bindgen::JsValue;
+use worker::{AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit};
+
+use crate::core::config::AgentConfig;
+use crate::core::openai::{error_message, OpenAiStream};
+use crate::core::stream::{ProviderError, StreamEvent};
+
+/// Time allowed for the response headers.
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time allowed between two body chunks before the stream counts as stalled.
+const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest error body we read from a failing provider.
+const MAX_ERROR_BODY: usize = 16 * 1024;
+
+/// Runs `fut` with a deadline; `None` when the deadline won.
+async fn with_timeout<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
+    let fut = Box::pin(fut);
+    let delay = Box::pin(Delay::from(limit));
+    match select(fut, delay).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
+    }
+}
+
+/// An open model response body.
+pub(crate) struct ModelStream {
+    body: ByteStream,
+    parser: OpenAiStream,
+    abort: Option<AbortController>,
+    finished: bool,
+}
+
+impl ModelStream {
+    /// Sends the request and waits for a successful status.
+    pub(crate) async fn open(
+        env: &Env,
+        agent: &AgentConfig,
+        body: &serde_json::Value,
+    ) -> Result<Self, ProviderError> {
+        let model = &agent.model;
+        if model.provider != "openai" {
+            return Err(ProviderError::Config(format!(
+                "provider {:?} is not supported yet (use \"openai\")",
+                model.provider
+            )));
+        }
+        let headers = Headers::new();
+        let set = |k: &str, v: &str| {
+            headers
+                .set(k, v)
+                .map_err(|e| ProviderError::Config(e.to_string()))
+        };
+        set("content-type", "application/json")?;
+        set("accept", "text/event-stream")?;
+        if let Some(secret) = &model.api_key_secret {
+            // The key is read from the secret at call time and goes nowhere but this header.
+            let key = env.secret(secret).map_err(|_| {
+                ProviderError::Config(format!("the secret {secret:?} named by model {:?} is not set", model.name))
+            })?;
+            set("authorization", &format!("Bearer {}", key.to_string()))?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_headers(headers)
+            .with_body(Some(JsValue::from_str(&body.to_string())));
+        let request = Request::new_with_init(&model.chat_completions_url(), &init)
+            .map_err(|e| ProviderError::Config(format!("bad model URL: {e}")))?;
+        let abort = AbortController::default();
+        let sent = with_timeout(
+            Fetch::Request(request).send_with_signal(&abort.signal()),
+            FIRST_BYTE_TIMEOUT,
+        )
+        .await;
+        let mut response = match sent {
+            None => {
+                abort.abort();
+                return Err(ProviderError::Timeout("no response headers in time".into()));
+            }
+            Some(Err(e)) => return Err(ProviderError::Network(e.to_string())),
+            Some(Ok(r)) => r,
+        };
+        let status = response.status_code();
+        if !(200..300).contains(&status) {
+            let retry_after_ms = response
+                .headers()
+                .get("retry-after")
+                .ok()
+                .flatten()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map(|s| (s * 1000.0) as u64);
+            let text = with_timeout(response.text(), STALL_TIMEOUT)
+                .await
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            let text: String = text.chars().take(MAX_ERROR_BODY).collect();
+            return Err(ProviderError::Http {
+                status,
+                message: error_message(&text),
+                retry_after_ms,
+            });
+        }
+        let body = response
+            .stream()
+            .map_err(|e| ProviderError::Network(e.to_string()))?;
+        Ok(ModelStream {
+            body,
+            parser: OpenAiStream::new(),
+            abort: Some(abort),
+            finished: false,
+        })
+    }
+
+    /// The next batch of events; `Ok(None)` once the stream has ended properly.
+    pub(crate) async fn next_events(&mut self) -> Result<Option<Vec<StreamEvent>>, ProviderError> {
+        if self.finished {
+            return Ok(None);
+        }
+        match with_timeout(self.body.next(), STALL_TIMEOUT).await {
+            None => {
+                self.cancel();
+                Err(ProviderError::Timeout("the stream stalled".into()))
+            }
+            Some(Some(Ok(bytes))) => self.parser.feed(&bytes).map(Some),
+            Some(Some(Err(e))) => Err(ProviderError::Network(e.to_string())),
+            Some(None) => {
+                self.finished = true;
+                self.parser.finish().map(Some)
+            }
+        }
+    }
+
+    /// Aborts the underlying fetch (on stop or timeout) so the connection is not left open.
+    pub(crate) fn cancel(&mut self) {
+        if let Some(abort) = self.abort.take() {
+            abort.abort();
+        }
+    }
+}

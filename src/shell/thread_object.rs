@@ -1,0 +1,374 @@
+//! `DurableThread`: one conversation thread per Durable Object.
+//!
+//! Requests come from the router (already authenticated and validated). Work is driven by the
+//! alarm: every change that needs work sets an alarm, and the alarm handler loops on
+//! [`Thread::next_action`] until the thread is idle. A watchdog alarm stays armed while a turn
+//! runs, so if the object is evicted or the process dies mid-turn, the alarm fires again and
+//! the loop resumes from what SQLite says.
+
+use std::cell::Cell;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use worker::{
+    durable_object, Date, DurableObject, Env, Request, Response, Result, State, WebSocket,
+    WebSocketIncomingMessage, WebSocketPair,
+};
+
+use super::config::load_agent;
+use super::do_sql::DoSql;
+use super::http::{error, json, read_body};
+use super::model::ModelStream;
+use crate::core::api::{ApiError, CreateThread, PageQuery, PostMessage};
+use crate::core::config::{AgentConfig, DEFAULT_MAX_STEPS};
+use crate::core::openai::build_request;
+use crate::core::protocol::{parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION};
+use crate::core::store::ThreadStatus;
+use crate::core::stream::ProviderError;
+use crate::core::thread::{Action, ModelCall, Thread, ThreadError};
+use crate::tool::{FlowState, Registry};
+
+/// How long a turn may go without progress before the watchdog alarm resumes it.
+const WATCHDOG_MS: i64 = 30_000;
+
+/// What each socket remembers across hibernation.
+#[derive(Serialize, Deserialize)]
+struct Attachment {
+    thread_id: String,
+    connected_at: i64,
+}
+
+fn now() -> i64 {
+    Date::now().as_millis() as i64
+}
+
+fn thread_error(e: &ThreadError) -> ApiError {
+    match e {
+        ThreadError::NotFound => ApiError::not_found("thread not found"),
+        ThreadError::AlreadyExists => ApiError::new(409, "conflict", "thread already exists"),
+        ThreadError::Stopped => ApiError::new(409, "thread_stopped", "the thread is stopped"),
+        ThreadError::Sql(e) => {
+            worker::console_error!("thread storage error: {e}");
+            ApiError::internal("thread storage error")
+        }
+    }
+}
+
+/// The Durable Object hosting one thread.
+#[durable_object]
+#[allow(unreachable_pub)]
+pub struct DurableThread {
+    state: State,
+    env: Env,
+    /// True while this instance runs the turn loop (a second alarm must not start another).
+    driving: Cell<bool>,
+    /// Set by `stop` so a streaming model call is cut short.
+    stop_requested: Cell<bool>,
+}
+
+impl DurableObject for DurableThread {
+    fn new(state: State, env: Env) -> Self {
+        DurableThread {
+            state,
+            env,
+            driving: Cell::new(false),
+            stop_requested: Cell::new(false),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let path = req.path();
+        let result = match (req.method(), path.as_str()) {
+            (worker::Method::Post, "/create") => self.create(&mut req).await,
+            (worker::Method::Get, "/summary") => self.with_thread(|t| Ok(json!(t.summary()?))).map(|v| (200, v)),
+            (worker::Method::Get, "/messages") => self.messages(&req),
+            (worker::Method::Post, "/messages") => self.post_message(&mut req).await,
+            (worker::Method::Post, "/stop") => self.stop().await.map(|()| (200, json!({ "ok": true }))),
+            (worker::Method::Get, "/stream") => return self.accept_socket(),
+            _ => Err(ApiError::not_found("no such thread operation")),
+        };
+        match result {
+            Ok((status, body)) => json(status, &body),
+            Err(e) => error(&e),
+        }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        self.drive().await;
+        Response::ok("")
+    }
+
+    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        let text = match message {
+            WebSocketIncomingMessage::String(s) => s,
+            WebSocketIncomingMessage::Binary(_) => {
+                send(&ws, &ServerFrame::error("bad_frame", "binary frames are not supported; send JSON text", None));
+                return Ok(());
+            }
+        };
+        match parse_client_frame(&text) {
+            Err(frame) => send(&ws, &frame),
+            Ok(ClientFrame::Ping) => send(&ws, &ServerFrame::Pong),
+            Ok(ClientFrame::Rpc { id, method, params }) => {
+                let reply = match self.rpc(&method, &params).await {
+                    Ok(result) => ServerFrame::Result { id, ok: true, result: Some(result), error: None },
+                    Err(e) => ServerFrame::Result {
+                        id,
+                        ok: false,
+                        result: None,
+                        error: Some(ErrorBody { code: e.code.into(), message: e.message }),
+                    },
+                };
+                send(&ws, &reply);
+            }
+        }
+        Ok(())
+    }
+
+    async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _was_clean: bool) -> Result<()> {
+        // Complete the closing handshake; the socket may already be gone, which is fine.
+        let _ = ws.close(Some(1000), Some("bye"));
+        Ok(())
+    }
+
+    async fn websocket_error(&self, _ws: WebSocket, _error: worker::Error) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl DurableThread {
+    fn sql(&self) -> DoSql {
+        DoSql(self.state.storage().sql())
+    }
+
+    /// Runs `f` against a freshly opened thread view and broadcasts the frames it produced.
+    fn with_thread<T>(&self, f: impl FnOnce(&mut Thread<'_>) -> std::result::Result<T, ThreadError>) -> std::result::Result<T, ApiError> {
+        let sql = self.sql();
+        let mut thread = Thread::open(&sql).map_err(|e| thread_error(&e))?;
+        let out = f(&mut thread).map_err(|e| thread_error(&e));
+        self.flush(&mut thread);
+        out
+    }
+
+    fn flush(&self, thread: &mut Thread<'_>) {
+        let sockets = self.state.get_websockets();
+        while let Some(frame) = thread.poll_frame() {
+            let text = frame.to_json();
+            for ws in &sockets {
+                // A socket that is closing cannot take frames; the others still get theirs.
+                let _ = ws.send_with_str(&text);
+            }
+        }
+    }
+
+    async fn create(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+        let body = read_body(req).await?;
+        let create = CreateThread::parse(&body)?;
+        let thread_id = req
+            .headers()
+            .get("x-edgent-thread-id")
+            .ok()
+            .flatten()
+            .ok_or_else(|| ApiError::invalid("missing thread id"))?;
+        let summary = self.with_thread(|t| t.create(now(), &thread_id, &create.agent_id, &create.tags))?;
+        Ok((201, json!({ "thread_id": summary.thread_id, "agent_id": summary.agent_id, "created_at": summary.created_at, "tags": summary.tags })))
+    }
+
+    fn messages(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
+        let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
+        let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        let q = PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        let page = self.with_thread(|t| t.messages(q.limit, q.offset, q.order))?;
+        Ok((200, json!(page)))
+    }
+
+    async fn post_message(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+        let body = read_body(req).await?;
+        let post = PostMessage::parse(&body)?;
+        let message = self.with_thread(|t| t.post_user_message(now(), &post.content))?;
+        self.schedule().await;
+        Ok((202, json!({ "message_id": message.id })))
+    }
+
+    async fn stop(&self) -> std::result::Result<(), ApiError> {
+        self.stop_requested.set(true);
+        self.with_thread(|t| t.stop(now(), "user"))
+    }
+
+    async fn rpc(&self, method: &str, params: &Value) -> std::result::Result<Value, ApiError> {
+        match method {
+            "send_message" => {
+                let obj = params.as_object().cloned().unwrap_or_default();
+                let post = PostMessage::from_object(&obj)?;
+                let message = self.with_thread(|t| t.post_user_message(now(), &post.content))?;
+                self.schedule().await;
+                Ok(json!({ "message_id": message.id }))
+            }
+            "stop" => {
+                self.stop().await?;
+                Ok(json!({ "ok": true }))
+            }
+            "get_messages" => {
+                let limit = params.get("limit").and_then(Value::as_u64).map(|n| n.to_string());
+                let offset = params.get("offset").and_then(Value::as_u64).map(|n| n.to_string());
+                let order = params.get("order").and_then(Value::as_str).map(str::to_owned);
+                let mut pairs = Vec::new();
+                if let Some(l) = &limit { pairs.push(("limit", l.as_str())); }
+                if let Some(o) = &offset { pairs.push(("offset", o.as_str())); }
+                if let Some(o) = &order { pairs.push(("order", o.as_str())); }
+                let q = PageQuery::parse(pairs)?;
+                Ok(json!(self.with_thread(|t| t.messages(q.limit, q.offset, q.order))?))
+            }
+            other => Err(ApiError::new(400, "unknown_method", format!("unknown rpc method {other:?}; available: send_message, get_messages, stop"))),
+        }
+    }
+
+    fn accept_socket(&self) -> Result<Response> {
+        let sql = self.sql();
+        let (thread_id, status) = match Thread::open(&sql).and_then(|t| Ok((t.summary()?.thread_id, t.status_frame()?))) {
+            Ok(v) => v,
+            Err(e) => return error(&thread_error(&e)),
+        };
+        let pair = WebSocketPair::new()?;
+        let server = pair.server;
+        self.state.accept_web_socket(&server);
+        server.serialize_attachment(Attachment { thread_id: thread_id.clone(), connected_at: now() })?;
+        send(&server, &ServerFrame::Hello { thread_id, protocol: PROTOCOL_VERSION });
+        send(&server, &status);
+        Response::from_websocket(pair.client)
+    }
+
+    /// Asks for the turn loop to run (now). Idempotent and cheap.
+    async fn schedule(&self) {
+        if let Err(e) = self.state.storage().set_alarm(0).await {
+            worker::console_error!("could not schedule the turn: {e}");
+        }
+    }
+
+    /// The turn loop: performs actions until the thread has nothing to do.
+    async fn drive(&self) {
+        if self.driving.replace(true) {
+            return;
+        }
+        self.stop_requested.set(false);
+        let sql = self.sql();
+        let registry = Registry::discovered();
+        let mut agent: Option<AgentConfig> = None;
+        loop {
+            // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
+            let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
+            let mut thread = match Thread::open(&sql) {
+                Ok(t) => t,
+                Err(e) => {
+                    worker::console_error!("cannot open thread: {e}");
+                    break;
+                }
+            };
+            let summary = match thread.summary() {
+                Ok(s) => s,
+                Err(_) => break, // an object without a thread has nothing to do
+            };
+            if summary.status == ThreadStatus::Running && agent.is_none() {
+                match load_agent(&self.env, &summary.agent_id).await {
+                    Ok(Some(a)) => agent = Some(a),
+                    Ok(None) => {
+                        let err = ProviderError::Config(format!("agent {:?}, its prompt or its model is missing from D1", summary.agent_id));
+                        self.fail_turn(&mut thread, &err);
+                        continue;
+                    }
+                    Err(e) => {
+                        let err = ProviderError::Config(format!("could not read agent configuration: {e}"));
+                        self.fail_turn(&mut thread, &err);
+                        continue;
+                    }
+                }
+            }
+            let max_steps = agent.as_ref().map_or(DEFAULT_MAX_STEPS, |a| a.max_steps);
+            let action = thread.next_action(now(), max_steps);
+            self.flush(&mut thread);
+            match action {
+                Ok(Action::Idle) => break,
+                Err(e) => {
+                    worker::console_error!("turn loop error: {e}");
+                    break;
+                }
+                Ok(Action::CallModel(call)) => {
+                    let Some(agent) = agent.as_ref() else { break };
+                    self.call_model(&mut thread, agent, call).await;
+                }
+                Ok(Action::RunTool(call)) => {
+                    let _ = thread.start_tool(now(), &call);
+                    self.flush(&mut thread);
+                    let flow = FlowState {
+                        thread_id: summary.thread_id.clone(),
+                        agent_id: summary.agent_id.clone(),
+                        turn_count: summary.turn_count,
+                        depth: 0,
+                        tool_call_id: call.call.id.clone(),
+                        now_ms: now(),
+                    };
+                    let allowed = agent.as_ref().is_some_and(|a| a.tools.iter().any(|t| *t == call.call.name));
+                    let result = match registry.get(&call.call.name) {
+                        Some(tool) if allowed => tool.call(flow, &call.call.arguments).await,
+                        _ => crate::tool::CallToolResult::error(format!(
+                            "unknown tool {:?}; available tools: {}",
+                            call.call.name,
+                            agent.as_ref().map(|a| a.tools.join(", ")).unwrap_or_default()
+                        )),
+                    };
+                    if let Err(e) = thread.finish_tool(now(), &call, &result) {
+                        worker::console_error!("could not store a tool result: {e}");
+                    }
+                    self.flush(&mut thread);
+                }
+            }
+        }
+        self.driving.set(false);
+        let _ = self.state.storage().delete_alarm().await;
+        // A message may have arrived while the alarm was being deleted: never strand it.
+        let still_running = Thread::open(&sql)
+            .and_then(|t| t.summary())
+            .is_ok_and(|s| s.status == ThreadStatus::Running);
+        if still_running {
+            self.schedule().await;
+        }
+    }
+
+    fn fail_turn(&self, thread: &mut Thread<'_>, err: &ProviderError) {
+        let _ = thread.fail_turn(now(), err);
+        self.flush(thread);
+    }
+
+    async fn call_model(&self, thread: &mut Thread<'_>, agent: &AgentConfig, mut call: ModelCall) {
+        let tools = Registry::discovered().specs(agent.tools.iter().map(String::as_str));
+        let body = build_request(&agent.model.model, &agent.system, &call.history, &tools);
+        let outcome: std::result::Result<(), ProviderError> = async {
+            let mut stream = ModelStream::open(&self.env, agent, &body).await?;
+            while let Some(events) = stream.next_events().await? {
+                for ev in events {
+                    thread.on_model_event(&mut call, ev)?;
+                }
+                self.flush(thread);
+                if self.stop_requested.get() {
+                    stream.cancel();
+                    break;
+                }
+            }
+            Ok(())
+        }
+        .await;
+        let stored = match outcome {
+            Ok(()) if self.stop_requested.get() => thread.fail_model_call(now(), call, &ProviderError::Stream("stopped by the user".into())),
+            Ok(()) => thread.finish_model_call(now(), call),
+            Err(e) => thread.fail_model_call(now(), call, &e),
+        };
+        if let Err(e) = stored {
+            worker::console_error!("could not store the model reply: {e}");
+        }
+        self.flush(thread);
+    }
+}
+
+fn send(ws: &WebSocket, frame: &ServerFrame) {
+    let _ = ws.send_with_str(frame.to_json());
+}

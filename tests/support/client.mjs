@@ -1,0 +1,115 @@
+// A small edgent client for tests and examples: JSON over HTTP, frames over a real WebSocket.
+import WebSocket from 'ws';
+
+export class EdgentClient {
+  constructor(baseUrl, key) {
+    this.baseUrl = baseUrl.replace(/\/$/, '');
+    this.key = key;
+  }
+
+  /** Calls the API; returns { status, body } with the body parsed when it is JSON. */
+  async request(method, path, { body, key = this.key, headers = {}, raw } = {}) {
+    const h = { ...headers };
+    if (key !== null) h.authorization = `Bearer ${key}`;
+    let payload;
+    if (raw !== undefined) payload = raw;
+    else if (body !== undefined) {
+      payload = JSON.stringify(body);
+      h['content-type'] = 'application/json';
+    }
+    const res = await fetch(this.baseUrl + path, { method, headers: h, body: payload });
+    const text = await res.text();
+    let parsed = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {}
+    return { status: res.status, body: parsed, headers: res.headers };
+  }
+
+  async createThread(agentId = 'support') {
+    const r = await this.request('POST', '/api/threads', { body: { agent_id: agentId } });
+    if (r.status !== 201) throw new Error(`createThread: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.thread_id;
+  }
+
+  /** Opens the thread's WebSocket and resolves once `hello` arrived. */
+  async connect(threadId, { token = this.key, viaQuery = false } = {}) {
+    const wsUrl = this.baseUrl.replace(/^http/, 'ws') + `/api/threads/${threadId}/stream` + (viaQuery ? `?token=${encodeURIComponent(token)}` : '');
+    const ws = new WebSocket(wsUrl, viaQuery ? {} : { headers: { authorization: `Bearer ${token}` } });
+    const sock = new FrameSocket(ws);
+    await sock.opened;
+    await sock.waitFor((f) => f.type === 'hello');
+    return sock;
+  }
+}
+
+/** Collects frames and lets a test wait for the one it expects. */
+export class FrameSocket {
+  constructor(ws) {
+    this.ws = ws;
+    this.frames = [];
+    this.waiters = [];
+    this.closed = false;
+    this.opened = new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`WebSocket refused: ${res.statusCode}`), { status: res.statusCode })));
+      ws.once('error', reject);
+    });
+    ws.on('message', (data) => {
+      let frame;
+      try {
+        frame = JSON.parse(data.toString());
+      } catch {
+        frame = { type: '__unparseable__', raw: data.toString() };
+      }
+      this.frames.push(frame);
+      this.waiters = this.waiters.filter((w) => !w.check());
+    });
+    ws.on('close', () => {
+      this.closed = true;
+    });
+  }
+
+  send(frame) {
+    this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame));
+  }
+
+  /** Resolves with the first frame (from `from` on) matching `pred`. */
+  waitFor(pred, { timeout = 5000, from = 0 } = {}) {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const hit = this.frames.slice(from).find(pred);
+        if (hit) {
+          clearTimeout(timer);
+          resolve(hit);
+          return true;
+        }
+        return false;
+      };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w.check !== check);
+        reject(new Error(`timed out waiting for a frame; got: ${JSON.stringify(this.frames.slice(from)).slice(0, 2000)}`));
+      }, timeout);
+      if (!check()) this.waiters.push({ check });
+    });
+  }
+
+  /** Sends an rpc and resolves with its `result` frame. */
+  async rpc(method, params, id = `r${Math.random().toString(36).slice(2)}`) {
+    const from = this.frames.length;
+    this.send({ type: 'rpc', id, method, params });
+    return this.waitFor((f) => f.type === 'result' && f.id === id, { from });
+  }
+
+  /** Waits for the final (completed or failed) assistant message after index `from`. */
+  finalAssistant(from = 0, timeout = 10000) {
+    return this.waitFor(
+      (f) => f.type === 'message' && f.message.role === 'assistant' && f.message.status !== 'pending' && !(f.message.tool_calls?.length),
+      { from, timeout },
+    );
+  }
+
+  close() {
+    this.ws.close();
+  }
+}

@@ -1,0 +1,52 @@
+// Starts the real built Worker (build/index.js + wasm) in Miniflare (workerd), with a
+// SQLite-backed Durable Object namespace, a local D1 with the project's migrations and agent
+// definitions, and the default model pointed at a scripted model server.
+import { Miniflare } from 'miniflare';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { applyMigrations, loadDefinitions, seed } from '../../scripts/lib/d1.mjs';
+import { EdgentClient } from './client.mjs';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const API_KEY = 'test-key-0123456789abcdef';
+
+export async function startWorker({ modelUrl, persistDir, bindings = {} } = {}) {
+  const script = join(ROOT, 'build', 'index.js');
+  if (!existsSync(script)) throw new Error('build/index.js is missing: run `npm run build` (npm test does it)');
+  const persist = persistDir ?? false;
+  const mf = new Miniflare({
+    scriptPath: script,
+    modules: true,
+    modulesRoot: join(ROOT, 'build'),
+    modulesRules: [
+      { type: 'ESModule', include: ['**/*.js'] },
+      { type: 'CompiledWasm', include: ['**/*.wasm'] },
+    ],
+    compatibilityDate: '2026-04-20',
+    durableObjects: { THREADS: { className: 'DurableThread', useSQLite: true } },
+    d1Databases: { DB: 'edgent-test-db' },
+    bindings: { EDGENT_API_KEY: API_KEY, OPENAI_API_KEY: 'sk-test-secret', ...bindings },
+    durableObjectsPersist: persist,
+    d1Persist: persist,
+    port: 0,
+    host: '127.0.0.1',
+  });
+  const url = (await mf.ready).toString();
+  const db = await mf.getD1Database('DB');
+  await applyMigrations(db, join(ROOT, 'migrations'));
+  const defs = loadDefinitions(join(ROOT, 'agents'));
+  if (modelUrl) {
+    for (const m of defs.models) m.base_url = modelUrl;
+  }
+  await seed(db, defs);
+  return {
+    mf,
+    db,
+    url,
+    client: new EdgentClient(url, API_KEY),
+    async dispose() {
+      await mf.dispose();
+    },
+  };
+}
