@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `npm run dev`: install what is missing, build, migrate and seed the local D1, then run
+# `wrangler dev` on http://127.0.0.1:8787 (PORT overrides the port).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PORT="${PORT:-8787}"
+STATE=".wrangler/state"
+
+bash scripts/setup.sh
+
+if [[ ! -f .dev.vars ]] || ! grep -q '^EDGENT_API_KEY=' .dev.vars; then
+  key="$(node -e 'console.log(require("crypto").randomBytes(24).toString("base64url"))')"
+  {
+    echo "# Local secrets for wrangler dev (git-ignored). Production: wrangler secret put NAME"
+    echo "EDGENT_API_KEY=$key"
+    echo "# The key for the default model (agents/models/default.toml names this secret)."
+    echo "OPENAI_API_KEY="
+  } >> .dev.vars
+  echo "[dev] generated a local API key in .dev.vars"
+fi
+API_KEY="$(grep '^EDGENT_API_KEY=' .dev.vars | head -n1 | cut -d= -f2-)"
+
+echo "[dev] building the Worker"
+bash scripts/build.sh
+
+echo "[dev] applying D1 migrations and seeding agents/ into the local D1"
+npx wrangler d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
+node scripts/seed.mjs --persist-to "$STATE"
+node scripts/dev-config.mjs
+
+cat <<MSG
+
+  edgent is starting on http://127.0.0.1:$PORT
+  API key:  $API_KEY
+  Try:      curl -s -H "Authorization: Bearer $API_KEY" http://127.0.0.1:$PORT/api/tools
+  Socket:   ws://127.0.0.1:$PORT/api/threads/<thread_id>/stream?token=$API_KEY
+
+MSG
+exec npx wrangler dev --config .wrangler.dev.toml --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" --show-interactive-dev-session=false

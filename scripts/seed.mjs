@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// Loads agents/{models,prompts,agents}/*.toml into the local D1 (the one `wrangler dev` uses),
+// idempotently, with parameterised statements. Usage: node scripts/seed.mjs [--persist-to DIR]
+import { Miniflare } from 'miniflare';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+import { applyMigrations, loadDefinitions, seed } from './lib/d1.mjs';
+
+const args = process.argv.slice(2);
+if (args.includes('--remote')) {
+  console.error('seed: --remote is not supported yet; edit a deployed agent through the /api/models|prompts|agents routes.');
+  process.exit(2);
+}
+const persistIdx = args.indexOf('--persist-to');
+const persistTo = persistIdx >= 0 ? args[persistIdx + 1] : '.wrangler/state';
+
+const config = parseToml(readFileSync('wrangler.toml', 'utf8'));
+const d1 = (config.d1_databases ?? []).find((d) => d.binding === 'DB');
+if (!d1) {
+  console.error('seed: wrangler.toml has no D1 binding named DB');
+  process.exit(1);
+}
+let defs;
+try {
+  defs = loadDefinitions('agents');
+} catch (e) {
+  console.error(`seed: ${e.message}`);
+  process.exit(1);
+}
+
+// The same database file wrangler dev and `wrangler d1 ... --local` use.
+const mf = new Miniflare({
+  modules: true,
+  script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
+  d1Databases: { DB: d1.database_id },
+  d1Persist: join(persistTo, 'v3', 'd1'),
+});
+try {
+  const db = await mf.getD1Database('DB');
+  const applied = await applyMigrations(db, d1.migrations_dir ?? 'migrations');
+  if (applied.length) console.log(`seed: applied migrations ${applied.join(', ')}`);
+  const n = await seed(db, defs);
+  console.log(`seed: ${n.models} models, ${n.prompts} prompts, ${n.agents} agents loaded into local D1`);
+} finally {
+  await mf.dispose();
+}

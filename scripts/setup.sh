@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what building and testing edgent needs, skipping whatever is already there:
+# the wasm32 target, worker-build, the wasm-bindgen CLI matching Cargo.lock, and the pinned
+# npm packages (wrangler, miniflare, binaryen's wasm-opt, ws, smol-toml).
+# A fresh machine pays ~11 minutes once (two cargo installs); later runs take seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
+export PATH="$CARGO_BIN:$PATH"
+
+WORKER_BUILD_VERSION="0.8.7"
+step() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  step "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+if ! "$CARGO_BIN/worker-build" --version 2>/dev/null | grep -qF "$WORKER_BUILD_VERSION"; then
+  step "installing worker-build $WORKER_BUILD_VERSION (once, a few minutes)"
+  cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked
+fi
+
+# wasm-bindgen's CLI must match the library version exactly; worker-build would download it
+# from a host that is not always reachable, so install it from crates.io instead.
+WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)"
+if [[ -z "$WASM_BINDGEN_VERSION" ]]; then
+  echo "setup: cannot find wasm-bindgen in Cargo.lock" >&2
+  exit 1
+fi
+if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -qF "$WASM_BINDGEN_VERSION"; then
+  step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (once, a few minutes)"
+  # Without --locked: the CLI's own lockfile pins a yanked crate.
+  cargo install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
+fi
+
+LOCK_HASH="$(sha256sum package-lock.json | cut -d' ' -f1)"
+if [[ ! -x node_modules/.bin/wrangler || "$(cat node_modules/.edgent-lock 2>/dev/null)" != "$LOCK_HASH" ]]; then
+  step "installing npm packages (npm ci)"
+  npm ci --no-audit --no-fund
+  echo "$LOCK_HASH" > node_modules/.edgent-lock
+fi
