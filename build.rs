@@ -20,8 +20,8 @@ fn main() {
     println!("cargo:rerun-if-changed={}", dir.display());
 
     let mut tools: Vec<(String, PathBuf)> = Vec::new();
-    let entries = fs::read_dir(&dir)
-        .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", dir.display())));
+    let entries =
+        fs::read_dir(&dir).unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", dir.display())));
     for entry in entries {
         let entry = entry.unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", dir.display())));
         let path = entry.path();
@@ -57,7 +57,7 @@ fn main() {
     }
     code.push_str(
         "/// Every tool found in agents/tools/ at build time: (name, constructor).\n\
-         pub static TOOLS: &[(&str, fn() -> crate::tool::Tool)] = &[\n",
+         pub static TOOLS: &[(&str, crate::tool::ToolConstructor)] = &[\n",
     );
     for (name, _) in &tools {
         let _ = writeln!(code, "    ({name:?}, {name}::tool),");

@@ -84,7 +84,11 @@ fn parse_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError>
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::new(400, "bad_json", "body must be a JSON object")),
-        Err(e) => Err(ApiError::new(400, "bad_json", format!("body is not valid JSON: {e}"))),
+        Err(e) => Err(ApiError::new(
+            400,
+            "bad_json",
+            format!("body is not valid JSON: {e}"),
+        )),
     }
 }
 
@@ -103,7 +107,11 @@ impl CreateThread {
         let obj = parse_object(body)?;
         let agent_id = match obj.get("agent_id") {
             Some(Value::String(s)) if !s.is_empty() && s.len() <= 128 => s.clone(),
-            _ => return Err(ApiError::invalid("\"agent_id\" must be a non-empty string (max 128 bytes)")),
+            _ => {
+                return Err(ApiError::invalid(
+                    "\"agent_id\" must be a non-empty string (max 128 bytes)",
+                ))
+            }
         };
         let tags = match obj.get("tags") {
             None | Some(Value::Null) => Vec::new(),
@@ -111,10 +119,16 @@ impl CreateThread {
                 .iter()
                 .map(|t| match t {
                     Value::String(s) if s.len() <= 64 => Ok(s.clone()),
-                    _ => Err(ApiError::invalid("each tag must be a string of at most 64 bytes")),
+                    _ => Err(ApiError::invalid(
+                        "each tag must be a string of at most 64 bytes",
+                    )),
                 })
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(ApiError::invalid("\"tags\" must be an array of at most 32 strings")),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "\"tags\" must be an array of at most 32 strings",
+                ))
+            }
         };
         Ok(CreateThread { agent_id, tags })
     }
@@ -138,7 +152,11 @@ impl PostMessage {
         match obj.get("role") {
             None | Some(Value::Null) => {}
             Some(Value::String(r)) if r == "user" => {}
-            Some(_) => return Err(ApiError::invalid("\"role\" must be \"user\" (other roles: use inject_message)")),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "\"role\" must be \"user\" (other roles: use inject_message)",
+                ))
+            }
         }
         match obj.get("content") {
             Some(Value::String(s)) if s.trim().is_empty() => {
@@ -168,7 +186,9 @@ pub struct PageQuery {
 
 impl PageQuery {
     /// Validates query pairs; unknown keys are ignored.
-    pub fn parse<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self, ApiError> {
+    pub fn parse<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ApiError> {
         let mut q = PageQuery {
             limit: DEFAULT_PAGE,
             offset: 0,
@@ -181,18 +201,24 @@ impl PageQuery {
                         .parse()
                         .ok()
                         .filter(|n| (1..=MAX_PAGE).contains(n))
-                        .ok_or_else(|| ApiError::invalid(format!("\"limit\" must be an integer from 1 to {MAX_PAGE}")))?
+                        .ok_or_else(|| {
+                            ApiError::invalid(format!(
+                                "\"limit\" must be an integer from 1 to {MAX_PAGE}"
+                            ))
+                        })?
                 }
                 "offset" => {
-                    q.offset = v
-                        .parse()
-                        .map_err(|_| ApiError::invalid("\"offset\" must be a non-negative integer"))?
+                    q.offset = v.parse().map_err(|_| {
+                        ApiError::invalid("\"offset\" must be a non-negative integer")
+                    })?
                 }
                 "order" => {
                     q.order = match v {
                         "asc" => Order::Asc,
                         "desc" => Order::Desc,
-                        _ => return Err(ApiError::invalid("\"order\" must be \"asc\" or \"desc\"")),
+                        _ => {
+                            return Err(ApiError::invalid("\"order\" must be \"asc\" or \"desc\""))
+                        }
                     }
                 }
                 _ => {}
@@ -211,7 +237,10 @@ pub fn authorized(expected: &str, authorization: Option<&str>, token: Option<&st
         return false;
     }
     let presented = authorization
-        .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
         .map(str::trim)
         .or(token);
     presented.is_some_and(|p| constant_time_eq(p.as_bytes(), expected.as_bytes()))
@@ -237,18 +266,44 @@ mod tests {
         assert_eq!(CreateThread::parse(b"{").unwrap_err().code, "bad_json");
         assert_eq!(CreateThread::parse(b"[]").unwrap_err().code, "bad_json");
         assert_eq!(CreateThread::parse(b"{}").unwrap_err().status, 400);
-        assert_eq!(CreateThread::parse(br#"{"agent_id":"a","tags":[1]}"#).unwrap_err().status, 400);
+        assert_eq!(
+            CreateThread::parse(br#"{"agent_id":"a","tags":[1]}"#)
+                .unwrap_err()
+                .status,
+            400
+        );
         let huge = vec![b' '; MAX_BODY_BYTES + 1];
         assert_eq!(CreateThread::parse(&huge).unwrap_err().status, 413);
     }
 
     #[test]
     fn post_message_validation() {
-        assert_eq!(PostMessage::parse(br#"{"content":"hi"}"#).unwrap().content, "hi");
-        assert_eq!(PostMessage::parse(br#"{"content":"hi","role":"user"}"#).unwrap().content, "hi");
-        assert_eq!(PostMessage::parse(br#"{"content":"hi","role":"system"}"#).unwrap_err().status, 400);
-        assert_eq!(PostMessage::parse(br#"{"content":"  "}"#).unwrap_err().status, 400);
-        assert_eq!(PostMessage::parse(br#"{"content":5}"#).unwrap_err().status, 400);
+        assert_eq!(
+            PostMessage::parse(br#"{"content":"hi"}"#).unwrap().content,
+            "hi"
+        );
+        assert_eq!(
+            PostMessage::parse(br#"{"content":"hi","role":"user"}"#)
+                .unwrap()
+                .content,
+            "hi"
+        );
+        assert_eq!(
+            PostMessage::parse(br#"{"content":"hi","role":"system"}"#)
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            PostMessage::parse(br#"{"content":"  "}"#)
+                .unwrap_err()
+                .status,
+            400
+        );
+        assert_eq!(
+            PostMessage::parse(br#"{"content":5}"#).unwrap_err().status,
+            400
+        );
         let long = format!(r#"{{"content":"{}"}}"#, "x".repeat(MAX_CONTENT_BYTES + 1));
         assert_eq!(PostMessage::parse(long.as_bytes()).unwrap_err().status, 413);
     }
@@ -258,7 +313,13 @@ mod tests {
         let q = PageQuery::parse([("limit", "10"), ("offset", "5"), ("order", "desc")]).unwrap();
         assert_eq!((q.limit, q.offset, q.order), (10, 5, Order::Desc));
         assert_eq!(PageQuery::parse([]).unwrap().limit, DEFAULT_PAGE);
-        for bad in [("limit", "0"), ("limit", "201"), ("limit", "x"), ("offset", "-1"), ("order", "up")] {
+        for bad in [
+            ("limit", "0"),
+            ("limit", "201"),
+            ("limit", "x"),
+            ("offset", "-1"),
+            ("order", "up"),
+        ] {
             assert_eq!(PageQuery::parse([bad]).unwrap_err().status, 400, "{bad:?}");
         }
     }

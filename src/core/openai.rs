@@ -175,7 +175,10 @@ impl OpenAiStream {
             },
         };
         self.by_server_index.insert(server_index, ours);
-        if let Some(args) = call["function"]["arguments"].as_str().filter(|a| !a.is_empty()) {
+        if let Some(args) = call["function"]["arguments"]
+            .as_str()
+            .filter(|a| !a.is_empty())
+        {
             out.push(StreamEvent::ToolCallDelta {
                 index: ours,
                 arguments: args.to_owned(),

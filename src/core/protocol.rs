@@ -121,8 +121,14 @@ pub enum ClientFrame {
     },
 }
 
-/// Parses one text frame. Every failure names what was wrong, for an `error` frame.
-pub fn parse_client_frame(text: &str) -> Result<ClientFrame, ServerFrame> {
+/// Parses one text frame. Every failure is an `error` frame saying what was wrong (boxed: it
+/// is the rare path).
+pub fn parse_client_frame(text: &str) -> Result<ClientFrame, Box<ServerFrame>> {
+    parse_frame(text).map_err(Box::new)
+}
+
+#[allow(clippy::result_large_err)] // boxed once, by the caller
+fn parse_frame(text: &str) -> Result<ClientFrame, ServerFrame> {
     if text.len() > MAX_FRAME_BYTES {
         return Err(ServerFrame::error(
             "frame_too_large",
@@ -195,8 +201,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn code(r: Result<ClientFrame, ServerFrame>) -> String {
-        match r {
+    fn code(r: Result<ClientFrame, Box<ServerFrame>>) -> String {
+        match r.map_err(|b| *b) {
             Err(ServerFrame::Error { code, .. }) => code,
             other => panic!("expected error, got {other:?}"),
         }
@@ -204,9 +210,14 @@ mod tests {
 
     #[test]
     fn parses_ping_and_rpc() {
-        assert_eq!(parse_client_frame(r#"{"type":"ping"}"#), Ok(ClientFrame::Ping));
         assert_eq!(
-            parse_client_frame(r#"{"type":"rpc","id":7,"method":"send_message","params":{"content":"hi"}}"#),
+            parse_client_frame(r#"{"type":"ping"}"#),
+            Ok(ClientFrame::Ping)
+        );
+        assert_eq!(
+            parse_client_frame(
+                r#"{"type":"rpc","id":7,"method":"send_message","params":{"content":"hi"}}"#
+            ),
             Ok(ClientFrame::Rpc {
                 id: json!(7),
                 method: "send_message".into(),
@@ -228,14 +239,28 @@ mod tests {
         assert_eq!(code(parse_client_frame("not json")), "bad_frame");
         assert_eq!(code(parse_client_frame("[1,2]")), "bad_frame");
         assert_eq!(code(parse_client_frame(r#"{"kind":"ping"}"#)), "bad_frame");
-        assert_eq!(code(parse_client_frame(r#"{"type":"shout"}"#)), "unknown_frame");
-        assert_eq!(code(parse_client_frame(r#"{"type":"rpc","method":"x"}"#)), "bad_frame");
-        assert_eq!(code(parse_client_frame(r#"{"type":"rpc","id":1}"#)), "bad_frame");
         assert_eq!(
-            code(parse_client_frame(r#"{"type":"rpc","id":1,"method":"x","params":[]}"#)),
+            code(parse_client_frame(r#"{"type":"shout"}"#)),
+            "unknown_frame"
+        );
+        assert_eq!(
+            code(parse_client_frame(r#"{"type":"rpc","method":"x"}"#)),
             "bad_frame"
         );
-        let big = format!(r#"{{"type":"ping","pad":"{}"}}"#, "x".repeat(MAX_FRAME_BYTES));
+        assert_eq!(
+            code(parse_client_frame(r#"{"type":"rpc","id":1}"#)),
+            "bad_frame"
+        );
+        assert_eq!(
+            code(parse_client_frame(
+                r#"{"type":"rpc","id":1,"method":"x","params":[]}"#
+            )),
+            "bad_frame"
+        );
+        let big = format!(
+            r#"{{"type":"ping","pad":"{}"}}"#,
+            "x".repeat(MAX_FRAME_BYTES)
+        );
         assert_eq!(code(parse_client_frame(&big)), "frame_too_large");
     }
 

@@ -147,12 +147,17 @@ mod tests {
 
     #[test]
     fn split_anywhere_gives_the_same_events() {
-        let stream = "event: x\ndata: {\"k\":\"h\u{e9}llo\"}\r\n\r\n: keep-alive\n\ndata: [DONE]\n\n";
+        let stream =
+            "event: x\ndata: {\"k\":\"h\u{e9}llo\"}\r\n\r\n: keep-alive\n\ndata: [DONE]\n\n";
         let expected = all(&[stream.as_bytes()]);
         assert_eq!(expected.len(), 2);
         let bytes = stream.as_bytes();
         for cut in 0..bytes.len() {
-            assert_eq!(all(&[&bytes[..cut], &bytes[cut..]]), expected, "cut at {cut}");
+            assert_eq!(
+                all(&[&bytes[..cut], &bytes[cut..]]),
+                expected,
+                "cut at {cut}"
+            );
         }
         let singles: Vec<&[u8]> = bytes.chunks(1).collect();
         assert_eq!(all(&singles), expected);

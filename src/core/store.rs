@@ -425,4 +425,3 @@ fn message_from_row(r: &Row) -> Result<Message, SqlError> {
         status: MessageStatus::parse(&r.text(9)?),
     })
 }
-

@@ -120,7 +120,12 @@ impl<'a> Thread<'a> {
     }
 
     /// A page of top-level messages.
-    pub fn messages(&self, limit: u32, offset: u32, order: Order) -> Result<MessagePage, ThreadError> {
+    pub fn messages(
+        &self,
+        limit: u32,
+        offset: u32,
+        order: Order,
+    ) -> Result<MessagePage, ThreadError> {
         self.summary()?;
         Ok(self.store.messages_page(limit, offset, order)?)
     }
@@ -351,7 +356,12 @@ impl<'a> Thread<'a> {
         self.frames.push_back(ServerFrame::Tool {
             tool_call_id: call.call.id.clone(),
             name: call.call.name.clone(),
-            status: if result.is_error() { "error" } else { "success" }.into(),
+            status: if result.is_error() {
+                "error"
+            } else {
+                "success"
+            }
+            .into(),
         });
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),

@@ -38,7 +38,10 @@ mod tests {
     fn known_instants() {
         assert_eq!(rfc3339_from_ms(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339_from_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(rfc3339_from_ms(1_795_300_162_123), "2026-11-21T22:29:22.123Z");
+        assert_eq!(
+            rfc3339_from_ms(1_795_300_162_123),
+            "2026-11-21T22:29:22.123Z"
+        );
         assert_eq!(rfc3339_from_ms(-1), "1969-12-31T23:59:59.999Z");
     }
 }

@@ -8,8 +8,6 @@ mod model;
 mod router;
 mod thread_object;
 
-pub use thread_object::DurableThread;
-
 use worker::{event, Context, Env, Request, Response, Result};
 
 #[event(fetch)]

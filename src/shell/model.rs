@@ -6,7 +6,9 @@ use std::time::Duration;
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use wasm_bindgen::JsValue;
-use worker::{AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit};
+use worker::{
+    AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+};
 
 use crate::core::config::AgentConfig;
 use crate::core::openai::{error_message, OpenAiStream};
@@ -62,9 +64,12 @@ impl ModelStream {
         if let Some(secret) = &model.api_key_secret {
             // The key is read from the secret at call time and goes nowhere but this header.
             let key = env.secret(secret).map_err(|_| {
-                ProviderError::Config(format!("the secret {secret:?} named by model {:?} is not set", model.name))
+                ProviderError::Config(format!(
+                    "the secret {secret:?} named by model {:?} is not set",
+                    model.name
+                ))
             })?;
-            set("authorization", &format!("Bearer {}", key.to_string()))?;
+            set("authorization", &format!("Bearer {key}"))?;
         }
         let mut init = RequestInit::new();
         init.with_method(Method::Post)

@@ -63,16 +63,28 @@ fn method_or_route(segments: &[&str]) -> ApiError {
     ApiError::not_found(format!("no route for /{}", segments.join("/")))
 }
 
-fn authenticate(req: &Request, env: &Env, allow_query_token: bool) -> std::result::Result<(), ApiError> {
+fn authenticate(
+    req: &Request,
+    env: &Env,
+    allow_query_token: bool,
+) -> std::result::Result<(), ApiError> {
     let expected = env
         .secret("EDGENT_API_KEY")
         .map(|s| s.to_string())
-        .map_err(|_| ApiError::new(500, "not_configured", "EDGENT_API_KEY is not set on this Worker"))?;
+        .map_err(|_| {
+            ApiError::new(
+                500,
+                "not_configured",
+                "EDGENT_API_KEY is not set on this Worker",
+            )
+        })?;
     let header = req.headers().get("authorization").ok().flatten();
     let token = if allow_query_token {
-        req.url()
-            .ok()
-            .and_then(|u| u.query_pairs().find(|(k, _)| k == "token").map(|(_, v)| v.into_owned()))
+        req.url().ok().and_then(|u| {
+            u.query_pairs()
+                .find(|(k, _)| k == "token")
+                .map(|(_, v)| v.into_owned())
+        })
     } else {
         None
     };
@@ -94,20 +106,39 @@ async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Resp
     let create = CreateThread::parse(&body)?;
     match agent_exists(env, &create.agent_id).await {
         Ok(true) => {}
-        Ok(false) => return Err(ApiError::not_found(format!("agent {:?} does not exist", create.agent_id))),
-        Err(e) => return Err(ApiError::internal(format!("could not read agents from D1: {e}"))),
+        Ok(false) => {
+            return Err(ApiError::not_found(format!(
+                "agent {:?} does not exist",
+                create.agent_id
+            )))
+        }
+        Err(e) => {
+            return Err(ApiError::internal(format!(
+                "could not read agents from D1: {e}"
+            )))
+        }
     }
     let thread_id = new_id();
     let internal = internal_request(Method::Post, "/create", &thread_id, Some(body))?;
     send_to(env, &thread_id, internal).await
 }
 
-async fn forward(req: &mut Request, env: &Env, thread_id: &str, method: Method, op: &str) -> std::result::Result<Response, ApiError> {
+async fn forward(
+    req: &mut Request,
+    env: &Env,
+    thread_id: &str,
+    method: Method,
+    op: &str,
+) -> std::result::Result<Response, ApiError> {
     if !is_uuid(thread_id) {
         // Never address an object for an id we could not have issued.
         return Err(ApiError::not_found("thread not found"));
     }
-    let body = if method == Method::Post { Some(read_body(req).await?) } else { None };
+    let body = if method == Method::Post {
+        Some(read_body(req).await?)
+    } else {
+        None
+    };
     let query = req.url().ok().and_then(|u| u.query().map(str::to_owned));
     let path = match query {
         Some(q) => format!("{op}?{q}"),
@@ -118,9 +149,18 @@ async fn forward(req: &mut Request, env: &Env, thread_id: &str, method: Method, 
 }
 
 async fn stream(req: Request, env: &Env, thread_id: &str) -> Result<Response> {
-    let upgrade = req.headers().get("upgrade").ok().flatten().unwrap_or_default();
+    let upgrade = req
+        .headers()
+        .get("upgrade")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     if !upgrade.eq_ignore_ascii_case("websocket") {
-        return error(&ApiError::new(426, "upgrade_required", "this route is a WebSocket: send Upgrade: websocket"));
+        return error(&ApiError::new(
+            426,
+            "upgrade_required",
+            "this route is a WebSocket: send Upgrade: websocket",
+        ));
     }
     if !is_uuid(thread_id) {
         return error(&ApiError::not_found("thread not found"));
@@ -137,19 +177,31 @@ async fn stream(req: Request, env: &Env, thread_id: &str) -> Result<Response> {
     }
 }
 
-fn internal_request(method: Method, path: &str, thread_id: &str, body: Option<Vec<u8>>) -> std::result::Result<Request, ApiError> {
+fn internal_request(
+    method: Method,
+    path: &str,
+    thread_id: &str,
+    body: Option<Vec<u8>>,
+) -> std::result::Result<Request, ApiError> {
     let headers = Headers::new();
     let _ = headers.set("x-edgent-thread-id", thread_id);
     let _ = headers.set("content-type", "application/json");
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(headers);
     if let Some(body) = body {
-        init.with_body(Some(worker::js_sys::Uint8Array::from(body.as_slice()).into()));
+        init.with_body(Some(
+            worker::js_sys::Uint8Array::from(body.as_slice()).into(),
+        ));
     }
-    Request::new_with_init(&format!("https://thread.internal{path}"), &init).map_err(|e| ApiError::internal(e.to_string()))
+    Request::new_with_init(&format!("https://thread.internal{path}"), &init)
+        .map_err(|e| ApiError::internal(e.to_string()))
 }
 
-async fn send_to(env: &Env, thread_id: &str, req: Request) -> std::result::Result<Response, ApiError> {
+async fn send_to(
+    env: &Env,
+    thread_id: &str,
+    req: Request,
+) -> std::result::Result<Response, ApiError> {
     stub(env, thread_id)?
         .fetch_with_request(req)
         .await

@@ -22,7 +22,9 @@ use super::model::ModelStream;
 use crate::core::api::{ApiError, CreateThread, PageQuery, PostMessage};
 use crate::core::config::{AgentConfig, DEFAULT_MAX_STEPS};
 use crate::core::openai::build_request;
-use crate::core::protocol::{parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION};
+use crate::core::protocol::{
+    parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
+};
 use crate::core::store::ThreadStatus;
 use crate::core::stream::ProviderError;
 use crate::core::thread::{Action, ModelCall, Thread, ThreadError};
@@ -80,10 +82,14 @@ impl DurableObject for DurableThread {
         let path = req.path();
         let result = match (req.method(), path.as_str()) {
             (worker::Method::Post, "/create") => self.create(&mut req).await,
-            (worker::Method::Get, "/summary") => self.with_thread(|t| Ok(json!(t.summary()?))).map(|v| (200, v)),
+            (worker::Method::Get, "/summary") => self
+                .with_thread(|t| Ok(json!(t.summary()?)))
+                .map(|v| (200, v)),
             (worker::Method::Get, "/messages") => self.messages(&req),
             (worker::Method::Post, "/messages") => self.post_message(&mut req).await,
-            (worker::Method::Post, "/stop") => self.stop().await.map(|()| (200, json!({ "ok": true }))),
+            (worker::Method::Post, "/stop") => {
+                self.stop().await.map(|()| (200, json!({ "ok": true })))
+            }
             (worker::Method::Get, "/stream") => return self.accept_socket(),
             _ => Err(ApiError::not_found("no such thread operation")),
         };
@@ -98,11 +104,22 @@ impl DurableObject for DurableThread {
         Response::ok("")
     }
 
-    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+    async fn websocket_message(
+        &self,
+        ws: WebSocket,
+        message: WebSocketIncomingMessage,
+    ) -> Result<()> {
         let text = match message {
             WebSocketIncomingMessage::String(s) => s,
             WebSocketIncomingMessage::Binary(_) => {
-                send(&ws, &ServerFrame::error("bad_frame", "binary frames are not supported; send JSON text", None));
+                send(
+                    &ws,
+                    &ServerFrame::error(
+                        "bad_frame",
+                        "binary frames are not supported; send JSON text",
+                        None,
+                    ),
+                );
                 return Ok(());
             }
         };
@@ -111,12 +128,20 @@ impl DurableObject for DurableThread {
             Ok(ClientFrame::Ping) => send(&ws, &ServerFrame::Pong),
             Ok(ClientFrame::Rpc { id, method, params }) => {
                 let reply = match self.rpc(&method, &params).await {
-                    Ok(result) => ServerFrame::Result { id, ok: true, result: Some(result), error: None },
+                    Ok(result) => ServerFrame::Result {
+                        id,
+                        ok: true,
+                        result: Some(result),
+                        error: None,
+                    },
                     Err(e) => ServerFrame::Result {
                         id,
                         ok: false,
                         result: None,
-                        error: Some(ErrorBody { code: e.code.into(), message: e.message }),
+                        error: Some(ErrorBody {
+                            code: e.code.into(),
+                            message: e.message,
+                        }),
                     },
                 };
                 send(&ws, &reply);
@@ -125,7 +150,13 @@ impl DurableObject for DurableThread {
         Ok(())
     }
 
-    async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _was_clean: bool) -> Result<()> {
+    async fn websocket_close(
+        &self,
+        ws: WebSocket,
+        _code: usize,
+        _reason: String,
+        _was_clean: bool,
+    ) -> Result<()> {
         // Complete the closing handshake; the socket may already be gone, which is fine.
         let _ = ws.close(Some(1000), Some("bye"));
         Ok(())
@@ -142,7 +173,10 @@ impl DurableThread {
     }
 
     /// Runs `f` against a freshly opened thread view and broadcasts the frames it produced.
-    fn with_thread<T>(&self, f: impl FnOnce(&mut Thread<'_>) -> std::result::Result<T, ThreadError>) -> std::result::Result<T, ApiError> {
+    fn with_thread<T>(
+        &self,
+        f: impl FnOnce(&mut Thread<'_>) -> std::result::Result<T, ThreadError>,
+    ) -> std::result::Result<T, ApiError> {
         let sql = self.sql();
         let mut thread = Thread::open(&sql).map_err(|e| thread_error(&e))?;
         let out = f(&mut thread).map_err(|e| thread_error(&e));
@@ -170,13 +204,20 @@ impl DurableThread {
             .ok()
             .flatten()
             .ok_or_else(|| ApiError::invalid("missing thread id"))?;
-        let summary = self.with_thread(|t| t.create(now(), &thread_id, &create.agent_id, &create.tags))?;
-        Ok((201, json!({ "thread_id": summary.thread_id, "agent_id": summary.agent_id, "created_at": summary.created_at, "tags": summary.tags })))
+        let summary =
+            self.with_thread(|t| t.create(now(), &thread_id, &create.agent_id, &create.tags))?;
+        Ok((
+            201,
+            json!({ "thread_id": summary.thread_id, "agent_id": summary.agent_id, "created_at": summary.created_at, "tags": summary.tags }),
+        ))
     }
 
     fn messages(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
         let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
-        let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
         let q = PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
         let page = self.with_thread(|t| t.messages(q.limit, q.offset, q.order))?;
         Ok((200, json!(page)))
@@ -209,31 +250,65 @@ impl DurableThread {
                 Ok(json!({ "ok": true }))
             }
             "get_messages" => {
-                let limit = params.get("limit").and_then(Value::as_u64).map(|n| n.to_string());
-                let offset = params.get("offset").and_then(Value::as_u64).map(|n| n.to_string());
-                let order = params.get("order").and_then(Value::as_str).map(str::to_owned);
+                let limit = params
+                    .get("limit")
+                    .and_then(Value::as_u64)
+                    .map(|n| n.to_string());
+                let offset = params
+                    .get("offset")
+                    .and_then(Value::as_u64)
+                    .map(|n| n.to_string());
+                let order = params
+                    .get("order")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 let mut pairs = Vec::new();
-                if let Some(l) = &limit { pairs.push(("limit", l.as_str())); }
-                if let Some(o) = &offset { pairs.push(("offset", o.as_str())); }
-                if let Some(o) = &order { pairs.push(("order", o.as_str())); }
+                if let Some(l) = &limit {
+                    pairs.push(("limit", l.as_str()));
+                }
+                if let Some(o) = &offset {
+                    pairs.push(("offset", o.as_str()));
+                }
+                if let Some(o) = &order {
+                    pairs.push(("order", o.as_str()));
+                }
                 let q = PageQuery::parse(pairs)?;
-                Ok(json!(self.with_thread(|t| t.messages(q.limit, q.offset, q.order))?))
+                Ok(json!(
+                    self.with_thread(|t| t.messages(q.limit, q.offset, q.order))?
+                ))
             }
-            other => Err(ApiError::new(400, "unknown_method", format!("unknown rpc method {other:?}; available: send_message, get_messages, stop"))),
+            other => Err(ApiError::new(
+                400,
+                "unknown_method",
+                format!(
+                    "unknown rpc method {other:?}; available: send_message, get_messages, stop"
+                ),
+            )),
         }
     }
 
     fn accept_socket(&self) -> Result<Response> {
         let sql = self.sql();
-        let (thread_id, status) = match Thread::open(&sql).and_then(|t| Ok((t.summary()?.thread_id, t.status_frame()?))) {
+        let (thread_id, status) = match Thread::open(&sql)
+            .and_then(|t| Ok((t.summary()?.thread_id, t.status_frame()?)))
+        {
             Ok(v) => v,
             Err(e) => return error(&thread_error(&e)),
         };
         let pair = WebSocketPair::new()?;
         let server = pair.server;
         self.state.accept_web_socket(&server);
-        server.serialize_attachment(Attachment { thread_id: thread_id.clone(), connected_at: now() })?;
-        send(&server, &ServerFrame::Hello { thread_id, protocol: PROTOCOL_VERSION });
+        server.serialize_attachment(Attachment {
+            thread_id: thread_id.clone(),
+            connected_at: now(),
+        })?;
+        send(
+            &server,
+            &ServerFrame::Hello {
+                thread_id,
+                protocol: PROTOCOL_VERSION,
+            },
+        );
         send(&server, &status);
         Response::from_websocket(pair.client)
     }
@@ -272,12 +347,17 @@ impl DurableThread {
                 match load_agent(&self.env, &summary.agent_id).await {
                     Ok(Some(a)) => agent = Some(a),
                     Ok(None) => {
-                        let err = ProviderError::Config(format!("agent {:?}, its prompt or its model is missing from D1", summary.agent_id));
+                        let err = ProviderError::Config(format!(
+                            "agent {:?}, its prompt or its model is missing from D1",
+                            summary.agent_id
+                        ));
                         self.fail_turn(&mut thread, &err);
                         continue;
                     }
                     Err(e) => {
-                        let err = ProviderError::Config(format!("could not read agent configuration: {e}"));
+                        let err = ProviderError::Config(format!(
+                            "could not read agent configuration: {e}"
+                        ));
                         self.fail_turn(&mut thread, &err);
                         continue;
                     }
@@ -307,13 +387,18 @@ impl DurableThread {
                         tool_call_id: call.call.id.clone(),
                         now_ms: now(),
                     };
-                    let allowed = agent.as_ref().is_some_and(|a| a.tools.iter().any(|t| *t == call.call.name));
+                    let allowed = agent
+                        .as_ref()
+                        .is_some_and(|a| a.tools.contains(&call.call.name));
                     let result = match registry.get(&call.call.name) {
                         Some(tool) if allowed => tool.call(flow, &call.call.arguments).await,
                         _ => crate::tool::CallToolResult::error(format!(
                             "unknown tool {:?}; available tools: {}",
                             call.call.name,
-                            agent.as_ref().map(|a| a.tools.join(", ")).unwrap_or_default()
+                            agent
+                                .as_ref()
+                                .map(|a| a.tools.join(", "))
+                                .unwrap_or_default()
                         )),
                     };
                     if let Err(e) = thread.finish_tool(now(), &call, &result) {
@@ -358,7 +443,11 @@ impl DurableThread {
         }
         .await;
         let stored = match outcome {
-            Ok(()) if self.stop_requested.get() => thread.fail_model_call(now(), call, &ProviderError::Stream("stopped by the user".into())),
+            Ok(()) if self.stop_requested.get() => thread.fail_model_call(
+                now(),
+                call,
+                &ProviderError::Stream("stopped by the user".into()),
+            ),
             Ok(()) => thread.finish_model_call(now(), call),
             Err(e) => thread.fail_model_call(now(), call, &e),
         };

@@ -49,6 +49,9 @@ pub struct FlowState {
 /// A boxed, non-`Send` future (Workers are single-threaded).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
+/// Builds a tool; every file in `agents/tools/` exports one as `pub fn tool() -> Tool`.
+pub type ToolConstructor = fn() -> Tool;
+
 type ErasedHandler = Box<dyn Fn(FlowState, Value) -> BoxFuture<'static, CallToolResult>>;
 
 /// A tool: description, argument schema and handler, ready to be registered.
@@ -157,7 +160,9 @@ where
             let fut = (self)(flow);
             Box::pin(async move {
                 if not_object {
-                    return CallToolResult::error("arguments must be a JSON object (this tool takes none: send {})");
+                    return CallToolResult::error(
+                        "arguments must be a JSON object (this tool takes none: send {})",
+                    );
                 }
                 fut.await.into_tool_result()
             })

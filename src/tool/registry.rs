@@ -40,11 +40,14 @@ impl Registry {
         names
             .into_iter()
             .filter_map(|n| {
-                self.tools.iter().find(|(name, _)| *name == n).map(|(name, t)| ToolSpec {
-                    name: (*name).to_owned(),
-                    description: t.description().to_owned(),
-                    parameters: t.parameters().clone(),
-                })
+                self.tools
+                    .iter()
+                    .find(|(name, _)| *name == n)
+                    .map(|(name, t)| ToolSpec {
+                        name: (*name).to_owned(),
+                        description: t.description().to_owned(),
+                        parameters: t.parameters().clone(),
+                    })
             })
             .collect()
     }

@@ -22,7 +22,10 @@ fn text_sse(text: &str) -> String {
     let mut s = String::new();
     for piece in text.as_bytes().chunks(4) {
         let piece = String::from_utf8_lossy(piece);
-        s += &format!("data: {}\n\n", serde_json::json!({"choices":[{"index":0,"delta":{"content":piece}}]}));
+        s += &format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices":[{"index":0,"delta":{"content":piece}}]})
+        );
     }
     s + "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
 }
@@ -100,18 +103,30 @@ fn a_text_turn_streams_chunks_and_stores_the_reply() {
     let chunks: String = f
         .iter()
         .filter_map(|fr| match fr {
-            ServerFrame::MessageChunk { message_id, delta } if *message_id == reply_id => Some(delta.as_str()),
+            ServerFrame::MessageChunk { message_id, delta } if *message_id == reply_id => {
+                Some(delta.as_str())
+            }
             _ => None,
         })
         .collect();
     assert_eq!(chunks, "Hi there, human.");
     assert!(f.len() > 3, "text arrives in several chunks");
-    assert!(matches!(f.last(), Some(ServerFrame::Message { message }) if message.status == MessageStatus::Completed && message.content == "Hi there, human."));
+    assert!(
+        matches!(f.last(), Some(ServerFrame::Message { message }) if message.status == MessageStatus::Completed && message.content == "Hi there, human.")
+    );
 
-    assert!(matches!(t.next_action(T0 + 4, MAX_STEPS).unwrap(), Action::Idle));
+    assert!(matches!(
+        t.next_action(T0 + 4, MAX_STEPS).unwrap(),
+        Action::Idle
+    ));
     let s = t.summary().unwrap();
-    assert_eq!((s.status, s.turn_count, s.message_count), (ThreadStatus::Idle, 1, 2));
-    assert!(matches!(frames(&mut t).last(), Some(ServerFrame::Status { state, turn: 1, .. }) if state == "idle"));
+    assert_eq!(
+        (s.status, s.turn_count, s.message_count),
+        (ThreadStatus::Idle, 1, 2)
+    );
+    assert!(
+        matches!(frames(&mut t).last(), Some(ServerFrame::Status { state, turn: 1, .. }) if state == "idle")
+    );
 }
 
 #[test]
@@ -136,7 +151,12 @@ fn a_tool_call_round_trip_feeds_the_result_back() {
         tool_call_id: tc.call.id.clone(),
         now_ms: T0 + 5,
     };
-    let result = block_on(registry.get(&tc.call.name).unwrap().call(flow, &tc.call.arguments));
+    let result = block_on(
+        registry
+            .get(&tc.call.name)
+            .unwrap()
+            .call(flow, &tc.call.arguments),
+    );
     assert!(!result.is_error());
     let stored = t.finish_tool(T0 + 6, &tc, &result).unwrap();
     assert_eq!(stored.content, "2026-11-21T22:29:22.005Z");
@@ -146,7 +166,10 @@ fn a_tool_call_round_trip_feeds_the_result_back() {
     assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
     assert_eq!(call.history[2].tool_call_id.as_deref(), Some("call_1"));
     answer(&mut t, T0 + 8, call, &text_sse("It is 22:29 UTC."));
-    assert!(matches!(t.next_action(T0 + 9, MAX_STEPS).unwrap(), Action::Idle));
+    assert!(matches!(
+        t.next_action(T0 + 9, MAX_STEPS).unwrap(),
+        Action::Idle
+    ));
     assert_eq!(t.summary().unwrap().message_count, 4);
 }
 
@@ -158,7 +181,12 @@ fn a_crash_mid_stream_retries_the_model_call_and_loses_nothing() {
         t.post_user_message(T0, "Hello").unwrap();
         let mut call = expect_model(&mut t, T0);
         let mut p = OpenAiStream::new();
-        for ev in p.feed(text_sse("partial answer").as_bytes()).unwrap().into_iter().take(2) {
+        for ev in p
+            .feed(text_sse("partial answer").as_bytes())
+            .unwrap()
+            .into_iter()
+            .take(2)
+        {
             t.on_model_event(&mut call, ev).unwrap();
         }
         // The process dies here: `call` and `t` vanish, the pending message stays in SQLite.
@@ -167,9 +195,16 @@ fn a_crash_mid_stream_retries_the_model_call_and_loses_nothing() {
     let call = expect_model(&mut t, T0 + 100);
     let f = frames(&mut t);
     assert!(f.iter().any(|fr| matches!(fr, ServerFrame::Message { message } if message.status == MessageStatus::Failed)));
-    assert_eq!(call.history.len(), 1, "the abandoned reply is not sent to the model");
+    assert_eq!(
+        call.history.len(),
+        1,
+        "the abandoned reply is not sent to the model"
+    );
     answer(&mut t, T0 + 101, call, &text_sse("Hello again"));
-    assert!(matches!(t.next_action(T0 + 102, MAX_STEPS).unwrap(), Action::Idle));
+    assert!(matches!(
+        t.next_action(T0 + 102, MAX_STEPS).unwrap(),
+        Action::Idle
+    ));
     let page = t.messages(50, 0, Order::Asc).unwrap();
     let statuses: Vec<_> = page.messages.iter().map(|m| (m.role, m.status)).collect();
     assert_eq!(
@@ -190,7 +225,9 @@ fn a_crash_while_a_tool_runs_runs_it_again() {
         t.post_user_message(T0, "time?").unwrap();
         let call = expect_model(&mut t, T0);
         answer(&mut t, T0, call, &tool_sse("call_9", "get_current_time"));
-        let Action::RunTool(tc) = t.next_action(T0, MAX_STEPS).unwrap() else { panic!() };
+        let Action::RunTool(tc) = t.next_action(T0, MAX_STEPS).unwrap() else {
+            panic!()
+        };
         t.start_tool(T0, &tc).unwrap();
         // Crash before the result is stored.
     }
@@ -209,7 +246,11 @@ fn a_failing_model_reports_an_error_and_the_thread_stays_usable() {
     t.post_user_message(T0, "hi").unwrap();
     let call = expect_model(&mut t, T0);
     frames(&mut t);
-    let err = ProviderError::Http { status: 500, message: "boom".into(), retry_after_ms: None };
+    let err = ProviderError::Http {
+        status: 500,
+        message: "boom".into(),
+        retry_after_ms: None,
+    };
     t.fail_model_call(T0 + 1, call, &err).unwrap();
     let f = frames(&mut t);
     assert!(f.iter().any(|fr| matches!(fr, ServerFrame::Error { code, message, .. } if code == "model_http_error" && message.contains("boom"))));
@@ -220,15 +261,28 @@ fn a_failing_model_reports_an_error_and_the_thread_stays_usable() {
     // Truncated stream: same treatment.
     t.post_user_message(T0 + 2, "again").unwrap();
     let call = expect_model(&mut t, T0 + 2);
-    answer(&mut t, T0 + 3, call, "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n");
-    assert!(frames(&mut t).iter().any(|fr| matches!(fr, ServerFrame::Error { code, .. } if code == "model_stream_truncated")));
+    answer(
+        &mut t,
+        T0 + 3,
+        call,
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+    );
+    assert!(frames(&mut t).iter().any(
+        |fr| matches!(fr, ServerFrame::Error { code, .. } if code == "model_stream_truncated")
+    ));
 
     // And the next message works.
     t.post_user_message(T0 + 4, "third time").unwrap();
     let call = expect_model(&mut t, T0 + 4);
-    assert_eq!(call.history.iter().filter(|m| m.role == Role::User).count(), 3);
+    assert_eq!(
+        call.history.iter().filter(|m| m.role == Role::User).count(),
+        3
+    );
     answer(&mut t, T0 + 5, call, &text_sse("ok"));
-    assert!(matches!(t.next_action(T0 + 6, MAX_STEPS).unwrap(), Action::Idle));
+    assert!(matches!(
+        t.next_action(T0 + 6, MAX_STEPS).unwrap(),
+        Action::Idle
+    ));
     assert_eq!(t.summary().unwrap().turn_count, 1);
 }
 
@@ -242,16 +296,24 @@ fn a_model_that_loops_on_tools_is_cut_off_at_max_steps() {
         match t.next_action(T0, 3).unwrap() {
             Action::CallModel(call) => {
                 model_calls += 1;
-                answer(&mut t, T0, call, &tool_sse(&format!("c{model_calls}"), "get_current_time"));
+                answer(
+                    &mut t,
+                    T0,
+                    call,
+                    &tool_sse(&format!("c{model_calls}"), "get_current_time"),
+                );
             }
             Action::RunTool(tc) => {
-                t.finish_tool(T0, &tc, &edgent::tool::CallToolResult::text("now")).unwrap();
+                t.finish_tool(T0, &tc, &edgent::tool::CallToolResult::text("now"))
+                    .unwrap();
             }
             Action::Idle => break,
         }
     }
     assert_eq!(model_calls, 3);
-    assert!(frames(&mut t).iter().any(|f| matches!(f, ServerFrame::Error { code, .. } if code == "max_steps")));
+    assert!(frames(&mut t)
+        .iter()
+        .any(|f| matches!(f, ServerFrame::Error { code, .. } if code == "max_steps")));
     assert_eq!(t.summary().unwrap().status, ThreadStatus::Idle);
 }
 
@@ -261,20 +323,38 @@ fn a_stopped_thread_refuses_messages_and_does_no_work() {
     let mut t = new_thread(&db);
     t.post_user_message(T0, "hi").unwrap();
     t.stop(T0 + 1, "user").unwrap();
-    assert!(matches!(t.next_action(T0 + 2, MAX_STEPS).unwrap(), Action::Idle));
-    assert_eq!(t.post_user_message(T0 + 3, "more").unwrap_err(), edgent::core::thread::ThreadError::Stopped);
+    assert!(matches!(
+        t.next_action(T0 + 2, MAX_STEPS).unwrap(),
+        Action::Idle
+    ));
+    assert_eq!(
+        t.post_user_message(T0 + 3, "more").unwrap_err(),
+        edgent::core::thread::ThreadError::Stopped
+    );
     let s = t.summary().unwrap();
-    assert_eq!((s.status, s.stopped_by.as_deref()), (ThreadStatus::Stopped, Some("user")));
+    assert_eq!(
+        (s.status, s.stopped_by.as_deref()),
+        (ThreadStatus::Stopped, Some("user"))
+    );
 }
 
 #[test]
 fn unknown_threads_and_double_creation() {
     let db = Sqlite::memory();
     let mut t = Thread::open(&db).unwrap();
-    assert_eq!(t.summary().unwrap_err(), edgent::core::thread::ThreadError::NotFound);
-    assert!(matches!(t.next_action(T0, MAX_STEPS).unwrap(), Action::Idle));
+    assert_eq!(
+        t.summary().unwrap_err(),
+        edgent::core::thread::ThreadError::NotFound
+    );
+    assert!(matches!(
+        t.next_action(T0, MAX_STEPS).unwrap(),
+        Action::Idle
+    ));
     t.create(T0, "a", "support", &["x".into()]).unwrap();
-    assert_eq!(t.create(T0, "a", "support", &[]).unwrap_err(), edgent::core::thread::ThreadError::AlreadyExists);
+    assert_eq!(
+        t.create(T0, "a", "support", &[]).unwrap_err(),
+        edgent::core::thread::ThreadError::AlreadyExists
+    );
 }
 
 #[test]
@@ -283,11 +363,18 @@ fn messages_posted_during_a_turn_are_answered_in_the_same_turn() {
     let mut t = new_thread(&db);
     t.post_user_message(T0, "first").unwrap();
     let call = expect_model(&mut t, T0);
-    t.post_user_message(T0 + 1, "second, while streaming").unwrap();
+    t.post_user_message(T0 + 1, "second, while streaming")
+        .unwrap();
     answer(&mut t, T0 + 2, call, &text_sse("answer to first"));
     let call = expect_model(&mut t, T0 + 3);
-    assert_eq!(call.history.last().unwrap().content, "second, while streaming");
+    assert_eq!(
+        call.history.last().unwrap().content,
+        "second, while streaming"
+    );
     answer(&mut t, T0 + 4, call, &text_sse("answer to second"));
-    assert!(matches!(t.next_action(T0 + 5, MAX_STEPS).unwrap(), Action::Idle));
+    assert!(matches!(
+        t.next_action(T0 + 5, MAX_STEPS).unwrap(),
+        Action::Idle
+    ));
     assert_eq!(t.summary().unwrap().turn_count, 1);
 }

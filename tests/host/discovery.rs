@@ -13,8 +13,16 @@ fn snake_case_names_are_accepted() {
 #[test]
 fn bad_names_are_rejected_with_a_reason() {
     for bad in [
-        "GetTime", "get-time", "_private", "trailing_", "double__underscore", "2fast", "", "type",
-        "mod", "héllo",
+        "GetTime",
+        "get-time",
+        "_private",
+        "trailing_",
+        "double__underscore",
+        "2fast",
+        "",
+        "type",
+        "mod",
+        "héllo",
     ] {
         let err = validate_tool_name(bad).expect_err(bad);
         assert!(err.contains(bad) || bad.is_empty(), "{err}");

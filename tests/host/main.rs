@@ -5,6 +5,8 @@
 //! model failures), the OpenAI stream parser and tool discovery rules. What they do not: the
 //! Worker glue (router, WebSockets, alarms, D1) — that is `tests/e2e/`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 mod conversation;
 mod discovery;
 mod openai_stream;

@@ -79,7 +79,10 @@ fn tool_call_deltas_join_by_index() {
     assert_eq!(c.tool_calls[0].name, "get_weather");
     assert_eq!(c.tool_calls[0].arguments, "{\"city\":\"Paris\"}");
     assert_eq!(c.tool_calls[1].name, "get_current_time");
-    assert_eq!(c.tool_calls[1].arguments, "{}", "empty arguments become an empty object");
+    assert_eq!(
+        c.tool_calls[1].arguments, "{}",
+        "empty arguments become an empty object"
+    );
 }
 
 #[test]
@@ -107,15 +110,27 @@ fn calls_without_ids_get_generated_ids() {
         "data: [DONE]\n\n",
     );
     let c = run(&[body.as_bytes()]).unwrap();
-    assert!(c.tool_calls[0].id.starts_with("call_"), "{:?}", c.tool_calls);
+    assert!(
+        c.tool_calls[0].id.starts_with("call_"),
+        "{:?}",
+        c.tool_calls
+    );
 }
 
 #[test]
 fn missing_done_is_a_truncated_stream() {
-    let cut = TEXT.find("data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},").unwrap();
-    assert_eq!(run(&[TEXT[..cut].as_bytes()]), Err(ProviderError::Truncated));
+    let cut = TEXT
+        .find("data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},")
+        .unwrap();
+    assert_eq!(
+        run(&[&TEXT.as_bytes()[..cut]]),
+        Err(ProviderError::Truncated)
+    );
     // Cut in the middle of a frame, too.
-    assert_eq!(run(&[TEXT[..cut + 20].as_bytes()]), Err(ProviderError::Truncated));
+    assert_eq!(
+        run(&[&TEXT.as_bytes()[..cut + 20]]),
+        Err(ProviderError::Truncated)
+    );
 }
 
 #[test]
@@ -127,14 +142,20 @@ fn final_frame_without_blank_line_still_counts() {
 #[test]
 fn error_inside_the_stream() {
     let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n";
-    assert_eq!(run(&[body.as_bytes()]), Err(ProviderError::Stream("overloaded".into())));
+    assert_eq!(
+        run(&[body.as_bytes()]),
+        Err(ProviderError::Stream("overloaded".into()))
+    );
     assert!(ProviderError::Stream("x".into()).is_retryable());
 }
 
 #[test]
 fn malformed_chunks_are_errors_not_panics() {
     for body in ["data: {not json}\n\n", "data: [1,2,\n\n"] {
-        assert!(matches!(run(&[body.as_bytes()]), Err(ProviderError::Malformed(_))), "{body}");
+        assert!(
+            matches!(run(&[body.as_bytes()]), Err(ProviderError::Malformed(_))),
+            "{body}"
+        );
     }
     // Comments and keep-alives are ignored.
     let body = format!(": keep-alive\n\n{TEXT}");
@@ -143,7 +164,11 @@ fn malformed_chunks_are_errors_not_panics() {
 
 #[test]
 fn retry_classification() {
-    let http = |status| ProviderError::Http { status, message: String::new(), retry_after_ms: None };
+    let http = |status| ProviderError::Http {
+        status,
+        message: String::new(),
+        retry_after_ms: None,
+    };
     for s in [408, 409, 429, 500, 502, 503] {
         assert!(http(s).is_retryable(), "{s}");
     }
@@ -169,18 +194,43 @@ fn request_body_has_history_tools_and_streaming() {
         status: MessageStatus::Completed,
     };
     let mut call = m(Role::Assistant, "");
-    call.tool_calls = vec![ToolCall { id: "c1".into(), name: "t".into(), arguments: "{}".into() }];
+    call.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "t".into(),
+        arguments: "{}".into(),
+    }];
     let mut result = m(Role::Tool, "42");
     result.tool_call_id = Some("c1".into());
-    let tools = [ToolSpec { name: "t".into(), description: "d".into(), parameters: serde_json::json!({"type":"object"}) }];
-    let body = build_request("gpt-x", "be brief", &[m(Role::User, "hi"), call, result], &tools);
+    let tools = [ToolSpec {
+        name: "t".into(),
+        description: "d".into(),
+        parameters: serde_json::json!({"type":"object"}),
+    }];
+    let body = build_request(
+        "gpt-x",
+        "be brief",
+        &[m(Role::User, "hi"), call, result],
+        &tools,
+    );
     assert_eq!(body["model"], "gpt-x");
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
-    assert_eq!(body["messages"][0], serde_json::json!({"role":"system","content":"be brief"}));
-    assert_eq!(body["messages"][1], serde_json::json!({"role":"user","content":"hi"}));
+    assert_eq!(
+        body["messages"][0],
+        serde_json::json!({"role":"system","content":"be brief"})
+    );
+    assert_eq!(
+        body["messages"][1],
+        serde_json::json!({"role":"user","content":"hi"})
+    );
     assert_eq!(body["messages"][2]["content"], serde_json::Value::Null);
-    assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["name"], "t");
-    assert_eq!(body["messages"][3], serde_json::json!({"role":"tool","tool_call_id":"c1","content":"42"}));
+    assert_eq!(
+        body["messages"][2]["tool_calls"][0]["function"]["name"],
+        "t"
+    );
+    assert_eq!(
+        body["messages"][3],
+        serde_json::json!({"role":"tool","tool_call_id":"c1","content":"42"})
+    );
     assert_eq!(body["tools"][0]["function"]["name"], "t");
 }

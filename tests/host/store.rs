@@ -10,7 +10,11 @@ use crate::sqlite::Sqlite;
 fn msg(i: i64, depth: u32) -> Message {
     Message {
         id: format!("m{i}"),
-        role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+        role: if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        },
         content: format!("message {i}"),
         name: None,
         tool_calls: vec![],
@@ -26,15 +30,25 @@ fn msg(i: i64, depth: u32) -> Message {
 fn schema_is_created_then_left_alone() {
     let db = Sqlite::memory();
     assert_eq!(migrate(&db).unwrap(), 0, "a new database starts at v0");
-    assert_eq!(migrate(&db).unwrap(), SCHEMA_VERSION, "second open migrates nothing");
+    assert_eq!(
+        migrate(&db).unwrap(),
+        SCHEMA_VERSION,
+        "second open migrates nothing"
+    );
     let tables: Vec<String> = db
-        .exec("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", &[])
+        .exec(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+            &[],
+        )
         .unwrap()
         .iter()
         .map(|r| r.text(0).unwrap())
         .collect();
     for t in ["edgent_meta", "messages", "thread", "tool_calls"] {
-        assert!(tables.contains(&t.to_string()), "{t} missing from {tables:?}");
+        assert!(
+            tables.contains(&t.to_string()),
+            "{t} missing from {tables:?}"
+        );
     }
 }
 
@@ -42,8 +56,11 @@ fn schema_is_created_then_left_alone() {
 fn a_newer_schema_is_refused() {
     let db = Sqlite::memory();
     migrate(&db).unwrap();
-    db.exec("UPDATE edgent_meta SET value = 999 WHERE key = 'schema_version'", &[])
-        .unwrap();
+    db.exec(
+        "UPDATE edgent_meta SET value = 999 WHERE key = 'schema_version'",
+        &[],
+    )
+    .unwrap();
     let err = migrate(&db).unwrap_err();
     assert!(err.0.contains("newer"), "{err}");
 }
@@ -92,7 +109,10 @@ fn paging_uses_the_index_not_a_scan() {
         .collect();
     let plan = plan.join(" | ");
     assert!(plan.contains("messages_by_depth_position"), "{plan}");
-    assert!(!plan.contains("TEMP B-TREE"), "paging must not sort: {plan}");
+    assert!(
+        !plan.contains("TEMP B-TREE"),
+        "paging must not sort: {plan}"
+    );
 }
 
 #[test]
