@@ -536,6 +536,78 @@ test(
   },
 );
 
+test('a message sent while a turn runs is answered in the same turn', async (t) => {
+  const id = await client.createThread();
+  const sock = await open(t, id);
+  model.push({ text: 'first answer, slowly', chunkSize: 2, chunkDelayMs: 20 }, { text: 'second answer' });
+  const from = sock.frames.length;
+  await sock.rpc('send_message', { content: 'one' });
+  await sock.waitFor((f) => f.type === 'message_chunk', { from });
+  const two = await sock.rpc('send_message', { content: 'two' });
+  assert.equal(two.ok, true);
+  await idle(sock, 1, from);
+  const msgs = await allMessages(id);
+  assert.deepEqual(
+    msgs.map((m) => [m.role, m.content, m.status]),
+    [
+      ['user', 'one', 'completed'],
+      ['assistant', 'first answer, slowly', 'completed'],
+      ['user', 'two', 'completed'],
+      ['assistant', 'second answer', 'completed'],
+    ],
+  );
+  assert.equal(model.requests.length, 2);
+  assert.deepEqual(model.requests[1].body.messages.slice(1), [
+    { role: 'user', content: 'one' },
+    { role: 'assistant', content: 'first answer, slowly' },
+    { role: 'user', content: 'two' },
+  ]);
+  assert.equal((await summary(id)).turn_count, 1);
+});
+
+/** Starts a turn whose model asks for a tool on every call, until max_steps (10 for `support`) ends it. */
+async function runawayTurn(t) {
+  const id = await client.createThread();
+  const sock = await open(t, id);
+  for (let i = 0; i < 12; i += 1) model.push({ toolCalls: [{ id: `call_loop_${i}`, name: 'get_current_time', arguments: {} }] });
+  const from = sock.frames.length;
+  await sock.rpc('send_message', { content: 'loop forever' });
+  const err = await sock.waitFor((f) => f.type === 'error', { from });
+  await idle(sock, 0, from);
+  return { id, sock, err, from };
+}
+
+test('a turn that keeps calling tools ends at max_steps and the thread stays usable', async (t) => {
+  const { id, sock, err, from } = await runawayTurn(t);
+  assert.equal(err.code, 'max_steps');
+  assert.match(err.message, /10 model calls/);
+  assert.equal(model.requests.length, 10, 'exactly max_steps model calls');
+  assert.equal(sock.frames.slice(from).filter((f) => f.type === 'tool' && f.status === 'success').length, 10);
+  const s = await summary(id);
+  assert.equal(s.status, 'idle');
+  assert.equal(s.turn_count, 0);
+  assert.match(s.last_error, /10 model calls/);
+
+  model.reset();
+  model.push({ text: 'Done looping.' });
+  const from2 = sock.frames.length;
+  await sock.rpc('send_message', { content: 'stop looping' });
+  const fin = await sock.finalAssistant(from2);
+  assert.equal(fin.message.content, 'Done looping.');
+  await idle(sock, 1, from2);
+  assert.equal((await summary(id)).steps, 1, 'a new turn counts its steps from zero');
+});
+
+test(
+  'the summary counts the model calls of a turn cut off by max_steps',
+  { todo: 'BUG src/core/thread.rs:213 counts a step before refusing it: steps reads 11 after 10 model calls' },
+  async (t) => {
+    const { id } = await runawayTurn(t);
+    assert.equal(model.requests.length, 10);
+    assert.equal((await summary(id)).steps, 10, '`steps` is documented as "model calls made in the current turn"');
+  },
+);
+
 test('messages paging: limit, offset, order, total and has_more', async (t) => {
   const id = await client.createThread();
   const sock = await open(t, id);
