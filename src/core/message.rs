@@ -109,3 +109,30 @@ pub struct Message {
     /// Streaming state.
     pub status: MessageStatus,
 }
+
+impl Message {
+    /// A top-level, visible, completed message with a fresh id; adjust fields as needed.
+    pub fn new(role: Role, content: impl Into<String>, created_at: i64) -> Self {
+        Message {
+            id: super::ids::new_id(),
+            role,
+            content: content.into(),
+            name: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            created_at,
+            silent: false,
+            depth: 0,
+            status: MessageStatus::Completed,
+        }
+    }
+
+    /// A `tool` message answering `call`.
+    pub fn tool_result(call: &ToolCall, content: impl Into<String>, created_at: i64) -> Self {
+        Message {
+            name: Some(call.name.clone()),
+            tool_call_id: Some(call.id.clone()),
+            ..Message::new(Role::Tool, content, created_at)
+        }
+    }
+}

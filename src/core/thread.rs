@@ -16,7 +16,6 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::ids::new_id;
 use super::message::{Message, MessageStatus, Role, ToolCall};
 use super::protocol::ServerFrame;
 use super::schema::migrate;
@@ -147,18 +146,7 @@ impl<'a> Thread<'a> {
         if t.status == ThreadStatus::Stopped {
             return Err(ThreadError::Stopped);
         }
-        let message = Message {
-            id: new_id(),
-            role: Role::User,
-            content: content.to_owned(),
-            name: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            created_at: now,
-            silent: false,
-            depth: 0,
-            status: MessageStatus::Completed,
-        };
+        let message = Message::new(Role::User, content, now);
         self.store.append_message(&message)?;
         if t.status == ThreadStatus::Idle {
             self.store.begin_turn(now)?;
@@ -221,16 +209,8 @@ impl<'a> Thread<'a> {
         }
         let history = repair_history(self.store.model_history()?);
         let message = Message {
-            id: new_id(),
-            role: Role::Assistant,
-            content: String::new(),
-            name: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            created_at: now,
-            silent: false,
-            depth: 0,
             status: MessageStatus::Pending,
+            ..Message::new(Role::Assistant, "", now)
         };
         self.store.append_message(&message)?;
         self.frames.push_back(ServerFrame::Message {
@@ -338,18 +318,7 @@ impl<'a> Thread<'a> {
         call: &StoredToolCall,
         result: &CallToolResult,
     ) -> Result<Message, ThreadError> {
-        let message = Message {
-            id: new_id(),
-            role: Role::Tool,
-            content: result.to_model_text(),
-            name: Some(call.call.name.clone()),
-            tool_calls: Vec::new(),
-            tool_call_id: Some(call.call.id.clone()),
-            created_at: now,
-            silent: false,
-            depth: 0,
-            status: MessageStatus::Completed,
-        };
+        let message = Message::tool_result(&call.call, result.to_model_text(), now);
         self.store.append_message(&message)?;
         self.store
             .finish_tool_call(now, &call.call.id, &message.id)?;
@@ -377,19 +346,17 @@ impl<'a> Thread<'a> {
     fn reply_message(&self, call: &ModelCall, status: MessageStatus, with_calls: bool) -> Message {
         Message {
             id: call.message_id.clone(),
-            role: Role::Assistant,
-            content: call.completion.text.clone(),
-            name: None,
             tool_calls: if with_calls {
                 call.completion.tool_calls.clone()
             } else {
                 Vec::new()
             },
-            tool_call_id: None,
-            created_at: call.created_at,
-            silent: false,
-            depth: 0,
             status,
+            ..Message::new(
+                Role::Assistant,
+                call.completion.text.clone(),
+                call.created_at,
+            )
         }
     }
 
@@ -421,17 +388,12 @@ pub fn repair_history(history: Vec<Message>) -> Vec<Message> {
         let created_at = m.created_at;
         out.push(m);
         for c in calls {
-            out.push(results.remove(&c.id).unwrap_or_else(|| Message {
-                id: new_id(),
-                role: Role::Tool,
-                content: "Error: this tool call was interrupted and has no result.".into(),
-                name: Some(c.name.clone()),
-                tool_calls: Vec::new(),
-                tool_call_id: Some(c.id.clone()),
-                created_at,
-                silent: false,
-                depth: 0,
-                status: MessageStatus::Completed,
+            out.push(results.remove(&c.id).unwrap_or_else(|| {
+                Message::tool_result(
+                    &c,
+                    "Error: this tool call was interrupted and has no result.",
+                    created_at,
+                )
             }));
         }
     }
