@@ -9,7 +9,7 @@ import { applyMigrations, loadDefinitions, seed } from './lib/d1.mjs';
 
 const args = process.argv.slice(2);
 if (args.includes('--remote')) {
-  console.error('seed: --remote is not supported yet; edit a deployed agent through the /api/models|prompts|agents routes.');
+  console.error('seed: --remote is not supported yet; see docs/deploying.md for loading a remote D1.');
   process.exit(2);
 }
 const persistIdx = args.indexOf('--persist-to');

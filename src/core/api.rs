@@ -154,7 +154,7 @@ impl PostMessage {
             Some(Value::String(r)) if r == "user" => {}
             Some(_) => {
                 return Err(ApiError::invalid(
-                    "\"role\" must be \"user\" (other roles: use inject_message)",
+                    "\"role\" must be \"user\" (clients post user messages only)",
                 ))
             }
         }

@@ -58,6 +58,16 @@ pub const MIGRATIONS: &[&[&str]] = &[
 /// The schema version this build expects.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
+/// Whether this database was ever migrated (a read-only check).
+pub fn exists(sql: &dyn Sql) -> Result<bool, SqlError> {
+    Ok(!sql
+        .exec(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'edgent_meta'",
+            &[],
+        )?
+        .is_empty())
+}
+
 /// Brings the database to [`SCHEMA_VERSION`], applying only the missing migrations.
 ///
 /// Returns the version found before migrating (0 for a new database). A database newer

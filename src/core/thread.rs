@@ -98,6 +98,15 @@ impl<'a> Thread<'a> {
         })
     }
 
+    /// Opens the database of an object that may never have held a thread, without writing to
+    /// it: `NotFound` when no schema exists (so probing unknown ids costs no storage).
+    pub fn open_existing(sql: &'a dyn Sql) -> Result<Self, ThreadError> {
+        if !super::schema::exists(sql)? {
+            return Err(ThreadError::NotFound);
+        }
+        Self::open(sql)
+    }
+
     /// Creates the thread row.
     pub fn create(
         &mut self,
@@ -198,8 +207,7 @@ impl<'a> Thread<'a> {
             }
             Some(_) => {}
         }
-        let steps = self.store.add_step(now)?;
-        if steps > i64::from(max_steps) {
+        if t.steps >= i64::from(max_steps) {
             let why = format!("the turn used its {max_steps} model calls without finishing");
             self.store.set_status(now, ThreadStatus::Idle, Some(&why))?;
             self.frames
@@ -207,6 +215,7 @@ impl<'a> Thread<'a> {
             self.push_status()?;
             return Ok(Action::Idle);
         }
+        self.store.add_step(now)?;
         let history = repair_history(self.store.model_history()?);
         let message = Message {
             status: MessageStatus::Pending,
@@ -243,28 +252,37 @@ impl<'a> Thread<'a> {
     /// Completes a model call: stores the reply and queues its tool calls. An incomplete
     /// reply (no finish, no end marker) is handled as [`Thread::fail_model_call`].
     pub fn finish_model_call(&mut self, now: i64, mut call: ModelCall) -> Result<(), ThreadError> {
-        if let Err(e) = call.completion.validate() {
-            return self.fail_model_call(now, call, &e);
-        }
         if self.summary()?.status == ThreadStatus::Stopped {
-            // Stopped while streaming: keep what was said, run nothing.
-            let message = self.reply_message(&call, MessageStatus::Completed, false);
+            // Stopped while streaming: keep what was said (clients saw it), run nothing.
+            let status = if call.completion.text.is_empty() {
+                MessageStatus::Failed
+            } else {
+                MessageStatus::Completed
+            };
+            let message = self.reply_message(&call, status, false);
             self.store.update_message(&message)?;
             self.frames.push_back(ServerFrame::Message { message });
             return Ok(());
+        }
+        if let Err(e) = call.completion.validate() {
+            return self.fail_model_call(now, call, &e);
         }
         let message = self.reply_message(&call, MessageStatus::Completed, true);
         self.store.update_message(&message)?;
         self.store
             .queue_tool_calls(now, &message.id, &message.tool_calls)?;
-        for c in &message.tool_calls {
-            self.frames.push_back(ServerFrame::Tool {
+        // The message first, so clients know a call before they hear about its status.
+        let queued: Vec<ServerFrame> = message
+            .tool_calls
+            .iter()
+            .map(|c| ServerFrame::Tool {
                 tool_call_id: c.id.clone(),
                 name: c.name.clone(),
                 status: "queued".into(),
-            });
-        }
+            })
+            .collect();
         self.frames.push_back(ServerFrame::Message { message });
+        self.frames.extend(queued);
         Ok(())
     }
 

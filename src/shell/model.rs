@@ -133,7 +133,8 @@ impl ModelStream {
                 Err(ProviderError::Timeout("the stream stalled".into()))
             }
             Some(Some(Ok(bytes))) => self.parser.feed(&bytes).map(Some),
-            Some(Some(Err(e))) => Err(ProviderError::Network(e.to_string())),
+            // The server answered, then the connection broke: the reply is cut short.
+            Some(Some(Err(_))) => Err(ProviderError::Truncated),
             Some(None) => {
                 self.finished = true;
                 self.parser.finish().map(Some)

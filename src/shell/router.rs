@@ -24,7 +24,10 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
         return error(&ApiError::not_found("not found; the API lives under /api"));
     }
 
-    let is_stream = segments.len() == 4 && segments[3] == "stream";
+    let is_stream = method == Method::Get
+        && segments.len() == 4
+        && segments[1] == "threads"
+        && segments[3] == "stream";
     if let Err(e) = authenticate(&req, &env, is_stream) {
         return error(&e);
     }
@@ -98,7 +101,10 @@ fn authenticate(
 fn stub(env: &Env, thread_id: &str) -> std::result::Result<worker::Stub, ApiError> {
     env.durable_object("THREADS")
         .and_then(|ns| ns.id_from_name(thread_id)?.get_stub())
-        .map_err(|e| ApiError::internal(format!("durable object binding: {e}")))
+        .map_err(|e| {
+            worker::console_error!("durable object binding: {e}");
+            ApiError::internal("thread storage is unavailable")
+        })
 }
 
 async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Response, ApiError> {
@@ -113,9 +119,8 @@ async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Resp
             )))
         }
         Err(e) => {
-            return Err(ApiError::internal(format!(
-                "could not read agents from D1: {e}"
-            )))
+            worker::console_error!("could not read agents from D1: {e}");
+            return Err(ApiError::internal("agent configuration is unavailable"));
         }
     }
     let thread_id = new_id();
@@ -155,15 +160,15 @@ async fn stream(req: Request, env: &Env, thread_id: &str) -> Result<Response> {
         .ok()
         .flatten()
         .unwrap_or_default();
+    if !is_uuid(thread_id) {
+        return error(&ApiError::not_found("thread not found"));
+    }
     if !upgrade.eq_ignore_ascii_case("websocket") {
         return error(&ApiError::new(
             426,
             "upgrade_required",
             "this route is a WebSocket: send Upgrade: websocket",
         ));
-    }
-    if !is_uuid(thread_id) {
-        return error(&ApiError::not_found("thread not found"));
     }
     let headers = Headers::new();
     headers.set("upgrade", "websocket")?;
@@ -205,5 +210,8 @@ async fn send_to(
     stub(env, thread_id)?
         .fetch_with_request(req)
         .await
-        .map_err(|e| ApiError::internal(format!("thread unavailable: {e}")))
+        .map_err(|e| {
+            worker::console_error!("thread unavailable: {e}");
+            ApiError::internal("thread unavailable, try again")
+        })
 }

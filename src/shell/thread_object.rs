@@ -172,13 +172,27 @@ impl DurableThread {
         DoSql(self.state.storage().sql())
     }
 
-    /// Runs `f` against a freshly opened thread view and broadcasts the frames it produced.
+    /// Runs `f` against the thread (404 if this object holds none) and broadcasts the frames
+    /// it produced.
     fn with_thread<T>(
         &self,
         f: impl FnOnce(&mut Thread<'_>) -> std::result::Result<T, ThreadError>,
     ) -> std::result::Result<T, ApiError> {
+        self.with_opened(false, f)
+    }
+
+    fn with_opened<T>(
+        &self,
+        create_schema: bool,
+        f: impl FnOnce(&mut Thread<'_>) -> std::result::Result<T, ThreadError>,
+    ) -> std::result::Result<T, ApiError> {
         let sql = self.sql();
-        let mut thread = Thread::open(&sql).map_err(|e| thread_error(&e))?;
+        let opened = if create_schema {
+            Thread::open(&sql)
+        } else {
+            Thread::open_existing(&sql)
+        };
+        let mut thread = opened.map_err(|e| thread_error(&e))?;
         let out = f(&mut thread).map_err(|e| thread_error(&e));
         self.flush(&mut thread);
         out
@@ -204,8 +218,9 @@ impl DurableThread {
             .ok()
             .flatten()
             .ok_or_else(|| ApiError::invalid("missing thread id"))?;
-        let summary =
-            self.with_thread(|t| t.create(now(), &thread_id, &create.agent_id, &create.tags))?;
+        let summary = self.with_opened(true, |t| {
+            t.create(now(), &thread_id, &create.agent_id, &create.tags)
+        })?;
         Ok((
             201,
             json!({ "thread_id": summary.thread_id, "agent_id": summary.agent_id, "created_at": summary.created_at, "tags": summary.tags }),
@@ -250,28 +265,21 @@ impl DurableThread {
                 Ok(json!({ "ok": true }))
             }
             "get_messages" => {
-                let limit = params
-                    .get("limit")
-                    .and_then(Value::as_u64)
-                    .map(|n| n.to_string());
-                let offset = params
-                    .get("offset")
-                    .and_then(Value::as_u64)
-                    .map(|n| n.to_string());
-                let order = params
-                    .get("order")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                let mut pairs = Vec::new();
-                if let Some(l) = &limit {
-                    pairs.push(("limit", l.as_str()));
+                // Same validation as the HTTP query: numbers or numeric strings, else 400.
+                let mut owned = Vec::new();
+                for key in ["limit", "offset", "order"] {
+                    match params.get(key) {
+                        None | Some(Value::Null) => {}
+                        Some(Value::String(v)) => owned.push((key, v.clone())),
+                        Some(Value::Number(n)) => owned.push((key, n.to_string())),
+                        Some(_) => {
+                            return Err(ApiError::invalid(format!(
+                                "\"{key}\" must be a number or a string"
+                            )))
+                        }
+                    }
                 }
-                if let Some(o) = &offset {
-                    pairs.push(("offset", o.as_str()));
-                }
-                if let Some(o) = &order {
-                    pairs.push(("order", o.as_str()));
-                }
+                let pairs = owned.iter().map(|(k, v)| (*k, v.as_str()));
                 let q = PageQuery::parse(pairs)?;
                 Ok(json!(
                     self.with_thread(|t| t.messages(q.limit, q.offset, q.order))?
@@ -289,7 +297,7 @@ impl DurableThread {
 
     fn accept_socket(&self) -> Result<Response> {
         let sql = self.sql();
-        let (thread_id, status) = match Thread::open(&sql)
+        let (thread_id, status) = match Thread::open_existing(&sql)
             .and_then(|t| Ok((t.summary()?.thread_id, t.status_frame()?)))
         {
             Ok(v) => v,
@@ -332,8 +340,9 @@ impl DurableThread {
         loop {
             // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
             let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
-            let mut thread = match Thread::open(&sql) {
+            let mut thread = match Thread::open_existing(&sql) {
                 Ok(t) => t,
+                Err(ThreadError::NotFound) => break,
                 Err(e) => {
                     worker::console_error!("cannot open thread: {e}");
                     break;
@@ -411,7 +420,7 @@ impl DurableThread {
         self.driving.set(false);
         let _ = self.state.storage().delete_alarm().await;
         // A message may have arrived while the alarm was being deleted: never strand it.
-        let still_running = Thread::open(&sql)
+        let still_running = Thread::open_existing(&sql)
             .and_then(|t| t.summary())
             .is_ok_and(|s| s.status == ThreadStatus::Running);
         if still_running {
@@ -443,11 +452,8 @@ impl DurableThread {
         }
         .await;
         let stored = match outcome {
-            Ok(()) if self.stop_requested.get() => thread.fail_model_call(
-                now(),
-                call,
-                &ProviderError::Stream("stopped by the user".into()),
-            ),
+            // A stop keeps what was streamed so far (see `finish_model_call`).
+            Ok(()) if self.stop_requested.get() => thread.finish_model_call(now(), call),
             Ok(()) => thread.finish_model_call(now(), call),
             Err(e) => thread.fail_model_call(now(), call, &e),
         };

@@ -148,7 +148,7 @@ test('a turn cut off mid-stream by a restart resumes by itself', { timeout: 60_0
   model.push({ text: 'Here is the story, told again.' });
   w = await start(dir);
   const s = await pollSummary(w.client, id, (x) => x.status === 'idle' && x.turn_count === 1, 45_000);
-  t.diagnostic(`the turn resumed and finished ${Date.now() - cutAt} ms after the restart began`);
+  t.diagnostic(`the turn resumed and finished ${Date.now() - cutAt} ms after the process was cut off`);
   assert.equal(s.last_error ?? null, null);
 
   const page = await messages(w.client, id);

@@ -522,7 +522,6 @@ test('model failures (500, 429, stream without its end) are reported and leave t
 
 test(
   'a stream whose connection drops mid-answer is reported as model_stream_truncated',
-  { todo: 'BUG src/shell/model.rs:136 maps a body read error after 200 to ProviderError::Network (model_unreachable)' },
   async (t) => {
     const id = await client.createThread();
     const sock = await open(t, id);
@@ -600,7 +599,6 @@ test('a turn that keeps calling tools ends at max_steps and the thread stays usa
 
 test(
   'the summary counts the model calls of a turn cut off by max_steps',
-  { todo: 'BUG src/core/thread.rs:213 counts a step before refusing it: steps reads 11 after 10 model calls' },
   async (t) => {
     const { id } = await runawayTurn(t);
     assert.equal(model.requests.length, 10);
@@ -711,4 +709,25 @@ test('stop during a streaming answer cuts it short and runs nothing more', async
   assert.equal(s.status, 'stopped');
   const msgs = await allMessages(id);
   assert.ok(msgs.every((m) => m.status !== 'pending'), JSON.stringify(msgs));
+});
+
+test('rpc get_messages pages like HTTP and rejects bad params like HTTP', async (t) => {
+  const id = await client.createThread();
+  const sock = await open(t, id);
+  model.push({ text: 'one' }, { text: 'two' });
+  for (const content of ['a', 'b']) {
+    const from = sock.frames.length;
+    await sock.rpc('send_message', { content });
+    await sock.finalAssistant(from);
+  }
+  const page = await sock.rpc('get_messages', { limit: '2', order: 'desc' });
+  assert.equal(page.ok, true);
+  assert.deepEqual(page.result.messages.map((m) => m.content), ['two', 'b']);
+  assert.equal(page.result.total, 4);
+  assert.equal(page.result.has_more, true);
+  for (const params of [{ limit: 'x' }, { limit: 0 }, { offset: -1 }, { limit: 2.5 }, { order: 'sideways' }, { limit: [1] }]) {
+    const r = await sock.rpc('get_messages', params);
+    assert.equal(r.ok, false, JSON.stringify(params));
+    assert.equal(r.error.code, 'invalid_request', JSON.stringify(params));
+  }
 });

@@ -311,6 +311,11 @@ fn a_model_that_loops_on_tools_is_cut_off_at_max_steps() {
         }
     }
     assert_eq!(model_calls, 3);
+    assert_eq!(
+        t.summary().unwrap().steps,
+        3,
+        "steps counts model calls made, not refused"
+    );
     assert!(frames(&mut t)
         .iter()
         .any(|f| matches!(f, ServerFrame::Error { code, .. } if code == "max_steps")));
@@ -377,4 +382,54 @@ fn messages_posted_during_a_turn_are_answered_in_the_same_turn() {
         Action::Idle
     ));
     assert_eq!(t.summary().unwrap().turn_count, 1);
+}
+
+#[test]
+fn probing_an_object_without_a_thread_writes_nothing() {
+    let db = Sqlite::memory();
+    assert_eq!(
+        Thread::open_existing(&db).err(),
+        Some(edgent::core::thread::ThreadError::NotFound)
+    );
+    let tables =
+        db.0.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap();
+    assert_eq!(tables, 0);
+    new_thread(&db);
+    assert!(Thread::open_existing(&db).unwrap().summary().is_ok());
+}
+
+#[test]
+fn a_stop_mid_stream_keeps_what_was_said_and_runs_nothing() {
+    let db = Sqlite::memory();
+    let mut t = new_thread(&db);
+    t.post_user_message(T0, "tell me a story").unwrap();
+    let mut call = expect_model(&mut t, T0);
+    let mut p = OpenAiStream::new();
+    for ev in p
+        .feed(text_sse("Once upon a time").as_bytes())
+        .unwrap()
+        .into_iter()
+        .take(2)
+    {
+        t.on_model_event(&mut call, ev).unwrap();
+    }
+    t.stop(T0 + 1, "user").unwrap();
+    t.finish_model_call(T0 + 2, call).unwrap();
+    let f = frames(&mut t);
+    assert!(
+        !f.iter().any(|fr| matches!(fr, ServerFrame::Error { .. })),
+        "a stop is not an error"
+    );
+    let last = t.messages(1, 0, Order::Desc).unwrap().messages.remove(0);
+    assert_eq!(
+        (last.role, last.status, last.content.as_str()),
+        (Role::Assistant, MessageStatus::Completed, "Once upo")
+    );
+    assert!(matches!(
+        t.next_action(T0 + 3, MAX_STEPS).unwrap(),
+        Action::Idle
+    ));
 }
