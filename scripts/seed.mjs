@@ -1,11 +1,9 @@
 #!/usr/bin/env node
 // Loads agents/{models,prompts,agents}/*.toml into the local D1 (the one `wrangler dev` uses),
 // idempotently, with parameterised statements. Usage: node scripts/seed.mjs [--persist-to DIR]
-import { Miniflare } from 'miniflare';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
-import { applyMigrations, loadDefinitions, seed } from './lib/d1.mjs';
+import { loadDefinitions, seedLocal } from './lib/d1.mjs';
 
 const args = process.argv.slice(2);
 if (args.includes('--remote')) {
@@ -29,19 +27,11 @@ try {
   process.exit(1);
 }
 
-// The same database file wrangler dev and `wrangler d1 ... --local` use.
-const mf = new Miniflare({
-  modules: true,
-  script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
-  d1Databases: { DB: d1.database_id },
-  d1Persist: join(persistTo, 'v3', 'd1'),
+const n = await seedLocal({
+  persistTo,
+  databaseId: d1.database_id,
+  migrationsDir: d1.migrations_dir ?? 'migrations',
+  defs,
 });
-try {
-  const db = await mf.getD1Database('DB');
-  const applied = await applyMigrations(db, d1.migrations_dir ?? 'migrations');
-  if (applied.length) console.log(`seed: applied migrations ${applied.join(', ')}`);
-  const n = await seed(db, defs);
-  console.log(`seed: ${n.models} models, ${n.prompts} prompts, ${n.agents} agents loaded into local D1`);
-} finally {
-  await mf.dispose();
-}
+if (n.applied.length) console.log(`seed: applied migrations ${n.applied.join(', ')}`);
+console.log(`seed: ${n.models} models, ${n.prompts} prompts, ${n.agents} agents loaded into local D1`);

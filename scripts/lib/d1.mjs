@@ -4,6 +4,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, basename } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
+import { Miniflare } from 'miniflare';
 
 /** Splits a migration file into statements (comments dropped, `;` at line end separates). */
 export function splitSql(text) {
@@ -126,4 +127,24 @@ export async function seed(db, defs) {
   ];
   if (statements.length) await db.batch(statements);
   return { models: defs.models.length, prompts: defs.prompts.length, agents: defs.agents.length };
+}
+
+/**
+ * Migrates and seeds the local D1 that `wrangler dev --persist-to <persistTo>` opens (the same
+ * file `wrangler d1 ... --local` uses). Returns the migrations applied and the rows written.
+ */
+export async function seedLocal({ persistTo, databaseId, migrationsDir, defs }) {
+  const mf = new Miniflare({
+    modules: true,
+    script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
+    d1Databases: { DB: databaseId },
+    d1Persist: join(persistTo, 'v3', 'd1'),
+  });
+  try {
+    const db = await mf.getD1Database('DB');
+    const applied = await applyMigrations(db, migrationsDir);
+    return { applied, ...(await seed(db, defs)) };
+  } finally {
+    await mf.dispose();
+  }
 }

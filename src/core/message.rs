@@ -113,8 +113,13 @@ pub struct Message {
 impl Message {
     /// A top-level, visible, completed message with a fresh id; adjust fields as needed.
     pub fn new(role: Role, content: impl Into<String>, created_at: i64) -> Self {
+        Self::with_id(super::ids::new_id(), role, content, created_at)
+    }
+
+    /// Like [`Message::new`], for a message whose id already exists (a streamed reply).
+    pub fn with_id(id: String, role: Role, content: impl Into<String>, created_at: i64) -> Self {
         Message {
-            id: super::ids::new_id(),
+            id,
             role,
             content: content.into(),
             name: None,

@@ -92,10 +92,16 @@ impl<'a> Thread<'a> {
     /// Opens the thread database, creating or migrating the schema first.
     pub fn open(sql: &'a dyn Sql) -> Result<Self, ThreadError> {
         migrate(sql)?;
-        Ok(Thread {
+        Ok(Self::open_migrated(sql))
+    }
+
+    /// A view over a database the caller has already opened with [`Thread::open`] in this
+    /// process (no schema checks: for drivers that open a view per event).
+    pub fn open_migrated(sql: &'a dyn Sql) -> Self {
+        Thread {
             store: Store::new(sql),
             frames: VecDeque::new(),
-        })
+        }
     }
 
     /// Opens the database of an object that may never have held a thread, without writing to
@@ -363,14 +369,14 @@ impl<'a> Thread<'a> {
 
     fn reply_message(&self, call: &ModelCall, status: MessageStatus, with_calls: bool) -> Message {
         Message {
-            id: call.message_id.clone(),
             tool_calls: if with_calls {
                 call.completion.tool_calls.clone()
             } else {
                 Vec::new()
             },
             status,
-            ..Message::new(
+            ..Message::with_id(
+                call.message_id.clone(),
                 Role::Assistant,
                 call.completion.text.clone(),
                 call.created_at,

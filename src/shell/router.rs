@@ -39,19 +39,18 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
         }
         (Method::Post, ["threads"]) => create_thread(&mut req, &env).await,
         (_, ["threads", id, rest @ ..]) => {
-            let id = (*id).to_owned();
             let op = match (method.clone(), rest) {
-                (Method::Get, []) => Some((Method::Get, "/summary")),
-                (Method::Get, ["messages"]) => Some((Method::Get, "/messages")),
-                (Method::Post, ["messages"]) => Some((Method::Post, "/messages")),
-                (Method::Post, ["stop"]) => Some((Method::Post, "/stop")),
-                (Method::Get, ["stream"]) => Some((Method::Get, "/stream")),
+                (Method::Get, []) => Some("/summary"),
+                (Method::Get, ["messages"]) => Some("/messages"),
+                (Method::Post, ["messages"]) => Some("/messages"),
+                (Method::Post, ["stop"]) => Some("/stop"),
+                (Method::Get, ["stream"]) => Some("/stream"),
                 _ => None,
             };
             match op {
                 None => Err(method_or_route(&segments)),
-                Some((_, "/stream")) => return stream(req, &env, &id).await,
-                Some((m, op)) => forward(&mut req, &env, &id, m, op).await,
+                Some("/stream") => stream(&req, &env, id).await,
+                Some(op) => forward(&mut req, &env, id, method, op).await,
             }
         }
         _ => Err(method_or_route(&segments)),
@@ -101,10 +100,7 @@ fn authenticate(
 fn stub(env: &Env, thread_id: &str) -> std::result::Result<worker::Stub, ApiError> {
     env.durable_object("THREADS")
         .and_then(|ns| ns.id_from_name(thread_id)?.get_stub())
-        .map_err(|e| {
-            worker::console_error!("durable object binding: {e}");
-            ApiError::internal("thread storage is unavailable")
-        })
+        .map_err(|e| logged("thread storage is unavailable", e))
 }
 
 async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Response, ApiError> {
@@ -118,10 +114,7 @@ async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Resp
                 create.agent_id
             )))
         }
-        Err(e) => {
-            worker::console_error!("could not read agents from D1: {e}");
-            return Err(ApiError::internal("agent configuration is unavailable"));
-        }
+        Err(e) => return Err(logged("agent configuration is unavailable", e)),
     }
     let thread_id = new_id();
     let internal = internal_request(Method::Post, "/create", &thread_id, Some(body))?;
@@ -153,33 +146,39 @@ async fn forward(
     send_to(env, thread_id, internal).await
 }
 
-async fn stream(req: Request, env: &Env, thread_id: &str) -> Result<Response> {
+async fn stream(
+    req: &Request,
+    env: &Env,
+    thread_id: &str,
+) -> std::result::Result<Response, ApiError> {
+    if !is_uuid(thread_id) {
+        return Err(ApiError::not_found("thread not found"));
+    }
     let upgrade = req
         .headers()
         .get("upgrade")
         .ok()
         .flatten()
         .unwrap_or_default();
-    if !is_uuid(thread_id) {
-        return error(&ApiError::not_found("thread not found"));
-    }
     if !upgrade.eq_ignore_ascii_case("websocket") {
-        return error(&ApiError::new(
+        return Err(ApiError::new(
             426,
             "upgrade_required",
             "this route is a WebSocket: send Upgrade: websocket",
         ));
     }
-    let headers = Headers::new();
-    headers.set("upgrade", "websocket")?;
-    headers.set("x-edgent-thread-id", thread_id)?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(headers);
-    let internal = Request::new_with_init("https://thread.internal/stream", &init)?;
-    match stub(env, thread_id) {
-        Ok(s) => s.fetch_with_request(internal).await,
-        Err(e) => error(&e),
-    }
+    let internal = internal_request(Method::Get, "/stream", thread_id, None)?;
+    internal
+        .headers()
+        .set("upgrade", "websocket")
+        .map_err(|e| logged("could not build the upgrade request", e))?;
+    send_to(env, thread_id, internal).await
+}
+
+/// A 500 whose cause goes to the log, not to the client.
+fn logged(what: &str, cause: impl std::fmt::Display) -> ApiError {
+    worker::console_error!("{what}: {cause}");
+    ApiError::internal(what)
 }
 
 fn internal_request(
@@ -199,7 +198,7 @@ fn internal_request(
         ));
     }
     Request::new_with_init(&format!("https://thread.internal{path}"), &init)
-        .map_err(|e| ApiError::internal(e.to_string()))
+        .map_err(|e| logged("could not build the thread request", e))
 }
 
 async fn send_to(
@@ -210,8 +209,5 @@ async fn send_to(
     stub(env, thread_id)?
         .fetch_with_request(req)
         .await
-        .map_err(|e| {
-            worker::console_error!("thread unavailable: {e}");
-            ApiError::internal("thread unavailable, try again")
-        })
+        .map_err(|e| logged("thread unavailable, try again", e))
 }

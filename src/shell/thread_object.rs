@@ -66,6 +66,8 @@ pub struct DurableThread {
     driving: Cell<bool>,
     /// Set by `stop` so a streaming model call is cut short.
     stop_requested: Cell<bool>,
+    /// The schema was checked (and migrated) by this instance: later views skip the check.
+    schema_ready: Cell<bool>,
 }
 
 impl DurableObject for DurableThread {
@@ -75,6 +77,7 @@ impl DurableObject for DurableThread {
             env,
             driving: Cell::new(false),
             stop_requested: Cell::new(false),
+            schema_ready: Cell::new(false),
         }
     }
 
@@ -187,15 +190,32 @@ impl DurableThread {
         f: impl FnOnce(&mut Thread<'_>) -> std::result::Result<T, ThreadError>,
     ) -> std::result::Result<T, ApiError> {
         let sql = self.sql();
-        let opened = if create_schema {
-            Thread::open(&sql)
-        } else {
-            Thread::open_existing(&sql)
-        };
-        let mut thread = opened.map_err(|e| thread_error(&e))?;
+        let mut thread = self
+            .open(&sql, create_schema)
+            .map_err(|e| thread_error(&e))?;
         let out = f(&mut thread).map_err(|e| thread_error(&e));
         self.flush(&mut thread);
         out
+    }
+
+    /// A thread view. Only the first open of this instance checks the schema: with
+    /// `create_schema` it creates or migrates it, without it an object that never held a
+    /// thread answers `NotFound` and stays untouched.
+    fn open<'s>(
+        &self,
+        sql: &'s DoSql,
+        create_schema: bool,
+    ) -> std::result::Result<Thread<'s>, ThreadError> {
+        if self.schema_ready.get() {
+            return Ok(Thread::open_migrated(sql));
+        }
+        let thread = if create_schema {
+            Thread::open(sql)?
+        } else {
+            Thread::open_existing(sql)?
+        };
+        self.schema_ready.set(true);
+        Ok(thread)
     }
 
     fn flush(&self, thread: &mut Thread<'_>) {
@@ -297,7 +317,8 @@ impl DurableThread {
 
     fn accept_socket(&self) -> Result<Response> {
         let sql = self.sql();
-        let (thread_id, status) = match Thread::open_existing(&sql)
+        let (thread_id, status) = match self
+            .open(&sql, false)
             .and_then(|t| Ok((t.summary()?.thread_id, t.status_frame()?)))
         {
             Ok(v) => v,
@@ -337,17 +358,17 @@ impl DurableThread {
         let sql = self.sql();
         let registry = Registry::discovered();
         let mut agent: Option<AgentConfig> = None;
-        loop {
+        let mut thread = match self.open(&sql, false) {
+            Ok(t) => Some(t),
+            Err(ThreadError::NotFound) => None,
+            Err(e) => {
+                worker::console_error!("cannot open thread: {e}");
+                None
+            }
+        };
+        while let Some(thread) = thread.as_mut() {
             // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
             let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
-            let mut thread = match Thread::open_existing(&sql) {
-                Ok(t) => t,
-                Err(ThreadError::NotFound) => break,
-                Err(e) => {
-                    worker::console_error!("cannot open thread: {e}");
-                    break;
-                }
-            };
             let summary = match thread.summary() {
                 Ok(s) => s,
                 Err(_) => break, // an object without a thread has nothing to do
@@ -360,21 +381,21 @@ impl DurableThread {
                             "agent {:?}, its prompt or its model is missing from D1",
                             summary.agent_id
                         ));
-                        self.fail_turn(&mut thread, &err);
+                        self.fail_turn(thread, &err);
                         continue;
                     }
                     Err(e) => {
                         let err = ProviderError::Config(format!(
                             "could not read agent configuration: {e}"
                         ));
-                        self.fail_turn(&mut thread, &err);
+                        self.fail_turn(thread, &err);
                         continue;
                     }
                 }
             }
             let max_steps = agent.as_ref().map_or(DEFAULT_MAX_STEPS, |a| a.max_steps);
             let action = thread.next_action(now(), max_steps);
-            self.flush(&mut thread);
+            self.flush(thread);
             match action {
                 Ok(Action::Idle) => break,
                 Err(e) => {
@@ -383,11 +404,11 @@ impl DurableThread {
                 }
                 Ok(Action::CallModel(call)) => {
                     let Some(agent) = agent.as_ref() else { break };
-                    self.call_model(&mut thread, agent, call).await;
+                    self.call_model(thread, &registry, agent, call).await;
                 }
                 Ok(Action::RunTool(call)) => {
                     let _ = thread.start_tool(now(), &call);
-                    self.flush(&mut thread);
+                    self.flush(thread);
                     let flow = FlowState {
                         thread_id: summary.thread_id.clone(),
                         agent_id: summary.agent_id.clone(),
@@ -413,14 +434,15 @@ impl DurableThread {
                     if let Err(e) = thread.finish_tool(now(), &call, &result) {
                         worker::console_error!("could not store a tool result: {e}");
                     }
-                    self.flush(&mut thread);
+                    self.flush(thread);
                 }
             }
         }
         self.driving.set(false);
         let _ = self.state.storage().delete_alarm().await;
         // A message may have arrived while the alarm was being deleted: never strand it.
-        let still_running = Thread::open_existing(&sql)
+        let still_running = self
+            .open(&sql, false)
             .and_then(|t| t.summary())
             .is_ok_and(|s| s.status == ThreadStatus::Running);
         if still_running {
@@ -433,8 +455,14 @@ impl DurableThread {
         self.flush(thread);
     }
 
-    async fn call_model(&self, thread: &mut Thread<'_>, agent: &AgentConfig, mut call: ModelCall) {
-        let tools = Registry::discovered().specs(agent.tools.iter().map(String::as_str));
+    async fn call_model(
+        &self,
+        thread: &mut Thread<'_>,
+        registry: &Registry,
+        agent: &AgentConfig,
+        mut call: ModelCall,
+    ) {
+        let tools = registry.specs(agent.tools.iter().map(String::as_str));
         let body = build_request(&agent.model.model, &agent.system, &call.history, &tools);
         let outcome: std::result::Result<(), ProviderError> = async {
             let mut stream = ModelStream::open(&self.env, agent, &body).await?;
@@ -452,8 +480,7 @@ impl DurableThread {
         }
         .await;
         let stored = match outcome {
-            // A stop keeps what was streamed so far (see `finish_model_call`).
-            Ok(()) if self.stop_requested.get() => thread.finish_model_call(now(), call),
+            // Also after a stop: it keeps what was streamed so far (see `finish_model_call`).
             Ok(()) => thread.finish_model_call(now(), call),
             Err(e) => thread.fail_model_call(now(), call, &e),
         };

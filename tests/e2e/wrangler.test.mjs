@@ -9,12 +9,11 @@ import { mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
-import { Miniflare } from 'miniflare';
 import { parse as parseToml } from 'smol-toml';
 import { ROOT } from '../support/worker.mjs';
 import { EdgentClient } from '../support/client.mjs';
 import { startModelServer } from '../support/model-server.mjs';
-import { applyMigrations, loadDefinitions, seed } from '../../scripts/lib/d1.mjs';
+import { loadDefinitions, seedLocal } from '../../scripts/lib/d1.mjs';
 
 const KEY = 'wrangler-smoke-key-0123456789';
 const WRANGLER = join(ROOT, 'node_modules', '.bin', 'wrangler');
@@ -32,21 +31,9 @@ function freePort() {
 
 /** Seeds the D1 that `wrangler dev --persist-to dir` will open, pointing models at `modelUrl`. */
 async function seedState(dir, databaseId, modelUrl) {
-  const mf = new Miniflare({
-    modules: true,
-    script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
-    d1Databases: { DB: databaseId },
-    d1Persist: join(dir, 'v3', 'd1'),
-  });
-  try {
-    const db = await mf.getD1Database('DB');
-    await applyMigrations(db, join(ROOT, 'migrations'));
-    const defs = loadDefinitions(join(ROOT, 'agents'));
-    for (const m of defs.models) m.base_url = modelUrl;
-    await seed(db, defs);
-  } finally {
-    await mf.dispose();
-  }
+  const defs = loadDefinitions(join(ROOT, 'agents'));
+  for (const m of defs.models) m.base_url = modelUrl;
+  await seedLocal({ persistTo: dir, databaseId, migrationsDir: join(ROOT, 'migrations'), defs });
 }
 
 let dir, proc, client, model, output = '';
