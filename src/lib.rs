@@ -25,8 +25,17 @@ pub mod generated {
 #[cfg(target_arch = "wasm32")]
 mod shell;
 
-/// What a tool file needs in scope.
+/// What a tool file needs in scope: `use edgent::prelude::*;`.
 pub mod prelude {
+    pub use crate::core::message::Role;
+    pub use crate::core::sql::SqlValue;
+    pub use crate::core::store::{Order, Side};
+    pub use crate::core::thread::InjectMessage;
     pub use crate::core::time::rfc3339_from_ms;
-    pub use crate::tool::{CallToolResult, Content, FlowState, Tool, ToolStatus};
+    pub use crate::tool::{
+        emit_thread_event, force_turn, get_messages, inject_message, queue_tool, CallToolResult,
+        Content, FlowState, HttpRequest, HttpResponse, Json, Source, Tool, ToolError, ToolStatus,
+    };
+    pub use schemars::JsonSchema;
+    pub use serde::{Deserialize, Serialize};
 }

@@ -1,9 +1,9 @@
 //! HTTP API contracts that need no Worker: error bodies, request validation, authentication.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::store::Order;
+use super::store::{Order, Side};
 
 /// Largest request body (and WebSocket frame) accepted: 64 KiB.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -182,6 +182,8 @@ pub struct PageQuery {
     pub offset: u32,
     /// `asc` (oldest first) or `desc`.
     pub order: Order,
+    /// Include silent messages (`include_silent=true`).
+    pub include_silent: bool,
 }
 
 impl PageQuery {
@@ -193,6 +195,7 @@ impl PageQuery {
             limit: DEFAULT_PAGE,
             offset: 0,
             order: Order::Asc,
+            include_silent: false,
         };
         for (k, v) in pairs {
             match k {
@@ -221,11 +224,57 @@ impl PageQuery {
                         }
                     }
                 }
+                "include_silent" => {
+                    q.include_silent = match v {
+                        "true" | "1" => true,
+                        "false" | "0" => false,
+                        _ => {
+                            return Err(ApiError::invalid(
+                                "\"include_silent\" must be true or false",
+                            ))
+                        }
+                    }
+                }
                 _ => {}
             }
         }
         Ok(q)
     }
+}
+
+/// Parameters of the `queue_tool` rpc: `{"name": "...", "args": {...}}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueToolParams {
+    /// Registered tool name.
+    pub name: String,
+    /// Arguments object (`{}` when absent).
+    #[serde(default = "empty_object")]
+    pub args: Value,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+/// Parameters of the `force_turn` rpc: `{"side": "a" | "b"}` (default `a`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForceTurnParams {
+    /// The side that takes the next turn.
+    #[serde(default)]
+    pub side: Side,
+}
+
+/// Parses rpc parameters into `T`, as a 400 naming the field at fault.
+pub fn parse_params<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T, ApiError> {
+    let params = if params.is_null() {
+        json!({})
+    } else {
+        params.clone()
+    };
+    crate::tool::validate::parse_args(params)
+        .map_err(|why| ApiError::invalid(format!("invalid params: {why}")))
 }
 
 /// Whether the presented credentials match the configured key, in constant time.
@@ -319,6 +368,7 @@ mod tests {
             ("limit", "x"),
             ("offset", "-1"),
             ("order", "up"),
+            ("include_silent", "yes"),
         ] {
             assert_eq!(PageQuery::parse([bad]).unwrap_err().status, 400, "{bad:?}");
         }

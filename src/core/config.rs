@@ -50,6 +50,10 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments object.
     pub parameters: serde_json::Value,
+    /// JSON Schema of a successful result, when the tool declares one (listed by
+    /// `GET /api/tools`; providers have no field for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returns: Option<serde_json::Value>,
 }
 
 /// Default per-turn model-call budget when an agent does not set one.

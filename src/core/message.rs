@@ -108,6 +108,10 @@ pub struct Message {
     pub depth: u32,
     /// Streaming state.
     pub status: MessageStatus,
+    /// For tool results with images or documents: every content item, in order (`content`
+    /// then holds the text rendering).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<crate::tool::Content>,
 }
 
 impl Message {
@@ -129,6 +133,7 @@ impl Message {
             silent: false,
             depth: 0,
             status: MessageStatus::Completed,
+            parts: Vec::new(),
         }
     }
 

@@ -10,6 +10,7 @@ use super::config::ToolSpec;
 use super::message::{Message, Role};
 use super::sse::SseParser;
 use super::stream::{FinishReason, ProviderError, StreamEvent};
+use crate::tool::{Content, SourceKind};
 
 /// Builds a streaming chat-completions request body.
 ///
@@ -20,7 +21,14 @@ pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[To
     if !system.is_empty() {
         messages.push(json!({ "role": "system", "content": system }));
     }
+    // Chat completions accepts only text in `tool` messages, and nothing may come between the
+    // results of one assistant message: images and documents from tools are gathered and sent
+    // in one user message right after the run of results.
+    let mut media: Vec<Value> = Vec::new();
     for m in history {
+        if m.role != Role::Tool && !media.is_empty() {
+            messages.push(media_message(std::mem::take(&mut media)));
+        }
         messages.push(match m.role {
             Role::System => json!({ "role": "system", "content": m.content }),
             Role::User => match &m.name {
@@ -39,12 +47,18 @@ pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[To
                     "function": { "name": c.name, "arguments": c.arguments },
                 })).collect::<Vec<_>>(),
             }),
-            Role::Tool => json!({
-                "role": "tool",
-                "tool_call_id": m.tool_call_id.as_deref().unwrap_or_default(),
-                "content": m.content,
-            }),
+            Role::Tool => {
+                media.extend(media_parts(m));
+                json!({
+                    "role": "tool",
+                    "tool_call_id": m.tool_call_id.as_deref().unwrap_or_default(),
+                    "content": m.content,
+                })
+            }
         });
+    }
+    if !media.is_empty() {
+        messages.push(media_message(media));
     }
     let mut body = json!({
         "model": model,
@@ -64,6 +78,52 @@ pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[To
             .collect();
     }
     body
+}
+
+/// The image and document parts of a tool result, as chat-completions content parts.
+fn media_parts(m: &Message) -> Vec<Value> {
+    let tool = m.name.as_deref().unwrap_or("tool");
+    let mut parts = Vec::new();
+    for (i, item) in m.parts.iter().enumerate() {
+        match item {
+            Content::Text { .. } => {}
+            Content::Image { source } => {
+                parts.push(
+                    json!({ "type": "text", "text": format!("Image {} from `{tool}`:", i + 1) }),
+                );
+                parts.push(json!({ "type": "image_url", "image_url": { "url": source.to_url() } }));
+            }
+            Content::Document { source } => match source.kind {
+                SourceKind::Base64 => {
+                    parts.push(json!({ "type": "text", "text": format!("Document {} from `{tool}`:", i + 1) }));
+                    parts.push(json!({ "type": "file", "file": {
+                        "filename": format!("{tool}-{}.{}", i + 1, extension(&source.media_type)),
+                        "file_data": source.to_url(),
+                    }}));
+                }
+                // Chat completions cannot fetch documents by URL; the model gets the link.
+                SourceKind::Url => parts.push(json!({ "type": "text", "text": format!(
+                    "Document {} from `{tool}` ({}): {}", i + 1, source.media_type, source.data
+                )})),
+            },
+        }
+    }
+    parts
+}
+
+fn media_message(parts: Vec<Value>) -> Value {
+    json!({ "role": "user", "content": parts })
+}
+
+fn extension(media_type: &str) -> &str {
+    match media_type {
+        "application/pdf" => "pdf",
+        "text/plain" => "txt",
+        "text/csv" => "csv",
+        "text/html" => "html",
+        "application/json" => "json",
+        _ => "bin",
+    }
 }
 
 /// Reads the error message out of an OpenAI-style error body (or returns the text, trimmed).

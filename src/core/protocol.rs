@@ -43,6 +43,15 @@ pub enum ServerFrame {
         /// Text to append.
         delta: String,
     },
+    /// An application event (`emit_thread_event`); not stored.
+    Event {
+        /// Event type, chosen by the emitter.
+        event: String,
+        /// Any JSON.
+        data: Value,
+        /// When it was emitted, ms since the Unix epoch.
+        timestamp: i64,
+    },
     /// A tool call changed state.
     Tool {
         /// The call.
@@ -93,6 +102,20 @@ impl ServerFrame {
     pub fn to_json(&self) -> String {
         // Serialising these plain structs cannot fail; an empty frame would be a bug, not a crash.
         serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// An `event` frame; the type must be 1-64 printable characters.
+    pub fn event(event: &str, data: Value, timestamp: i64) -> Result<Self, String> {
+        if event.is_empty() || event.chars().count() > 64 || event.chars().any(char::is_control) {
+            return Err(format!(
+                "event type {event:?} must be 1 to 64 characters without control characters"
+            ));
+        }
+        Ok(ServerFrame::Event {
+            event: event.to_owned(),
+            data,
+            timestamp,
+        })
     }
 
     /// An `error` frame.

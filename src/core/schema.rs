@@ -53,6 +53,29 @@ pub const MIGRATIONS: &[&[&str]] = &[
         )",
         "CREATE INDEX tool_calls_by_status ON tool_calls (status, seq)",
     ],
+    // v2: tools and utilities. Whether the model is owed a call is stored (not inferred from
+    // the last message) so queued tools can run without one; message counters make paging
+    // cost independent of history length; `position` gets its own index for MAX() and
+    // inserts before a message; rich tool results keep their parts; the key/value context.
+    &[
+        "ALTER TABLE thread ADD COLUMN needs_model INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE thread ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE thread ADD COLUMN visible_count INTEGER NOT NULL DEFAULT 0",
+        "UPDATE thread SET
+            needs_model = CASE WHEN status = 'running' THEN 1 ELSE 0 END,
+            message_count = (SELECT COUNT(*) FROM messages WHERE depth = 0),
+            visible_count = (SELECT COUNT(*) FROM messages WHERE depth = 0 AND silent = 0)",
+        "ALTER TABLE messages ADD COLUMN parts TEXT",
+        "CREATE INDEX messages_by_position ON messages (position)",
+        "CREATE INDEX messages_visible ON messages (depth, silent, position)",
+        "CREATE INDEX tool_calls_by_seq ON tool_calls (seq)",
+        "ALTER TABLE tool_calls ADD COLUMN origin TEXT NOT NULL DEFAULT 'model'",
+        "CREATE TABLE context (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            updated_at INTEGER NOT NULL
+        )",
+    ],
 ];
 
 /// The schema version this build expects.

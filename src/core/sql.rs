@@ -78,6 +78,14 @@ impl Row {
         }
     }
 
+    /// Column `i` as an optional float (NULL → `None`).
+    pub fn opt_real(&self, i: usize) -> Result<Option<f64>, SqlError> {
+        match self.0.get(i) {
+            Some(SqlValue::Null) => Ok(None),
+            _ => self.real(i).map(Some),
+        }
+    }
+
     /// Column `i` as text.
     pub fn text(&self, i: usize) -> Result<String, SqlError> {
         match self.0.get(i) {

@@ -1,6 +1,7 @@
 //! Typed reads and writes of a thread's SQLite: the only place that knows the column lists.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::message::{Message, MessageStatus, Role, ToolCall};
 use super::sql::{Row, Sql, SqlError};
@@ -36,6 +37,37 @@ impl ThreadStatus {
     }
 }
 
+/// One of the two sides of a thread: `a` is the agent; `b` is the human (or a second agent
+/// in a dual-AI thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// The agent's side.
+    #[default]
+    A,
+    /// The other side.
+    B,
+}
+
+impl Side {
+    /// `a` or `b`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::A => "a",
+            Side::B => "b",
+        }
+    }
+
+    /// Parses `a`/`b` (either case).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "a" | "A" => Some(Side::A),
+            "b" | "B" => Some(Side::B),
+            _ => None,
+        }
+    }
+}
+
 /// The thread row, as returned by `GET /api/threads/:id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSummary {
@@ -53,16 +85,19 @@ pub struct ThreadSummary {
     pub turn_count: i64,
     /// Working, waiting or finished.
     pub status: ThreadStatus,
-    /// Which side acts next (`a` or `b`).
-    pub current_side: String,
+    /// Which side acts next.
+    pub current_side: Side,
     /// Model calls made in the current turn.
     pub steps: i64,
     /// Who stopped the thread, when stopped.
     pub stopped_by: Option<String>,
     /// The last error reported to clients, if the last turn failed.
     pub last_error: Option<String>,
-    /// Number of top-level messages.
+    /// Number of top-level messages (silent ones included).
     pub message_count: i64,
+    /// Whether the model of the current side is owed a call in this turn.
+    #[serde(skip)]
+    pub needs_model: bool,
 }
 
 /// Oldest-first or newest-first.
@@ -96,10 +131,31 @@ pub struct StoredToolCall {
     pub message_id: String,
     /// `queued`, `running` or `done`.
     pub status: String,
+    /// Who asked for it: the model, or the application (`queue_tool` from a tool or client).
+    pub origin: CallOrigin,
+}
+
+/// Who asked for a tool call. The model may only call its agent's tools; the application may
+/// queue any registered tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOrigin {
+    /// The model's reply.
+    Model,
+    /// `queue_tool`, from a tool or a client.
+    Queue,
+}
+
+impl CallOrigin {
+    fn as_str(self) -> &'static str {
+        match self {
+            CallOrigin::Model => "model",
+            CallOrigin::Queue => "queue",
+        }
+    }
 }
 
 const MESSAGE_COLUMNS: &str =
-    "id, role, content, name, tool_calls, tool_call_id, created_at, silent, depth, status";
+    "id, role, content, name, tool_calls, tool_call_id, created_at, silent, depth, status, parts";
 
 /// Typed access to one thread's tables. Cheap to build: it only borrows the connection.
 pub struct Store<'a> {
@@ -134,8 +190,7 @@ impl<'a> Store<'a> {
     pub fn thread(&self) -> Result<Option<ThreadSummary>, SqlError> {
         let rows = self.sql.exec(
             "SELECT id, agent_id, tags, created_at, updated_at, turn_count, status, current_side,
-                    steps, stopped_by, last_error,
-                    (SELECT COUNT(*) FROM messages WHERE depth = 0)
+                    steps, stopped_by, last_error, message_count, needs_model
              FROM thread LIMIT 1",
             &[],
         )?;
@@ -150,11 +205,12 @@ impl<'a> Store<'a> {
             updated_at: row.int(4)?,
             turn_count: row.int(5)?,
             status: ThreadStatus::parse(&row.text(6)?),
-            current_side: row.text(7)?,
+            current_side: Side::parse(&row.text(7)?).unwrap_or_default(),
             steps: row.int(8)?,
             stopped_by: row.opt_text(9)?,
             last_error: row.opt_text(10)?,
             message_count: row.int(11)?,
+            needs_model: row.int(12)? != 0,
         }))
     }
 
@@ -166,7 +222,8 @@ impl<'a> Store<'a> {
         last_error: Option<&str>,
     ) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE thread SET status = ?, last_error = ?, updated_at = ?",
+            "UPDATE thread SET status = ?1, last_error = ?2, updated_at = ?3,
+                needs_model = CASE WHEN ?1 = 'running' THEN needs_model ELSE 0 END",
             &[status.as_str().into(), last_error.into(), now.into()],
         )?;
         Ok(())
@@ -199,11 +256,28 @@ impl<'a> Store<'a> {
         rows.first().map_or(Ok(0), |r| r.int(0))
     }
 
-    /// Closes the current turn: idle, one more completed turn.
+    /// Closes the current turn: idle; it counts as a turn if a model was called.
     pub fn finish_turn(&self, now: i64) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE thread SET status = 'idle', turn_count = turn_count + 1, updated_at = ?",
+            "UPDATE thread SET status = 'idle', needs_model = 0,
+                turn_count = turn_count + (steps > 0), updated_at = ?",
             &[now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Records whether the model is owed a call.
+    pub fn set_needs_model(&self, needs: bool) -> Result<(), SqlError> {
+        self.sql
+            .exec("UPDATE thread SET needs_model = ?", &[needs.into()])?;
+        Ok(())
+    }
+
+    /// Sets the side that acts next.
+    pub fn set_side(&self, now: i64, side: Side) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET current_side = ?, updated_at = ?",
+            &[side.as_str().into(), now.into()],
         )?;
         Ok(())
     }
@@ -212,17 +286,74 @@ impl<'a> Store<'a> {
 
     /// Appends a message at the end of the history.
     pub fn append_message(&self, m: &Message) -> Result<(), SqlError> {
+        let position = self
+            .sql
+            .exec("SELECT COALESCE(MAX(position), 0) + 1 FROM messages", &[])?
+            .first()
+            .map_or(Ok(1.0), |r| r.real(0))?;
+        self.insert_message(m, position)
+    }
+
+    /// Inserts a message just before `before_id` in history order. `Ok(false)` if there is
+    /// no such message.
+    pub fn insert_message_before(&self, m: &Message, before_id: &str) -> Result<bool, SqlError> {
+        let Some(target) = self
+            .sql
+            .exec(
+                "SELECT position FROM messages WHERE id = ?",
+                &[before_id.into()],
+            )?
+            .first()
+            .map(|r| r.real(0))
+            .transpose()?
+        else {
+            return Ok(false);
+        };
+        let previous = self
+            .sql
+            .exec(
+                "SELECT MAX(position) FROM messages WHERE position < ?",
+                &[target.into()],
+            )?
+            .first()
+            .map(|r| r.opt_real(0))
+            .transpose()?
+            .flatten();
+        let mut position = match previous {
+            Some(p) => p + (target - p) / 2.0,
+            None => target - 1.0,
+        };
+        if position <= previous.unwrap_or(f64::MIN) || position >= target {
+            // Out of room between two neighbours (after very many inserts at one spot):
+            // shift the tail by one, which is rare and keeps the order.
+            self.sql.exec(
+                "UPDATE messages SET position = position + 1 WHERE position >= ?",
+                &[target.into()],
+            )?;
+            position = target;
+        }
+        self.insert_message(m, position)?;
+        Ok(true)
+    }
+
+    fn insert_message(&self, m: &Message, position: f64) -> Result<(), SqlError> {
         let tool_calls = if m.tool_calls.is_empty() {
             None
         } else {
             Some(serde_json::to_string(&m.tool_calls).map_err(|e| SqlError(e.to_string()))?)
         };
+        let parts = if m.parts.is_empty() {
+            None
+        } else {
+            Some(serde_json::to_string(&m.parts).map_err(|e| SqlError(e.to_string()))?)
+        };
         self.sql.exec(
             "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
-                                   created_at, silent, depth, status)
-             VALUES (?, (SELECT COALESCE(MAX(position), 0) + 1 FROM messages), ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                   created_at, silent, depth, status, parts)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             &[
                 m.id.as_str().into(),
+                position.into(),
                 m.role.as_str().into(),
                 m.content.as_str().into(),
                 m.name.clone().into(),
@@ -232,9 +363,26 @@ impl<'a> Store<'a> {
                 m.silent.into(),
                 m.depth.into(),
                 m.status.as_str().into(),
+                parts.into(),
             ],
         )?;
+        if m.depth == 0 {
+            // Counters kept with the row, so `total` never needs a COUNT over the history.
+            self.sql.exec(
+                "UPDATE thread SET message_count = message_count + 1,
+                    visible_count = visible_count + ?",
+                &[(!m.silent).into()],
+            )?;
+        }
         Ok(())
+    }
+
+    /// Whether a message with this id exists.
+    pub fn message_exists(&self, id: &str) -> Result<bool, SqlError> {
+        Ok(!self
+            .sql
+            .exec("SELECT 1 FROM messages WHERE id = ?", &[id.into()])?
+            .is_empty())
     }
 
     /// Rewrites content, tool calls and status of an existing message (a streamed reply).
@@ -265,20 +413,28 @@ impl<'a> Store<'a> {
         rows.first().map(message_from_row).transpose()
     }
 
-    /// A page of top-level messages, straight from the `(depth, position)` index.
+    /// A page of top-level messages, straight from an index (`(depth, position)`, or
+    /// `(depth, silent, position)` without silent messages); `total` comes from counters, so
+    /// the cost does not grow with the history.
     pub fn messages_page(
         &self,
         limit: u32,
         offset: u32,
         order: Order,
+        include_silent: bool,
     ) -> Result<MessagePage, SqlError> {
         let direction = match order {
             Order::Asc => "ASC",
             Order::Desc => "DESC",
         };
+        let filter = if include_silent {
+            "depth = 0"
+        } else {
+            "depth = 0 AND silent = 0"
+        };
         let rows = self.sql.exec(
             &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE depth = 0
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE {filter}
                  ORDER BY position {direction} LIMIT ? OFFSET ?"
             ),
             &[limit.into(), offset.into()],
@@ -287,9 +443,14 @@ impl<'a> Store<'a> {
             .iter()
             .map(message_from_row)
             .collect::<Result<Vec<_>, _>>()?;
+        let counter = if include_silent {
+            "message_count"
+        } else {
+            "visible_count"
+        };
         let total = self
             .sql
-            .exec("SELECT COUNT(*) FROM messages WHERE depth = 0", &[])?
+            .exec(&format!("SELECT {counter} FROM thread LIMIT 1"), &[])?
             .first()
             .map_or(Ok(0), |r| r.int(0))?;
         let has_more = i64::from(offset) + (messages.len() as i64) < total;
@@ -343,17 +504,19 @@ impl<'a> Store<'a> {
         now: i64,
         message_id: &str,
         calls: &[ToolCall],
+        origin: CallOrigin,
     ) -> Result<(), SqlError> {
         for call in calls {
             self.sql.exec(
-                "INSERT INTO tool_calls (id, message_id, seq, name, arguments, created_at)
-                 VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM tool_calls), ?, ?, ?)",
+                "INSERT INTO tool_calls (id, message_id, seq, name, arguments, created_at, origin)
+                 VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM tool_calls), ?, ?, ?, ?)",
                 &[
                     call.id.as_str().into(),
                     message_id.into(),
                     call.name.as_str().into(),
                     call.arguments.as_str().into(),
                     now.into(),
+                    origin.as_str().into(),
                 ],
             )?;
         }
@@ -363,23 +526,21 @@ impl<'a> Store<'a> {
     /// The oldest tool call not yet done (queued, or running when a crash interrupted it).
     pub fn next_tool_call(&self) -> Result<Option<StoredToolCall>, SqlError> {
         let rows = self.sql.exec(
-            "SELECT id, name, arguments, message_id, status FROM tool_calls
+            "SELECT id, name, arguments, message_id, status, origin FROM tool_calls
              WHERE status IN ('queued', 'running') ORDER BY seq ASC LIMIT 1",
             &[],
         )?;
-        rows.first()
-            .map(|r| {
-                Ok(StoredToolCall {
-                    call: ToolCall {
-                        id: r.text(0)?,
-                        name: r.text(1)?,
-                        arguments: r.text(2)?,
-                    },
-                    message_id: r.text(3)?,
-                    status: r.text(4)?,
-                })
-            })
-            .transpose()
+        rows.first().map(tool_call_from_row).transpose()
+    }
+
+    /// Calls not yet done (queued, or running), in run order.
+    pub fn pending_tool_calls(&self) -> Result<Vec<StoredToolCall>, SqlError> {
+        let rows = self.sql.exec(
+            "SELECT id, name, arguments, message_id, status, origin FROM tool_calls
+             WHERE status IN ('queued', 'running') ORDER BY seq ASC",
+            &[],
+        )?;
+        rows.iter().map(tool_call_from_row).collect()
     }
 
     /// Marks a tool call as running.
@@ -404,6 +565,64 @@ impl<'a> Store<'a> {
         )?;
         Ok(())
     }
+
+    // ---- context ------------------------------------------------------------------------
+
+    /// One context value.
+    pub fn context_get(&self, key: &str) -> Result<Option<Value>, SqlError> {
+        self.sql
+            .exec("SELECT value FROM context WHERE key = ?", &[key.into()])?
+            .first()
+            .map(|r| serde_json::from_str(&r.text(0)?).map_err(|e| SqlError(e.to_string())))
+            .transpose()
+    }
+
+    /// Sets a context value.
+    pub fn context_set(&self, now: i64, key: &str, value: &Value) -> Result<(), SqlError> {
+        self.sql.exec(
+            "INSERT INTO context (key, value, updated_at) VALUES (?, ?, ?)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            &[key.into(), value.to_string().into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Removes a context value.
+    pub fn context_remove(&self, key: &str) -> Result<(), SqlError> {
+        self.sql
+            .exec("DELETE FROM context WHERE key = ?", &[key.into()])?;
+        Ok(())
+    }
+
+    /// The whole context.
+    pub fn context_all(&self) -> Result<Map<String, Value>, SqlError> {
+        let mut out = Map::new();
+        for r in self
+            .sql
+            .exec("SELECT key, value FROM context ORDER BY key", &[])?
+        {
+            let value = serde_json::from_str(&r.text(1)?).map_err(|e| SqlError(e.to_string()))?;
+            out.insert(r.text(0)?, value);
+        }
+        Ok(out)
+    }
+}
+
+fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
+    Ok(StoredToolCall {
+        call: ToolCall {
+            id: r.text(0)?,
+            name: r.text(1)?,
+            arguments: r.text(2)?,
+        },
+        message_id: r.text(3)?,
+        status: r.text(4)?,
+        origin: if r.text(5)? == "queue" {
+            CallOrigin::Queue
+        } else {
+            CallOrigin::Model
+        },
+    })
 }
 
 fn message_from_row(r: &Row) -> Result<Message, SqlError> {
@@ -423,5 +642,9 @@ fn message_from_row(r: &Row) -> Result<Message, SqlError> {
         silent: r.int(7)? != 0,
         depth: u32::try_from(r.int(8)?).unwrap_or(0),
         status: MessageStatus::parse(&r.text(9)?),
+        parts: match r.opt_text(10)? {
+            Some(json) => serde_json::from_str(&json).map_err(|e| SqlError(e.to_string()))?,
+            None => Vec::new(),
+        },
     })
 }

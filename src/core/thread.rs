@@ -16,13 +16,18 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use serde::Deserialize;
+use serde_json::Value;
+
 use super::message::{Message, MessageStatus, Role, ToolCall};
 use super::protocol::ServerFrame;
 use super::schema::migrate;
 use super::sql::{Sql, SqlError};
-use super::store::{MessagePage, Order, Store, StoredToolCall, ThreadStatus, ThreadSummary};
+use super::store::{
+    CallOrigin, MessagePage, Order, Side, Store, StoredToolCall, ThreadStatus, ThreadSummary,
+};
 use super::stream::{Completion, ProviderError, StreamEvent};
-use crate::tool::CallToolResult;
+use crate::tool::{CallToolResult, Registry};
 
 /// Why a thread operation was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +38,14 @@ pub enum ThreadError {
     AlreadyExists,
     /// The thread is stopped and accepts no new work.
     Stopped,
+    /// No tool with that name is registered.
+    UnknownTool(String),
+    /// The arguments do not fit the tool's schema or rules.
+    InvalidArguments(String),
+    /// The request itself is wrong (says why).
+    Invalid(String),
+    /// An id that must be new is already taken.
+    Conflict(String),
     /// Storage failed.
     Sql(SqlError),
 }
@@ -49,12 +62,103 @@ impl std::fmt::Display for ThreadError {
             ThreadError::NotFound => f.write_str("thread not found"),
             ThreadError::AlreadyExists => f.write_str("thread already exists"),
             ThreadError::Stopped => f.write_str("thread is stopped"),
+            ThreadError::UnknownTool(why)
+            | ThreadError::InvalidArguments(why)
+            | ThreadError::Invalid(why)
+            | ThreadError::Conflict(why) => f.write_str(why),
             ThreadError::Sql(e) => e.fmt(f),
         }
     }
 }
 
 impl std::error::Error for ThreadError {}
+
+/// A message stored by `inject_message` (from a tool or a client).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectMessage {
+    /// The text.
+    pub content: String,
+    /// Author; `user` unless given.
+    #[serde(default = "user_role")]
+    pub role: Role,
+    /// Your own id for the message (1-128 of `A-Z a-z 0-9 _ - . :`); a fresh UUID if absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Insert just before this message instead of at the end.
+    #[serde(default)]
+    pub before_message_id: Option<String>,
+    /// For `tool` messages: the call this answers.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    /// Participant or tool name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Kept and shown to clients that ask, never sent to a model.
+    #[serde(default)]
+    pub silent: bool,
+    /// Store at depth 0 even when injected from a sub-flow.
+    #[serde(default)]
+    pub force_top_level: bool,
+}
+
+fn user_role() -> Role {
+    Role::User
+}
+
+impl InjectMessage {
+    /// A message with this role and text and every option at its default.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        InjectMessage {
+            content: content.into(),
+            role,
+            id: None,
+            before_message_id: None,
+            tool_call_id: None,
+            name: None,
+            silent: false,
+            force_top_level: false,
+        }
+    }
+
+    /// Marks the message silent (builder style).
+    pub fn silent(mut self) -> Self {
+        self.silent = true;
+        self
+    }
+
+    fn check(&self) -> Result<(), ThreadError> {
+        let invalid = |why: String| Err(ThreadError::Invalid(why));
+        if self.content.len() > super::api::MAX_CONTENT_BYTES {
+            return invalid(format!(
+                "content is {} bytes; the limit is {}",
+                self.content.len(),
+                super::api::MAX_CONTENT_BYTES
+            ));
+        }
+        if let Some(id) = &self.id {
+            let ok_char = |c: char| c.is_ascii_alphanumeric() || "_-.:".contains(c);
+            if id.is_empty() || id.len() > 128 || !id.chars().all(ok_char) {
+                return invalid(format!(
+                    "id {id:?} must be 1-128 characters of A-Z a-z 0-9 _ - . :"
+                ));
+            }
+        }
+        match (self.role, &self.tool_call_id) {
+            (Role::Tool, None) => return invalid("a tool message needs tool_call_id".into()),
+            (Role::Tool, Some(_)) | (_, None) => {}
+            (_, Some(_)) => return invalid("tool_call_id is only for role \"tool\"".into()),
+        }
+        if self
+            .name
+            .as_ref()
+            .is_some_and(|n| n.is_empty() || n.len() > 64)
+        {
+            return invalid("name must be 1-64 characters".into());
+        }
+        Ok(())
+    }
+}
 
 /// What the driver must do next.
 #[derive(Debug)]
@@ -133,15 +237,18 @@ impl<'a> Thread<'a> {
         self.store.thread()?.ok_or(ThreadError::NotFound)
     }
 
-    /// A page of top-level messages.
+    /// A page of top-level messages (silent ones only with `include_silent`).
     pub fn messages(
         &self,
         limit: u32,
         offset: u32,
         order: Order,
+        include_silent: bool,
     ) -> Result<MessagePage, ThreadError> {
         self.summary()?;
-        Ok(self.store.messages_page(limit, offset, order)?)
+        Ok(self
+            .store
+            .messages_page(limit, offset, order, include_silent)?)
     }
 
     /// The frame describing the current state (sent on connect and after changes).
@@ -150,7 +257,7 @@ impl<'a> Thread<'a> {
         Ok(ServerFrame::Status {
             state: t.status.as_str().to_owned(),
             turn: t.turn_count,
-            side: t.current_side,
+            side: t.current_side.as_str().to_owned(),
         })
     }
 
@@ -166,6 +273,7 @@ impl<'a> Thread<'a> {
         if t.status == ThreadStatus::Idle {
             self.store.begin_turn(now)?;
         }
+        self.store.set_needs_model(true)?;
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
         });
@@ -183,7 +291,125 @@ impl<'a> Thread<'a> {
         Ok(())
     }
 
+    /// Queues a call of `name` (from a tool or a client, not the model): it runs after the
+    /// calls already queued and before the next model call. An idle thread starts a turn that
+    /// runs the queue (and calls the model only if something else asks for it, such as
+    /// [`Thread::force_turn`]). Stored as an assistant message holding the call, so the
+    /// history stays valid for every provider. Returns the call id.
+    pub fn queue_tool(
+        &mut self,
+        now: i64,
+        registry: &Registry,
+        name: &str,
+        arguments: Value,
+    ) -> Result<String, ThreadError> {
+        let t = self.summary()?;
+        if t.status == ThreadStatus::Stopped {
+            return Err(ThreadError::Stopped);
+        }
+        let Some(tool) = registry.get(name) else {
+            let known: Vec<&str> = registry.names().collect();
+            return Err(ThreadError::UnknownTool(format!(
+                "unknown tool {name:?}; registered tools: {}",
+                known.join(", ")
+            )));
+        };
+        tool.validate(arguments.clone()).map_err(|why| {
+            ThreadError::InvalidArguments(format!("invalid arguments for `{name}`: {why}"))
+        })?;
+        let call = ToolCall {
+            id: format!("queued_{}", super::ids::new_id().replace('-', "")),
+            name: name.to_owned(),
+            arguments: arguments.to_string(),
+        };
+        let message = Message {
+            tool_calls: vec![call.clone()],
+            ..Message::new(Role::Assistant, "", now)
+        };
+        self.store.append_message(&message)?;
+        self.store.queue_tool_calls(
+            now,
+            &message.id,
+            std::slice::from_ref(&call),
+            CallOrigin::Queue,
+        )?;
+        self.frames.push_back(ServerFrame::Message { message });
+        self.frames.push_back(ServerFrame::Tool {
+            tool_call_id: call.id.clone(),
+            name: call.name,
+            status: "queued".into(),
+        });
+        if t.status == ThreadStatus::Idle {
+            self.store.begin_turn(now)?;
+            self.push_status()?;
+        }
+        Ok(call.id)
+    }
+
+    /// Stores a message without starting any work. Silent messages are kept for clients that
+    /// ask for them and never shown to a model; `before_message_id` puts the message just
+    /// before that one in history order.
+    pub fn inject_message(
+        &mut self,
+        now: i64,
+        inject: InjectMessage,
+        depth: u32,
+    ) -> Result<Message, ThreadError> {
+        self.summary()?;
+        inject.check()?;
+        let id = match inject.id {
+            Some(id) if self.store.message_exists(&id)? => {
+                return Err(ThreadError::Conflict(format!(
+                    "a message with id {id:?} already exists"
+                )))
+            }
+            Some(id) => id,
+            None => super::ids::new_id(),
+        };
+        let message = Message {
+            name: inject.name,
+            tool_call_id: inject.tool_call_id,
+            silent: inject.silent,
+            depth,
+            ..Message::with_id(id, inject.role, inject.content, now)
+        };
+        match &inject.before_message_id {
+            Some(before) => {
+                if !self.store.insert_message_before(&message, before)? {
+                    return Err(ThreadError::Invalid(format!(
+                        "before_message_id {before:?} is not a message of this thread"
+                    )));
+                }
+            }
+            None => self.store.append_message(&message)?,
+        }
+        if !message.silent {
+            self.frames.push_back(ServerFrame::Message {
+                message: message.clone(),
+            });
+        }
+        Ok(message)
+    }
+
+    /// Makes `side` take the next turn once queued tools have run: its model is called even
+    /// without a new message. Starts a turn on an idle thread.
+    pub fn force_turn(&mut self, now: i64, side: Side) -> Result<(), ThreadError> {
+        let t = self.summary()?;
+        if t.status == ThreadStatus::Stopped {
+            return Err(ThreadError::Stopped);
+        }
+        self.store.set_side(now, side)?;
+        if t.status == ThreadStatus::Idle {
+            self.store.begin_turn(now)?;
+        }
+        self.store.set_needs_model(true)?;
+        self.push_status()
+    }
+
     /// Decides the next step from stored state. Recovers from an interrupted step first.
+    ///
+    /// Order: queued tool calls first (model calls, then calls queued by tools and clients,
+    /// in queue order), then the model if it is owed a call, else the turn ends.
     pub fn next_action(&mut self, now: i64, max_steps: u32) -> Result<Action, ThreadError> {
         let Some(t) = self.store.thread()? else {
             return Ok(Action::Idle);
@@ -191,27 +417,25 @@ impl<'a> Thread<'a> {
         if t.status != ThreadStatus::Running {
             return Ok(Action::Idle);
         }
-        // A model call cut short by eviction or a crash left its message pending.
-        for mut m in self.store.pending_messages()? {
+        // A model call cut short by eviction or a crash left its message pending: it is
+        // marked failed and the call is owed again.
+        let interrupted = self.store.pending_messages()?;
+        let recovered = !interrupted.is_empty();
+        for mut m in interrupted {
             m.status = MessageStatus::Failed;
             self.store.update_message(&m)?;
             self.frames.push_back(ServerFrame::Message { message: m });
         }
+        if recovered {
+            self.store.set_needs_model(true)?;
+        }
         if let Some(call) = self.store.next_tool_call()? {
             return Ok(Action::RunTool(call));
         }
-        match self.store.last_model_message()? {
-            Some(m) if m.role == Role::Assistant => {
-                self.store.finish_turn(now)?;
-                self.push_status()?;
-                return Ok(Action::Idle);
-            }
-            None => {
-                self.store.set_status(now, ThreadStatus::Idle, None)?;
-                self.push_status()?;
-                return Ok(Action::Idle);
-            }
-            Some(_) => {}
+        if !(t.needs_model || recovered) {
+            self.store.finish_turn(now)?;
+            self.push_status()?;
+            return Ok(Action::Idle);
         }
         if t.steps >= i64::from(max_steps) {
             let why = format!("the turn used its {max_steps} model calls without finishing");
@@ -222,6 +446,9 @@ impl<'a> Thread<'a> {
             return Ok(Action::Idle);
         }
         self.store.add_step(now)?;
+        // Cleared now, set again by a reply with tool calls, a user message or a forced turn
+        // arriving while the model streams.
+        self.store.set_needs_model(false)?;
         let history = repair_history(self.store.model_history()?);
         let message = Message {
             status: MessageStatus::Pending,
@@ -276,7 +503,11 @@ impl<'a> Thread<'a> {
         let message = self.reply_message(&call, MessageStatus::Completed, true);
         self.store.update_message(&message)?;
         self.store
-            .queue_tool_calls(now, &message.id, &message.tool_calls)?;
+            .queue_tool_calls(now, &message.id, &message.tool_calls, CallOrigin::Model)?;
+        if !message.tool_calls.is_empty() {
+            // The model reacts to the results.
+            self.store.set_needs_model(true)?;
+        }
         // The message first, so clients know a call before they hear about its status.
         let queued: Vec<ServerFrame> = message
             .tool_calls
@@ -342,7 +573,14 @@ impl<'a> Thread<'a> {
         call: &StoredToolCall,
         result: &CallToolResult,
     ) -> Result<Message, ThreadError> {
-        let message = Message::tool_result(&call.call, result.to_model_text(), now);
+        let message = Message {
+            parts: if result.has_media() {
+                result.content.clone()
+            } else {
+                Vec::new()
+            },
+            ..Message::tool_result(&call.call, result.to_model_text(), now)
+        };
         self.store.append_message(&message)?;
         self.store
             .finish_tool_call(now, &call.call.id, &message.id)?;

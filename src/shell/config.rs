@@ -5,6 +5,7 @@ use serde::Deserialize;
 use worker::{D1Database, Env};
 
 use crate::core::config::{AgentConfig, ModelConfig, DEFAULT_MAX_STEPS};
+use crate::core::store::Side;
 
 fn db(env: &Env) -> worker::Result<D1Database> {
     env.d1("DB")
@@ -34,20 +35,29 @@ struct ConfigRow {
     api_key_secret: Option<String>,
 }
 
-/// Everything a turn needs for side A of `agent_id`, or `None` if the agent, its prompt or its
-/// model is missing.
-pub(crate) async fn load_agent(env: &Env, agent_id: &str) -> worker::Result<Option<AgentConfig>> {
+/// Everything a turn needs for one side of `agent_id`, or `None` if the agent, that side's
+/// prompt or its model is missing.
+pub(crate) async fn load_agent(
+    env: &Env,
+    agent_id: &str,
+    side: Side,
+) -> worker::Result<Option<AgentConfig>> {
+    // The column name comes from this match, never from input.
+    let column = match side {
+        Side::A => "side_a",
+        Side::B => "side_b",
+    };
     let row: Option<ConfigRow> = db(env)?
-        .prepare(
+        .prepare(format!(
             "SELECT a.id AS agent_id, p.name AS prompt, p.system AS system, p.tools AS tools,
-                    json_extract(a.side_a, '$.max_steps') AS max_steps,
+                    json_extract(a.{column}, '$.max_steps') AS max_steps,
                     m.name AS model_name, m.provider AS provider, m.model AS model,
                     m.base_url AS base_url, m.api_key_secret AS api_key_secret
              FROM agents a
-             JOIN prompts p ON p.name = json_extract(a.side_a, '$.prompt')
+             JOIN prompts p ON p.name = json_extract(a.{column}, '$.prompt')
              JOIN models m ON m.name = p.model
-             WHERE a.id = ?1",
-        )
+             WHERE a.id = ?1"
+        ))
         .bind(&[agent_id.into()])?
         .first(None)
         .await?;

@@ -3,6 +3,7 @@
 
 mod config;
 mod do_sql;
+mod host;
 mod http;
 mod model;
 mod router;

@@ -22,7 +22,7 @@ const STALL_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_ERROR_BODY: usize = 16 * 1024;
 
 /// Runs `fut` with a deadline; `None` when the deadline won.
-async fn with_timeout<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
+pub(crate) async fn with_timeout<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
     let fut = Box::pin(fut);
     let delay = Box::pin(Delay::from(limit));
     match select(fut, delay).await {

@@ -34,8 +34,10 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
 
     let outcome = match (method.clone(), &segments[1..]) {
         (Method::Get, ["tools"]) => {
-            let tools = Registry::discovered().all_specs();
-            return json(200, &json!({ "tools": tools }));
+            return match Registry::discovered() {
+                Ok(registry) => json(200, &json!({ "tools": registry.all_specs() })),
+                Err(e) => error(&ApiError::new(500, "invalid_tool", e.to_string())),
+            };
         }
         (Method::Post, ["threads"]) => create_thread(&mut req, &env).await,
         (_, ["threads", id, rest @ ..]) => {

@@ -6,29 +6,33 @@
 //! runs, so if the object is evicted or the process dies mid-turn, the alarm fires again and
 //! the loop resumes from what SQLite says.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use worker::{
-    durable_object, Date, DurableObject, Env, Request, Response, Result, State, WebSocket,
+    durable_object, DurableObject, Env, Request, Response, Result, State, WebSocket,
     WebSocketIncomingMessage, WebSocketPair,
 };
 
 use super::config::load_agent;
 use super::do_sql::DoSql;
+use super::host::{broadcast, now, ShellHost};
 use super::http::{error, json, read_body};
 use super::model::ModelStream;
-use crate::core::api::{ApiError, CreateThread, PageQuery, PostMessage};
+use crate::core::api::{
+    parse_params, ApiError, CreateThread, ForceTurnParams, PageQuery, PostMessage, QueueToolParams,
+};
 use crate::core::config::{AgentConfig, DEFAULT_MAX_STEPS};
 use crate::core::openai::build_request;
 use crate::core::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
 };
-use crate::core::store::ThreadStatus;
+use crate::core::store::{CallOrigin, ThreadStatus};
 use crate::core::stream::ProviderError;
-use crate::core::thread::{Action, ModelCall, Thread, ThreadError};
-use crate::tool::{FlowState, Registry};
+use crate::core::thread::{Action, InjectMessage, ModelCall, Thread, ThreadError};
+use crate::tool::{CallToolResult, FlowState, Registry, RegistryError};
 
 /// How long a turn may go without progress before the watchdog alarm resumes it.
 const WATCHDOG_MS: i64 = 30_000;
@@ -40,15 +44,15 @@ struct Attachment {
     connected_at: i64,
 }
 
-fn now() -> i64 {
-    Date::now().as_millis() as i64
-}
-
 fn thread_error(e: &ThreadError) -> ApiError {
     match e {
         ThreadError::NotFound => ApiError::not_found("thread not found"),
         ThreadError::AlreadyExists => ApiError::new(409, "conflict", "thread already exists"),
         ThreadError::Stopped => ApiError::new(409, "thread_stopped", "the thread is stopped"),
+        ThreadError::UnknownTool(why) => ApiError::new(400, "unknown_tool", why.clone()),
+        ThreadError::InvalidArguments(why) => ApiError::new(400, "invalid_arguments", why.clone()),
+        ThreadError::Invalid(why) => ApiError::invalid(why.clone()),
+        ThreadError::Conflict(why) => ApiError::new(409, "conflict", why.clone()),
         ThreadError::Sql(e) => {
             worker::console_error!("thread storage error: {e}");
             ApiError::internal("thread storage error")
@@ -68,6 +72,8 @@ pub struct DurableThread {
     stop_requested: Cell<bool>,
     /// The schema was checked (and migrated) by this instance: later views skip the check.
     schema_ready: Cell<bool>,
+    /// The tool registry, built (and checked) once per instance.
+    registry: RefCell<Option<std::result::Result<Rc<Registry>, RegistryError>>>,
 }
 
 impl DurableObject for DurableThread {
@@ -78,6 +84,7 @@ impl DurableObject for DurableThread {
             driving: Cell::new(false),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),
+            registry: RefCell::new(None),
         }
     }
 
@@ -219,14 +226,41 @@ impl DurableThread {
     }
 
     fn flush(&self, thread: &mut Thread<'_>) {
-        let sockets = self.state.get_websockets();
         while let Some(frame) = thread.poll_frame() {
-            let text = frame.to_json();
-            for ws in &sockets {
-                // A socket that is closing cannot take frames; the others still get theirs.
-                let _ = ws.send_with_str(&text);
-            }
+            broadcast(&self.state, &frame);
         }
+    }
+
+    /// The registry of this Worker's tools; a broken tool definition is reported, not hidden.
+    fn registry(&self) -> std::result::Result<Rc<Registry>, RegistryError> {
+        self.registry
+            .borrow_mut()
+            .get_or_insert_with(|| Registry::discovered().map(Rc::new))
+            .clone()
+    }
+
+    /// A second handle on this object's state (the same JS object) for the tool host.
+    fn state_handle(&self) -> State {
+        use wasm_bindgen::JsCast;
+        let raw: &wasm_bindgen::JsValue = self.state.as_raw().as_ref();
+        State::from(
+            raw.clone()
+                .unchecked_into::<worker::worker_sys::DurableObjectState>(),
+        )
+    }
+
+    /// What tools get to reach the thread and the platform.
+    fn host(&self) -> std::result::Result<Rc<ShellHost>, ApiError> {
+        let registry = self.registry().map_err(|e| {
+            worker::console_error!("tool registry: {e}");
+            ApiError::new(500, "invalid_tool", e.to_string())
+        })?;
+        Ok(Rc::new(ShellHost {
+            sql: self.sql(),
+            state: self.state_handle(),
+            env: self.env.clone(),
+            registry,
+        }))
     }
 
     async fn create(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
@@ -254,7 +288,8 @@ impl DurableThread {
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
         let q = PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-        let page = self.with_thread(|t| t.messages(q.limit, q.offset, q.order))?;
+        let page =
+            self.with_thread(|t| t.messages(q.limit, q.offset, q.order, q.include_silent))?;
         Ok((200, json!(page)))
     }
 
@@ -287,29 +322,52 @@ impl DurableThread {
             "get_messages" => {
                 // Same validation as the HTTP query: numbers or numeric strings, else 400.
                 let mut owned = Vec::new();
-                for key in ["limit", "offset", "order"] {
+                for key in ["limit", "offset", "order", "include_silent"] {
                     match params.get(key) {
                         None | Some(Value::Null) => {}
                         Some(Value::String(v)) => owned.push((key, v.clone())),
                         Some(Value::Number(n)) => owned.push((key, n.to_string())),
+                        Some(Value::Bool(b)) => owned.push((key, b.to_string())),
                         Some(_) => {
                             return Err(ApiError::invalid(format!(
-                                "\"{key}\" must be a number or a string"
+                                "\"{key}\" must be a number, a boolean or a string"
                             )))
                         }
                     }
                 }
                 let pairs = owned.iter().map(|(k, v)| (*k, v.as_str()));
                 let q = PageQuery::parse(pairs)?;
-                Ok(json!(
-                    self.with_thread(|t| t.messages(q.limit, q.offset, q.order))?
-                ))
+                Ok(json!(self.with_thread(|t| t.messages(
+                    q.limit,
+                    q.offset,
+                    q.order,
+                    q.include_silent
+                ))?))
+            }
+            "inject_message" => {
+                let inject: InjectMessage = parse_params(params)?;
+                let message = self.with_thread(|t| t.inject_message(now(), inject, 0))?;
+                Ok(json!({ "message": message }))
+            }
+            "queue_tool" => {
+                let p: QueueToolParams = parse_params(params)?;
+                let host = self.host()?;
+                let call_id =
+                    self.with_thread(|t| t.queue_tool(now(), &host.registry, &p.name, p.args))?;
+                self.schedule().await;
+                Ok(json!({ "tool_call_id": call_id }))
+            }
+            "force_turn" => {
+                let p: ForceTurnParams = parse_params(params)?;
+                self.with_thread(|t| t.force_turn(now(), p.side))?;
+                self.schedule().await;
+                Ok(json!({ "side": p.side }))
             }
             other => Err(ApiError::new(
                 400,
                 "unknown_method",
                 format!(
-                    "unknown rpc method {other:?}; available: send_message, get_messages, stop"
+                    "unknown rpc method {other:?}; available: send_message, inject_message, queue_tool, get_messages, force_turn, stop"
                 ),
             )),
         }
@@ -356,8 +414,8 @@ impl DurableThread {
         }
         self.stop_requested.set(false);
         let sql = self.sql();
-        let registry = Registry::discovered();
-        let mut agent: Option<AgentConfig> = None;
+        let host = self.host();
+        let mut agent: Option<(crate::core::store::Side, Rc<AgentConfig>)> = None;
         let mut thread = match self.open(&sql, false) {
             Ok(t) => Some(t),
             Err(ThreadError::NotFound) => None,
@@ -373,27 +431,33 @@ impl DurableThread {
                 Ok(s) => s,
                 Err(_) => break, // an object without a thread has nothing to do
             };
-            if summary.status == ThreadStatus::Running && agent.is_none() {
-                match load_agent(&self.env, &summary.agent_id).await {
-                    Ok(Some(a)) => agent = Some(a),
-                    Ok(None) => {
-                        let err = ProviderError::Config(format!(
-                            "agent {:?}, its prompt or its model is missing from D1",
-                            summary.agent_id
-                        ));
-                        self.fail_turn(thread, &err);
-                        continue;
-                    }
-                    Err(e) => {
-                        let err = ProviderError::Config(format!(
-                            "could not read agent configuration: {e}"
-                        ));
-                        self.fail_turn(thread, &err);
+            let side = summary.current_side;
+            if summary.status == ThreadStatus::Running
+                && agent.as_ref().is_none_or(|(s, _)| *s != side)
+            {
+                let loaded = match &host {
+                    Err(e) => Err(e.message.clone()),
+                    Ok(_) => match load_agent(&self.env, &summary.agent_id, side).await {
+                        Ok(Some(a)) => Ok(a),
+                        Ok(None) => Err(format!(
+                            "agent {:?}, its side {} prompt or its model is missing from D1",
+                            summary.agent_id,
+                            side.as_str()
+                        )),
+                        Err(e) => Err(format!("could not read agent configuration: {e}")),
+                    },
+                };
+                match loaded {
+                    Ok(a) => agent = Some((side, Rc::new(a))),
+                    Err(why) => {
+                        self.fail_turn(thread, &ProviderError::Config(why));
                         continue;
                     }
                 }
             }
-            let max_steps = agent.as_ref().map_or(DEFAULT_MAX_STEPS, |a| a.max_steps);
+            let max_steps = agent
+                .as_ref()
+                .map_or(DEFAULT_MAX_STEPS, |(_, a)| a.max_steps);
             let action = thread.next_action(now(), max_steps);
             self.flush(thread);
             match action {
@@ -403,32 +467,35 @@ impl DurableThread {
                     break;
                 }
                 Ok(Action::CallModel(call)) => {
-                    let Some(agent) = agent.as_ref() else { break };
-                    self.call_model(thread, &registry, agent, call).await;
+                    let (Some((_, agent)), Ok(host)) = (agent.as_ref(), host.as_ref()) else {
+                        break;
+                    };
+                    self.call_model(thread, &host.registry, agent, call).await;
                 }
                 Ok(Action::RunTool(call)) => {
+                    let (Some((_, agent)), Ok(host)) = (agent.as_ref(), host.as_ref()) else {
+                        break;
+                    };
                     let _ = thread.start_tool(now(), &call);
                     self.flush(thread);
-                    let flow = FlowState {
-                        thread_id: summary.thread_id.clone(),
-                        agent_id: summary.agent_id.clone(),
-                        turn_count: summary.turn_count,
-                        depth: 0,
-                        tool_call_id: call.call.id.clone(),
-                        now_ms: now(),
-                    };
-                    let allowed = agent
-                        .as_ref()
-                        .is_some_and(|a| a.tools.contains(&call.call.name));
-                    let result = match registry.get(&call.call.name) {
-                        Some(tool) if allowed => tool.call(flow, &call.call.arguments).await,
-                        _ => crate::tool::CallToolResult::error(format!(
+                    // The model may call only its agent's tools; the application (queue_tool)
+                    // may run any registered tool.
+                    let allowed =
+                        call.origin == CallOrigin::Queue || agent.tools.contains(&call.call.name);
+                    let result = match host.registry.get(&call.call.name) {
+                        Some(tool) if allowed => {
+                            let flow = FlowState::top_level(
+                                host.clone(),
+                                &summary,
+                                agent.clone(),
+                                &call.call.id,
+                            );
+                            tool.call(flow, &call.call.arguments).await
+                        }
+                        _ => CallToolResult::error(format!(
                             "unknown tool {:?}; available tools: {}",
                             call.call.name,
-                            agent
-                                .as_ref()
-                                .map(|a| a.tools.join(", "))
-                                .unwrap_or_default()
+                            agent.tools.join(", ")
                         )),
                     };
                     if let Err(e) = thread.finish_tool(now(), &call, &result) {

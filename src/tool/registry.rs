@@ -9,20 +9,49 @@ pub struct Registry {
     tools: Vec<(&'static str, Tool)>,
 }
 
+/// Tools whose definitions cannot be offered to a model, each with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryError {
+    /// `(tool name, problem)` pairs.
+    pub problems: Vec<(String, String)>,
+}
+
+impl std::fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let lines: Vec<String> = self
+            .problems
+            .iter()
+            .map(|(tool, why)| format!("tool `{tool}` (agents/tools/{tool}.rs): {why}"))
+            .collect();
+        f.write_str(&lines.join("; "))
+    }
+}
+
+impl std::error::Error for RegistryError {}
+
 impl Registry {
-    /// The tools discovered in `agents/tools/` at build time.
-    pub fn discovered() -> Self {
-        Registry {
-            tools: crate::generated::TOOLS
+    /// The tools discovered in `agents/tools/` at build time, checked.
+    pub fn discovered() -> Result<Self, RegistryError> {
+        Self::build(
+            crate::generated::TOOLS
                 .iter()
                 .map(|(name, build)| (*name, build()))
                 .collect(),
-        }
+        )
     }
 
-    /// A registry of the given tools (for tests and embedding).
-    pub fn from_tools(tools: Vec<(&'static str, Tool)>) -> Self {
-        Registry { tools }
+    /// A registry of the given tools, refusing any whose definition is broken (no handler,
+    /// a refine rule over the wrong type, arguments that are not an object or nest too deep).
+    pub fn build(tools: Vec<(&'static str, Tool)>) -> Result<Self, RegistryError> {
+        let problems: Vec<(String, String)> = tools
+            .iter()
+            .filter_map(|(name, tool)| tool.check().err().map(|why| ((*name).to_owned(), why)))
+            .collect();
+        if problems.is_empty() {
+            Ok(Registry { tools })
+        } else {
+            Err(RegistryError { problems })
+        }
     }
 
     /// Looks a tool up by name.
@@ -47,6 +76,7 @@ impl Registry {
                         name: (*name).to_owned(),
                         description: t.description().to_owned(),
                         parameters: t.parameters().clone(),
+                        returns: t.returns().cloned(),
                     })
             })
             .collect()

@@ -1,4 +1,4 @@
-//! What a tool returns.
+//! What a tool returns: a status and one or more content items (text, images, documents).
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +12,56 @@ pub enum ToolStatus {
     Error,
 }
 
+/// Where the bytes of an image or document are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// `url` (data is a URL the provider fetches) or `base64` (data is the bytes, encoded).
+    #[serde(rename = "type")]
+    pub kind: SourceKind,
+    /// MIME type, e.g. `image/png` or `application/pdf`.
+    pub media_type: String,
+    /// The URL or the base64 text.
+    pub data: String,
+}
+
+/// How [`Source::data`] is to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// A URL.
+    Url,
+    /// Base64-encoded bytes.
+    Base64,
+}
+
+impl Source {
+    /// A source the provider fetches from `url`.
+    pub fn url(media_type: impl Into<String>, url: impl Into<String>) -> Self {
+        Source {
+            kind: SourceKind::Url,
+            media_type: media_type.into(),
+            data: url.into(),
+        }
+    }
+
+    /// Inline bytes, already base64-encoded.
+    pub fn base64(media_type: impl Into<String>, data: impl Into<String>) -> Self {
+        Source {
+            kind: SourceKind::Base64,
+            media_type: media_type.into(),
+            data: data.into(),
+        }
+    }
+
+    /// The source as one URL: the URL itself, or a `data:` URL for inline bytes.
+    pub fn to_url(&self) -> String {
+        match self.kind {
+            SourceKind::Url => self.data.clone(),
+            SourceKind::Base64 => format!("data:{};base64,{}", self.media_type, self.data),
+        }
+    }
+}
+
 /// One piece of a tool result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
@@ -21,6 +71,28 @@ pub enum Content {
         /// The text.
         text: String,
     },
+    /// An image the model should look at.
+    Image {
+        /// Its bytes or URL.
+        source: Source,
+    },
+    /// A document (e.g. a PDF) the model should read.
+    Document {
+        /// Its bytes or URL.
+        source: Source,
+    },
+}
+
+impl Content {
+    /// A text item.
+    pub fn text(text: impl Into<String>) -> Self {
+        Content::Text { text: text.into() }
+    }
+
+    /// Whether this item is text.
+    pub fn is_text(&self) -> bool {
+        matches!(self, Content::Text { .. })
+    }
 }
 
 /// The result of a tool call, as stored and as shown to the model.
@@ -28,16 +100,21 @@ pub enum Content {
 pub struct CallToolResult {
     /// success or error.
     pub status: ToolStatus,
-    /// The content items.
+    /// The content items, in order.
     pub content: Vec<Content>,
 }
 
 impl CallToolResult {
     /// A successful text result.
     pub fn text(text: impl Into<String>) -> Self {
+        Self::success(vec![Content::text(text)])
+    }
+
+    /// A successful result made of several items (text, images, documents).
+    pub fn success(content: Vec<Content>) -> Self {
         CallToolResult {
             status: ToolStatus::Success,
-            content: vec![Content::Text { text: text.into() }],
+            content,
         }
     }
 
@@ -45,16 +122,22 @@ impl CallToolResult {
     pub fn error(text: impl Into<String>) -> Self {
         CallToolResult {
             status: ToolStatus::Error,
-            content: vec![Content::Text { text: text.into() }],
+            content: vec![Content::text(text)],
         }
     }
 
     /// A successful result holding `value` as JSON text.
-    pub fn json<T: Serialize>(value: &T) -> Self {
+    pub fn json<T: Serialize + ?Sized>(value: &T) -> Self {
         match serde_json::to_string(value) {
             Ok(s) => Self::text(s),
-            Err(e) => Self::error(format!("result could not be serialised: {e}")),
+            Err(e) => Self::error(format!("the result could not be serialised: {e}")),
         }
+    }
+
+    /// Adds an item (builder style): `CallToolResult::text("chart:").with(Content::Image {..})`.
+    pub fn with(mut self, item: Content) -> Self {
+        self.content.push(item);
+        self
     }
 
     /// Whether this is an error result.
@@ -62,14 +145,22 @@ impl CallToolResult {
         self.status == ToolStatus::Error
     }
 
-    /// The text sent to the model: content items joined by blank lines; errors are marked
-    /// so the model cannot mistake them for data.
+    /// Whether any item is an image or a document (stored as parts, sent to the model in the
+    /// provider's multimodal format).
+    pub fn has_media(&self) -> bool {
+        self.content.iter().any(|c| !c.is_text())
+    }
+
+    /// The text of the result: text items joined by blank lines, media named in brackets;
+    /// errors are marked so the model cannot mistake them for data.
     pub fn to_model_text(&self) -> String {
         let body = self
             .content
             .iter()
             .map(|c| match c {
-                Content::Text { text } => text.as_str(),
+                Content::Text { text } => text.clone(),
+                Content::Image { source } => format!("[image: {}]", source.media_type),
+                Content::Document { source } => format!("[document: {}]", source.media_type),
             })
             .collect::<Vec<_>>()
             .join("\n\n");

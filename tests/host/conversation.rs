@@ -1,19 +1,14 @@
 //! Whole conversations through the thread state machine, in virtual time, including a crash
 //! at each step and failing models. The driver here is what the Durable Object does, minus I/O.
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
-
+use crate::flow_host::{block_on, TestHost};
+use crate::sqlite::Sqlite;
 use edgent::core::message::{MessageStatus, Role};
 use edgent::core::openai::OpenAiStream;
 use edgent::core::protocol::ServerFrame;
 use edgent::core::store::{Order, ThreadStatus};
 use edgent::core::stream::ProviderError;
 use edgent::core::thread::{Action, ModelCall, Thread};
-use edgent::tool::{FlowState, Registry};
-
-use crate::sqlite::Sqlite;
 
 const T0: i64 = 1_795_300_162_000;
 const MAX_STEPS: u32 = 10;
@@ -35,16 +30,6 @@ fn tool_sse(id: &str, name: &str) -> String {
         "data: {}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n",
         serde_json::json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":id,"type":"function","function":{"name":name,"arguments":"{}"}}]}}]})
     )
-}
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
 }
 
 fn frames(t: &mut Thread<'_>) -> Vec<ServerFrame> {
@@ -131,9 +116,8 @@ fn a_text_turn_streams_chunks_and_stores_the_reply() {
 
 #[test]
 fn a_tool_call_round_trip_feeds_the_result_back() {
-    let db = Sqlite::memory();
-    let registry = Registry::discovered();
-    let mut t = new_thread(&db);
+    let host = TestHost::with_thread(T0);
+    let mut t = host.thread();
     t.post_user_message(T0, "What time is it?").unwrap();
     let call = expect_model(&mut t, T0);
     answer(&mut t, T0, call, &tool_sse("call_1", "get_current_time"));
@@ -143,16 +127,10 @@ fn a_tool_call_round_trip_feeds_the_result_back() {
     };
     assert_eq!(tc.call.name, "get_current_time");
     t.start_tool(T0 + 5, &tc).unwrap();
-    let flow = FlowState {
-        thread_id: "thread-1".into(),
-        agent_id: "support".into(),
-        turn_count: 0,
-        depth: 0,
-        tool_call_id: tc.call.id.clone(),
-        now_ms: T0 + 5,
-    };
+    host.now.set(T0 + 5);
+    let flow = host.flow(&tc.call.id);
     let result = block_on(
-        registry
+        host.registry
             .get(&tc.call.name)
             .unwrap()
             .call(flow, &tc.call.arguments),
@@ -205,7 +183,7 @@ fn a_crash_mid_stream_retries_the_model_call_and_loses_nothing() {
         t.next_action(T0 + 102, MAX_STEPS).unwrap(),
         Action::Idle
     ));
-    let page = t.messages(50, 0, Order::Asc).unwrap();
+    let page = t.messages(50, 0, Order::Asc, false).unwrap();
     let statuses: Vec<_> = page.messages.iter().map(|m| (m.role, m.status)).collect();
     assert_eq!(
         statuses,
@@ -423,7 +401,11 @@ fn a_stop_mid_stream_keeps_what_was_said_and_runs_nothing() {
         !f.iter().any(|fr| matches!(fr, ServerFrame::Error { .. })),
         "a stop is not an error"
     );
-    let last = t.messages(1, 0, Order::Desc).unwrap().messages.remove(0);
+    let last = t
+        .messages(1, 0, Order::Desc, false)
+        .unwrap()
+        .messages
+        .remove(0);
     assert_eq!(
         (last.role, last.status, last.content.as_str()),
         (Role::Assistant, MessageStatus::Completed, "Once upo")

@@ -32,7 +32,7 @@ fn bad_names_are_rejected_with_a_reason() {
 
 #[test]
 fn the_example_tool_is_registered_with_a_schema() {
-    let registry = Registry::discovered();
+    let registry = Registry::discovered().unwrap();
     assert!(registry.names().any(|n| n == "get_current_time"));
     let specs = registry.specs(["get_current_time", "no_such_tool"]);
     assert_eq!(specs.len(), 1);

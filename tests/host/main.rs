@@ -9,6 +9,9 @@
 
 mod conversation;
 mod discovery;
+mod flow_host;
 mod openai_stream;
 mod sqlite;
 mod store;
+mod tools;
+mod utilities;

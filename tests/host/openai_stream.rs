@@ -192,6 +192,7 @@ fn request_body_has_history_tools_and_streaming() {
         silent: false,
         depth: 0,
         status: MessageStatus::Completed,
+        parts: vec![],
     };
     let mut call = m(Role::Assistant, "");
     call.tool_calls = vec![ToolCall {
@@ -205,6 +206,7 @@ fn request_body_has_history_tools_and_streaming() {
         name: "t".into(),
         description: "d".into(),
         parameters: serde_json::json!({"type":"object"}),
+        returns: None,
     }];
     let body = build_request(
         "gpt-x",

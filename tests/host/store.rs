@@ -23,6 +23,7 @@ fn msg(i: i64, depth: u32) -> Message {
         silent: false,
         depth,
         status: MessageStatus::Completed,
+        parts: vec![],
     }
 }
 
@@ -70,49 +71,64 @@ fn messages_page_in_both_orders() {
     let db = Sqlite::memory();
     migrate(&db).unwrap();
     let store = Store::new(&db);
+    store.create_thread(0, "t", "a", &[]).unwrap();
     for i in 0..25 {
         store.append_message(&msg(i, 0)).unwrap();
     }
     store.append_message(&msg(100, 1)).unwrap(); // deeper messages are not top-level pages
 
-    let p = store.messages_page(10, 0, Order::Asc).unwrap();
+    let p = store.messages_page(10, 0, Order::Asc, false).unwrap();
     assert_eq!(p.total, 25);
     assert!(p.has_more);
     assert_eq!(p.messages.first().unwrap().id, "m0");
     assert_eq!(p.messages.last().unwrap().id, "m9");
 
-    let p = store.messages_page(10, 20, Order::Asc).unwrap();
+    let p = store.messages_page(10, 20, Order::Asc, false).unwrap();
     assert_eq!(p.messages.len(), 5);
     assert!(!p.has_more);
 
-    let p = store.messages_page(3, 0, Order::Desc).unwrap();
+    let p = store.messages_page(3, 0, Order::Desc, false).unwrap();
     let ids: Vec<_> = p.messages.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(ids, ["m24", "m23", "m22"]);
 
-    let p = store.messages_page(10, 500, Order::Asc).unwrap();
+    let p = store.messages_page(10, 500, Order::Asc, false).unwrap();
     assert!(p.messages.is_empty() && !p.has_more);
+}
+
+fn plan(db: &Sqlite, query: &str) -> String {
+    db.exec(&format!("EXPLAIN QUERY PLAN {query}"), &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.text(3).unwrap())
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 #[test]
 fn paging_uses_the_index_not_a_scan() {
     let db = Sqlite::memory();
     migrate(&db).unwrap();
-    let plan: Vec<String> = db
-        .exec(
-            "EXPLAIN QUERY PLAN SELECT id FROM messages WHERE depth = 0
-             ORDER BY position DESC LIMIT ? OFFSET ?",
-            &[10i64.into(), 0i64.into()],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.text(3).unwrap())
-        .collect();
-    let plan = plan.join(" | ");
-    assert!(plan.contains("messages_by_depth_position"), "{plan}");
-    assert!(
-        !plan.contains("TEMP B-TREE"),
-        "paging must not sort: {plan}"
-    );
+    for (query, index) in [
+        (
+            "SELECT id FROM messages WHERE depth = 0 ORDER BY position DESC LIMIT 50 OFFSET 0",
+            "messages_by_depth_position",
+        ),
+        (
+            "SELECT id FROM messages WHERE depth = 0 AND silent = 0 ORDER BY position ASC LIMIT 50 OFFSET 0",
+            "messages_visible",
+        ),
+        ("SELECT MAX(position) FROM messages", "messages_by_position"),
+        (
+            "SELECT MAX(position) FROM messages WHERE position < 5",
+            "messages_by_position",
+        ),
+        ("SELECT MAX(seq) FROM tool_calls", "tool_calls_by_seq"),
+    ] {
+        let plan = plan(&db, query);
+        assert!(plan.contains(index), "{query}: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "must not sort: {plan}");
+        assert!(!plan.starts_with("SCAN messages"), "must not scan: {plan}");
+    }
 }
 
 #[test]

@@ -1,0 +1,118 @@
+//! The thread utilities tools share with WebSocket clients: `queue_tool`, `inject_message`,
+//! `get_messages`, `emit_thread_event`, `force_turn`. Each runs the same [`Thread`] operation
+//! the `rpc` methods run, then sends the frames it produced to the thread's sockets.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::FlowState;
+use crate::core::message::Message;
+use crate::core::sql::SqlError;
+use crate::core::store::{MessagePage, Order, Side};
+use crate::core::thread::{InjectMessage, Thread, ThreadError};
+
+/// An error a tool can return with `?`; it becomes an `error` result with this text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError(String);
+
+impl ToolError {
+    /// An error with this text (shown to the model: say what to do about it).
+    pub fn new(text: impl Into<String>) -> Self {
+        ToolError(text.into())
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<String> for ToolError {
+    fn from(s: String) -> Self {
+        ToolError(s)
+    }
+}
+impl From<&str> for ToolError {
+    fn from(s: &str) -> Self {
+        ToolError(s.to_owned())
+    }
+}
+impl From<SqlError> for ToolError {
+    fn from(e: SqlError) -> Self {
+        ToolError(format!("storage error: {e}"))
+    }
+}
+impl From<ThreadError> for ToolError {
+    fn from(e: ThreadError) -> Self {
+        ToolError(e.to_string())
+    }
+}
+impl From<serde_json::Error> for ToolError {
+    fn from(e: serde_json::Error) -> Self {
+        ToolError(format!("JSON error: {e}"))
+    }
+}
+
+fn with_thread<T>(
+    flow: &FlowState,
+    f: impl FnOnce(&mut Thread<'_>, i64) -> Result<T, ThreadError>,
+) -> Result<T, ToolError> {
+    let host = flow.host();
+    let mut thread = Thread::open_migrated(host.sql());
+    let out = f(&mut thread, host.now_ms());
+    while let Some(frame) = thread.poll_frame() {
+        host.broadcast(&frame);
+    }
+    Ok(out?)
+}
+
+/// Queues `name` with `args` on the root flow: it runs after the current tool, after calls
+/// queued before it, and before the next model call; its result is stored as a tool message.
+/// Unknown names and invalid arguments are refused now, with the reason. Returns the call id.
+pub fn queue_tool(flow: &FlowState, name: &str, args: impl Serialize) -> Result<String, ToolError> {
+    let args = serde_json::to_value(args)?;
+    let root = flow.root();
+    let registry = root.host().registry();
+    with_thread(root, |t, now| t.queue_tool(now, registry, name, args))
+}
+
+/// Stores a message without starting any work. See [`InjectMessage`] for the options
+/// (silent, position, role, id).
+pub fn inject_message(flow: &FlowState, message: InjectMessage) -> Result<Message, ToolError> {
+    let depth = if message.force_top_level {
+        0
+    } else {
+        flow.depth
+    };
+    with_thread(flow, |t, now| t.inject_message(now, message, depth))
+}
+
+/// A page of the thread's top-level messages (silent ones excluded, as for clients; use
+/// [`super::MessageHistory::page`] to include them).
+pub fn get_messages(
+    flow: &FlowState,
+    limit: u32,
+    offset: u32,
+    order: Order,
+) -> Result<MessagePage, ToolError> {
+    flow.message_history.page(limit, offset, order, false)
+}
+
+/// Sends an `event` frame with `data` to every socket of this thread (not stored).
+pub fn emit_thread_event(
+    flow: &FlowState,
+    event_type: &str,
+    data: impl Serialize,
+) -> Result<(), ToolError> {
+    let data: Value = serde_json::to_value(data)?;
+    flow.stream.emit(event_type, &data)
+}
+
+/// Makes `side` take the next turn once queued tools have finished (the model of that side
+/// is called even if no new message arrives).
+pub fn force_turn(flow: &FlowState, side: Side) -> Result<(), ToolError> {
+    with_thread(flow, |t, now| t.force_turn(now, side))
+}
