@@ -69,6 +69,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
         "CREATE INDEX messages_by_position ON messages (position)",
         "CREATE INDEX messages_visible ON messages (depth, silent, position)",
         "CREATE INDEX tool_calls_by_seq ON tool_calls (seq)",
+        "CREATE INDEX messages_pending ON messages (status) WHERE status = 'pending'",
         "ALTER TABLE tool_calls ADD COLUMN origin TEXT NOT NULL DEFAULT 'model'",
         "CREATE TABLE context (
             key TEXT PRIMARY KEY,

@@ -474,19 +474,6 @@ impl<'a> Store<'a> {
         rows.iter().map(message_from_row).collect()
     }
 
-    /// The newest top-level message that a model would see (for deciding the next step).
-    pub fn last_model_message(&self) -> Result<Option<Message>, SqlError> {
-        let rows = self.sql.exec(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages
-                 WHERE depth = 0 AND silent = 0 AND status = 'completed'
-                 ORDER BY position DESC LIMIT 1"
-            ),
-            &[],
-        )?;
-        rows.first().map(message_from_row).transpose()
-    }
-
     /// Assistant messages left `pending` by an interrupted model call.
     pub fn pending_messages(&self) -> Result<Vec<Message>, SqlError> {
         let rows = self.sql.exec(

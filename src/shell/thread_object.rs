@@ -351,9 +351,12 @@ impl DurableThread {
             }
             "queue_tool" => {
                 let p: QueueToolParams = parse_params(params)?;
-                let host = self.host()?;
+                let registry = self.registry().map_err(|e| {
+                    worker::console_error!("tool registry: {e}");
+                    ApiError::new(500, "invalid_tool", e.to_string())
+                })?;
                 let call_id =
-                    self.with_thread(|t| t.queue_tool(now(), &host.registry, &p.name, p.args))?;
+                    self.with_thread(|t| t.queue_tool(now(), &registry, &p.name, p.args))?;
                 self.schedule().await;
                 Ok(json!({ "tool_call_id": call_id }))
             }

@@ -123,6 +123,10 @@ fn paging_uses_the_index_not_a_scan() {
             "messages_by_position",
         ),
         ("SELECT MAX(seq) FROM tool_calls", "tool_calls_by_seq"),
+        (
+            "SELECT id FROM messages WHERE status = 'pending'",
+            "messages_pending",
+        ),
     ] {
         let plan = plan(&db, query);
         assert!(plan.contains(index), "{query}: {plan}");
