@@ -84,7 +84,8 @@ pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[To
 fn media_parts(m: &Message) -> Vec<Value> {
     let tool = m.name.as_deref().unwrap_or("tool");
     let mut parts = Vec::new();
-    for (i, item) in m.parts.iter().enumerate() {
+    let media = m.parts.iter().filter(|c| !c.is_text());
+    for (i, item) in media.enumerate() {
         match item {
             Content::Text { .. } => {}
             Content::Image { source } => {

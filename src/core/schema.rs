@@ -71,6 +71,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
         "CREATE INDEX tool_calls_by_seq ON tool_calls (seq)",
         "CREATE INDEX messages_pending ON messages (status) WHERE status = 'pending'",
         "ALTER TABLE tool_calls ADD COLUMN origin TEXT NOT NULL DEFAULT 'model'",
+        "ALTER TABLE tool_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
         "CREATE TABLE context (
             key TEXT PRIMARY KEY,
             value TEXT NOT NULL,

@@ -133,6 +133,8 @@ pub struct StoredToolCall {
     pub status: String,
     /// Who asked for it: the model, or the application (`queue_tool` from a tool or client).
     pub origin: CallOrigin,
+    /// How many times it was started (more than once means runs were interrupted).
+    pub attempts: i64,
 }
 
 /// Who asked for a tool call. The model may only call its agent's tools; the application may
@@ -513,7 +515,7 @@ impl<'a> Store<'a> {
     /// The oldest tool call not yet done (queued, or running when a crash interrupted it).
     pub fn next_tool_call(&self) -> Result<Option<StoredToolCall>, SqlError> {
         let rows = self.sql.exec(
-            "SELECT id, name, arguments, message_id, status, origin FROM tool_calls
+            "SELECT id, name, arguments, message_id, status, origin, attempts FROM tool_calls
              WHERE status IN ('queued', 'running') ORDER BY seq ASC LIMIT 1",
             &[],
         )?;
@@ -523,7 +525,7 @@ impl<'a> Store<'a> {
     /// Calls not yet done (queued, or running), in run order.
     pub fn pending_tool_calls(&self) -> Result<Vec<StoredToolCall>, SqlError> {
         let rows = self.sql.exec(
-            "SELECT id, name, arguments, message_id, status, origin FROM tool_calls
+            "SELECT id, name, arguments, message_id, status, origin, attempts FROM tool_calls
              WHERE status IN ('queued', 'running') ORDER BY seq ASC",
             &[],
         )?;
@@ -533,7 +535,8 @@ impl<'a> Store<'a> {
     /// Marks a tool call as running.
     pub fn start_tool_call(&self, now: i64, call_id: &str) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE tool_calls SET status = 'running', started_at = ? WHERE id = ?",
+            "UPDATE tool_calls SET status = 'running', started_at = ?, attempts = attempts + 1
+             WHERE id = ?",
             &[now.into(), call_id.into()],
         )?;
         Ok(())
@@ -609,6 +612,7 @@ fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
         } else {
             CallOrigin::Model
         },
+        attempts: r.int(6)?,
     })
 }
 

@@ -61,7 +61,7 @@ impl std::fmt::Display for ThreadError {
         match self {
             ThreadError::NotFound => f.write_str("thread not found"),
             ThreadError::AlreadyExists => f.write_str("thread already exists"),
-            ThreadError::Stopped => f.write_str("thread is stopped"),
+            ThreadError::Stopped => f.write_str("the thread is stopped"),
             ThreadError::UnknownTool(why)
             | ThreadError::InvalidArguments(why)
             | ThreadError::Invalid(why)
@@ -72,6 +72,9 @@ impl std::fmt::Display for ThreadError {
 }
 
 impl std::error::Error for ThreadError {}
+
+/// Starts of one tool call after which an interrupted call is abandoned with an error result.
+pub const MAX_TOOL_ATTEMPTS: i64 = 3;
 
 /// A message stored by `inject_message` (from a tool or a client).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -129,6 +132,9 @@ impl InjectMessage {
 
     fn check(&self) -> Result<(), ThreadError> {
         let invalid = |why: String| Err(ThreadError::Invalid(why));
+        if self.content.is_empty() && self.role != Role::Tool {
+            return invalid("content must not be empty".into());
+        }
         if self.content.len() > super::api::MAX_CONTENT_BYTES {
             return invalid(format!(
                 "content is {} bytes; the limit is {}",
@@ -429,7 +435,17 @@ impl<'a> Thread<'a> {
         if recovered {
             self.store.set_needs_model(true)?;
         }
-        if let Some(call) = self.store.next_tool_call()? {
+        while let Some(call) = self.store.next_tool_call()? {
+            if call.status == "running" && call.attempts >= MAX_TOOL_ATTEMPTS {
+                // Started this often and never finished: the tool kills the Worker (a panic,
+                // an exceeded limit). Record that instead of crashing in a loop.
+                let why = format!(
+                    "this tool call was interrupted {} times (the Worker stopped while it ran) and was abandoned",
+                    call.attempts
+                );
+                self.finish_tool(now, &call, &CallToolResult::error(why))?;
+                continue;
+            }
             return Ok(Action::RunTool(call));
         }
         if !(t.needs_model || recovered) {

@@ -21,6 +21,22 @@ pub(crate) async fn agent_exists(env: &Env, agent_id: &str) -> worker::Result<bo
     Ok(row.is_some())
 }
 
+/// Whether `agent_id` configures a prompt for `side` (side A always does).
+pub(crate) async fn agent_has_side(env: &Env, agent_id: &str, side: Side) -> worker::Result<bool> {
+    if side == Side::A {
+        return Ok(true);
+    }
+    let row: Option<serde_json::Value> = db(env)?
+        .prepare(
+            "SELECT 1 AS found FROM agents
+             WHERE id = ?1 AND json_extract(side_b, '$.prompt') IS NOT NULL",
+        )
+        .bind(&[agent_id.into()])?
+        .first(None)
+        .await?;
+    Ok(row.is_some())
+}
+
 #[derive(Deserialize)]
 struct ConfigRow {
     agent_id: String,

@@ -16,7 +16,7 @@ use worker::{
     WebSocketIncomingMessage, WebSocketPair,
 };
 
-use super::config::load_agent;
+use super::config::{agent_has_side, load_agent};
 use super::do_sql::DoSql;
 use super::host::{broadcast, now, ShellHost};
 use super::http::{error, json, read_body};
@@ -58,6 +58,11 @@ fn thread_error(e: &ThreadError) -> ApiError {
             ApiError::internal("thread storage error")
         }
     }
+}
+
+fn logged_internal(what: &str, cause: impl std::fmt::Display) -> ApiError {
+    worker::console_error!("{what}: {cause}");
+    ApiError::internal(what)
 }
 
 /// The Durable Object hosting one thread.
@@ -362,6 +367,16 @@ impl DurableThread {
             }
             "force_turn" => {
                 let p: ForceTurnParams = parse_params(params)?;
+                let agent_id = self.with_thread(|t| Ok(t.summary()?.agent_id))?;
+                let has_side = agent_has_side(&self.env, &agent_id, p.side)
+                    .await
+                    .map_err(|e| logged_internal("could not read the agent", e))?;
+                if !has_side {
+                    return Err(ApiError::invalid(format!(
+                        "agent {agent_id:?} has no side {} configured",
+                        p.side.as_str()
+                    )));
+                }
                 self.with_thread(|t| t.force_turn(now(), p.side))?;
                 self.schedule().await;
                 Ok(json!({ "side": p.side }))
@@ -495,11 +510,19 @@ impl DurableThread {
                             );
                             tool.call(flow, &call.call.arguments).await
                         }
-                        _ => CallToolResult::error(format!(
-                            "unknown tool {:?}; available tools: {}",
-                            call.call.name,
-                            agent.tools.join(", ")
-                        )),
+                        _ => {
+                            let available: Vec<&str> = agent
+                                .tools
+                                .iter()
+                                .map(String::as_str)
+                                .filter(|n| host.registry.get(n).is_some())
+                                .collect();
+                            CallToolResult::error(format!(
+                                "unknown tool {:?}; available tools: {}",
+                                call.call.name,
+                                available.join(", ")
+                            ))
+                        }
                     };
                     if let Err(e) = thread.finish_tool(now(), &call, &result) {
                         worker::console_error!("could not store a tool result: {e}");

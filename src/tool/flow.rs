@@ -180,7 +180,8 @@ impl FlowState {
 pub struct MessageHistory(Rc<dyn FlowHost>);
 
 impl MessageHistory {
-    /// A page of top-level messages; silent ones only with `include_silent`.
+    /// A page of top-level messages; silent ones only with `include_silent`. `limit` is
+    /// clamped to 1..=200, as for clients.
     pub fn page(
         &self,
         limit: u32,
@@ -188,6 +189,7 @@ impl MessageHistory {
         order: Order,
         include_silent: bool,
     ) -> Result<MessagePage, ToolError> {
+        let limit = limit.clamp(1, crate::core::api::MAX_PAGE);
         Ok(Store::new(self.0.sql()).messages_page(limit, offset, order, include_silent)?)
     }
 }

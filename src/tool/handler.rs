@@ -89,6 +89,14 @@ pub(crate) struct ArgsSpec {
 }
 
 impl ArgsSpec {
+    /// No arguments: `{}` only, described as such (not by `NoArgs`'s own doc comment).
+    pub(crate) fn none() -> Self {
+        ArgsSpec {
+            schema: serde_json::json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+            ..Self::of::<NoArgs>()
+        }
+    }
+
     pub(crate) fn of<T: DeserializeOwned + JsonSchema + 'static>() -> Self {
         ArgsSpec {
             type_id: TypeId::of::<T>(),
@@ -128,7 +136,7 @@ where
 {
     fn into_parts(self) -> HandlerParts {
         HandlerParts {
-            args: ArgsSpec::of::<NoArgs>(),
+            args: ArgsSpec::none(),
             returns: R::return_schema(),
             run: Rc::new(move |flow, _args| {
                 let fut = (self)(flow);

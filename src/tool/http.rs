@@ -68,12 +68,12 @@ impl HttpRequest {
 pub struct HttpResponse {
     /// HTTP status.
     pub status: u16,
-    /// The body as text (at most [`HttpResponse::MAX_BODY`] bytes are read).
+    /// The body as text (a body over [`HttpResponse::MAX_BODY`] bytes is refused with an error).
     pub body: String,
 }
 
 impl HttpResponse {
-    /// Largest body read into memory: 1 MiB.
+    /// Largest body accepted: 1 MiB.
     pub const MAX_BODY: usize = 1024 * 1024;
 
     /// Whether the status is 2xx.

@@ -98,7 +98,7 @@ impl Tool {
     pub fn new(description: impl Into<String>) -> Self {
         Tool {
             description: description.into(),
-            args: ArgsSpec::of::<NoArgs>(),
+            args: ArgsSpec::none(),
             returns: None,
             run: None,
             refines: Vec::new(),

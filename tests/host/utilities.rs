@@ -474,3 +474,43 @@ fn media_from_tools_reaches_openai_as_a_user_message_after_the_results() {
     ));
     assert_eq!(msgs[2]["content"], "here\n\n[image: image/png]");
 }
+
+#[test]
+fn a_tool_that_keeps_killing_the_worker_is_abandoned_not_retried_forever() {
+    let host = TestHost::with_thread(T0);
+    let mut t = host.thread();
+    t.post_user_message(T0, "hi").unwrap();
+    let call = model_call(&mut t);
+    reply(&mut t, call, "", &[("c1", "get_current_time", "{}")]);
+    // Three starts that never finish (the process dies each time), then recovery gives up.
+    for attempt in 1..=edgent::core::thread::MAX_TOOL_ATTEMPTS {
+        let mut t = host.thread();
+        let Action::RunTool(c) = t.next_action(T0, MAX_STEPS).unwrap() else {
+            panic!("attempt {attempt}: expected the tool to run again")
+        };
+        t.start_tool(T0, &c).unwrap();
+    }
+    let mut t = host.thread();
+    let call = model_call(&mut t);
+    let result = call.history.last().unwrap();
+    assert_eq!(result.role, Role::Tool);
+    assert!(
+        result.content.contains("interrupted 3 times"),
+        "{}",
+        result.content
+    );
+}
+
+#[test]
+fn tools_without_arguments_describe_an_empty_object() {
+    let spec = &host_registry_spec("get_current_time");
+    assert_eq!(
+        spec,
+        &json!({"type": "object", "properties": {}, "additionalProperties": false})
+    );
+}
+
+fn host_registry_spec(name: &str) -> serde_json::Value {
+    let host = TestHost::with_thread(T0);
+    host.registry.get(name).unwrap().parameters().clone()
+}
