@@ -339,16 +339,8 @@ impl<'a> Store<'a> {
     }
 
     fn insert_message(&self, m: &Message, position: f64) -> Result<(), SqlError> {
-        let tool_calls = if m.tool_calls.is_empty() {
-            None
-        } else {
-            Some(serde_json::to_string(&m.tool_calls).map_err(|e| SqlError(e.to_string()))?)
-        };
-        let parts = if m.parts.is_empty() {
-            None
-        } else {
-            Some(serde_json::to_string(&m.parts).map_err(|e| SqlError(e.to_string()))?)
-        };
+        let tool_calls = json_column(&m.tool_calls)?;
+        let parts = json_column(&m.parts)?;
         self.sql.exec(
             "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
                                    created_at, silent, depth, status, parts)
@@ -389,11 +381,7 @@ impl<'a> Store<'a> {
 
     /// Rewrites content, tool calls and status of an existing message (a streamed reply).
     pub fn update_message(&self, m: &Message) -> Result<(), SqlError> {
-        let tool_calls = if m.tool_calls.is_empty() {
-            None
-        } else {
-            Some(serde_json::to_string(&m.tool_calls).map_err(|e| SqlError(e.to_string()))?)
-        };
+        let tool_calls = json_column(&m.tool_calls)?;
         self.sql.exec(
             "UPDATE messages SET content = ?, tool_calls = ?, status = ? WHERE id = ?",
             &[
@@ -598,6 +586,25 @@ impl<'a> Store<'a> {
     }
 }
 
+/// A list stored as JSON text, NULL when empty.
+fn json_column<T: Serialize>(items: &[T]) -> Result<Option<String>, SqlError> {
+    if items.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(items)
+        .map(Some)
+        .map_err(|e| SqlError(e.to_string()))
+}
+
+/// The reverse of [`json_column`]: NULL reads as an empty list.
+fn list_from_column<T: serde::de::DeserializeOwned>(
+    column: Option<String>,
+) -> Result<Vec<T>, SqlError> {
+    column.map_or(Ok(Vec::new()), |json| {
+        serde_json::from_str(&json).map_err(|e| SqlError(e.to_string()))
+    })
+}
+
 fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
     Ok(StoredToolCall {
         call: ToolCall {
@@ -618,24 +625,17 @@ fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
 
 fn message_from_row(r: &Row) -> Result<Message, SqlError> {
     let role = r.text(1)?;
-    let tool_calls = match r.opt_text(4)? {
-        Some(json) => serde_json::from_str(&json).map_err(|e| SqlError(e.to_string()))?,
-        None => Vec::new(),
-    };
     Ok(Message {
         id: r.text(0)?,
         role: Role::parse(&role).ok_or_else(|| SqlError(format!("unknown role {role:?}")))?,
         content: r.text(2)?,
         name: r.opt_text(3)?,
-        tool_calls,
+        tool_calls: list_from_column(r.opt_text(4)?)?,
         tool_call_id: r.opt_text(5)?,
         created_at: r.int(6)?,
         silent: r.int(7)? != 0,
         depth: u32::try_from(r.int(8)?).unwrap_or(0),
         status: MessageStatus::parse(&r.text(9)?),
-        parts: match r.opt_text(10)? {
-            Some(json) => serde_json::from_str(&json).map_err(|e| SqlError(e.to_string()))?,
-            None => Vec::new(),
-        },
+        parts: list_from_column(r.opt_text(10)?)?,
     })
 }

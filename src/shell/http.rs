@@ -4,6 +4,7 @@ use serde::Serialize;
 use worker::{Request, Response, Result};
 
 use crate::core::api::{ApiError, MAX_BODY_BYTES};
+use crate::tool::RegistryError;
 
 /// A JSON response with `status`.
 pub(crate) fn json<T: Serialize>(status: u16, body: &T) -> Result<Response> {
@@ -13,6 +14,19 @@ pub(crate) fn json<T: Serialize>(status: u16, body: &T) -> Result<Response> {
 /// The API's error shape.
 pub(crate) fn error(e: &ApiError) -> Result<Response> {
     json(e.status, &e.body())
+}
+
+/// A 500 whose cause goes to the log only (clients get `what`).
+pub(crate) fn logged(what: &str, cause: impl std::fmt::Display) -> ApiError {
+    worker::console_error!("{what}: {cause}");
+    ApiError::internal(what)
+}
+
+/// A broken tool definition: logged, and reported (it names the tool and the problem, which is
+/// the developer's own code, not a secret).
+pub(crate) fn registry_error(e: &RegistryError) -> ApiError {
+    worker::console_error!("tool registry: {e}");
+    ApiError::new(500, "invalid_tool", e.to_string())
 }
 
 /// Reads the body, refusing more than [`MAX_BODY_BYTES`] (by header first, then by count).

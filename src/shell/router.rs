@@ -4,7 +4,7 @@ use serde_json::json;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
 use super::config::agent_exists;
-use super::http::{error, json, read_body};
+use super::http::{error, json, logged, read_body, registry_error};
 use crate::core::api::{authorized, ApiError, CreateThread};
 use crate::core::ids::{is_uuid, new_id};
 use crate::tool::Registry;
@@ -36,7 +36,7 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
         (Method::Get, ["tools"]) => {
             return match Registry::discovered() {
                 Ok(registry) => json(200, &json!({ "tools": registry.all_specs() })),
-                Err(e) => error(&ApiError::new(500, "invalid_tool", e.to_string())),
+                Err(e) => error(&registry_error(&e)),
             };
         }
         (Method::Post, ["threads"]) => create_thread(&mut req, &env).await,
@@ -178,11 +178,6 @@ async fn stream(
 }
 
 /// A 500 whose cause goes to the log, not to the client.
-fn logged(what: &str, cause: impl std::fmt::Display) -> ApiError {
-    worker::console_error!("{what}: {cause}");
-    ApiError::internal(what)
-}
-
 fn internal_request(
     method: Method,
     path: &str,

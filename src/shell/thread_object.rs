@@ -19,7 +19,7 @@ use worker::{
 use super::config::{agent_has_side, load_agent};
 use super::do_sql::DoSql;
 use super::host::{broadcast, now, ShellHost};
-use super::http::{error, json, read_body};
+use super::http::{error, json, logged, read_body, registry_error};
 use super::model::ModelStream;
 use crate::core::api::{
     parse_params, ApiError, CreateThread, ForceTurnParams, PageQuery, PostMessage, QueueToolParams,
@@ -58,11 +58,6 @@ fn thread_error(e: &ThreadError) -> ApiError {
             ApiError::internal("thread storage error")
         }
     }
-}
-
-fn logged_internal(what: &str, cause: impl std::fmt::Display) -> ApiError {
-    worker::console_error!("{what}: {cause}");
-    ApiError::internal(what)
 }
 
 /// The Durable Object hosting one thread.
@@ -256,10 +251,7 @@ impl DurableThread {
 
     /// What tools get to reach the thread and the platform.
     fn host(&self) -> std::result::Result<Rc<ShellHost>, ApiError> {
-        let registry = self.registry().map_err(|e| {
-            worker::console_error!("tool registry: {e}");
-            ApiError::new(500, "invalid_tool", e.to_string())
-        })?;
+        let registry = self.registry().map_err(|e| registry_error(&e))?;
         Ok(Rc::new(ShellHost {
             sql: self.sql(),
             state: self.state_handle(),
@@ -356,10 +348,7 @@ impl DurableThread {
             }
             "queue_tool" => {
                 let p: QueueToolParams = parse_params(params)?;
-                let registry = self.registry().map_err(|e| {
-                    worker::console_error!("tool registry: {e}");
-                    ApiError::new(500, "invalid_tool", e.to_string())
-                })?;
+                let registry = self.registry().map_err(|e| registry_error(&e))?;
                 let call_id =
                     self.with_thread(|t| t.queue_tool(now(), &registry, &p.name, p.args))?;
                 self.schedule().await;
@@ -370,7 +359,7 @@ impl DurableThread {
                 let agent_id = self.with_thread(|t| Ok(t.summary()?.agent_id))?;
                 let has_side = agent_has_side(&self.env, &agent_id, p.side)
                     .await
-                    .map_err(|e| logged_internal("could not read the agent", e))?;
+                    .map_err(|e| logged("could not read the agent", e))?;
                 if !has_side {
                     return Err(ApiError::invalid(format!(
                         "agent {agent_id:?} has no side {} configured",

@@ -3,7 +3,6 @@
 //! the `rpc` methods run, then sends the frames it produced to the thread's sockets.
 
 use serde::Serialize;
-use serde_json::Value;
 
 use super::FlowState;
 use crate::core::message::Message;
@@ -107,7 +106,6 @@ pub fn emit_thread_event(
     event_type: &str,
     data: impl Serialize,
 ) -> Result<(), ToolError> {
-    let data: Value = serde_json::to_value(data)?;
     flow.stream.emit(event_type, &data)
 }
 
