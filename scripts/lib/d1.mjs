@@ -69,6 +69,10 @@ export function loadDefinitions(root) {
     fallbacks: JSON.stringify(d.fallbacks ?? []),
     input_price_per_mtok: d.input_price_per_mtok ?? 0,
     output_price_per_mtok: d.output_price_per_mtok ?? 0,
+    first_chunk_timeout_ms: d.first_chunk_timeout_ms ?? null,
+    stall_timeout_ms: d.stall_timeout_ms ?? null,
+    max_history_tokens: d.max_history_tokens ?? null,
+    max_output_tokens: d.max_output_tokens ?? null,
   }));
   const prompts = readTomlDir(join(root, 'prompts')).map((d) => ({
     name: d.name ?? basename(d.file, '.toml'),
@@ -79,6 +83,7 @@ export function loadDefinitions(root) {
     parallel_tool_calls: d.parallel_tool_calls === false ? 0 : 1,
     include_chat: d.include_chat === false ? 0 : 1,
     description: d.description ?? '',
+    hooks: JSON.stringify(d.hooks ?? []),
   }));
   const agents = readTomlDir(join(root, 'agents')).map((d) => {
     if (!d.side_a || typeof d.side_a.prompt !== 'string') {
@@ -93,6 +98,7 @@ export function loadDefinitions(root) {
       max_turns: d.max_turns ?? 25,
       expose_as_tool: d.expose_as_tool ? 1 : 0,
       tool_description: d.tool_description ?? '',
+      hooks: JSON.stringify(d.hooks ?? []),
     };
   });
   const modelNames = new Set(models.map((m) => m.name));

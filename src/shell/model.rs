@@ -10,14 +10,12 @@ use worker::{
     AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
 };
 
-use crate::core::config::AgentConfig;
+use crate::core::config::{
+    ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
+};
 use crate::core::openai::{error_message, OpenAiStream};
 use crate::core::stream::{ProviderError, StreamEvent};
 
-/// Time allowed for the response headers.
-const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Time allowed between two body chunks before the stream counts as stalled.
-const STALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest error body we read from a failing provider.
 const MAX_ERROR_BODY: usize = 16 * 1024;
 
@@ -37,22 +35,34 @@ pub(crate) struct ModelStream {
     parser: OpenAiStream,
     abort: Option<AbortController>,
     finished: bool,
+    /// Time allowed for the next chunk (the first one included).
+    stall: Duration,
+    /// Whether a body chunk has arrived yet.
+    started: bool,
+    first_chunk: Duration,
 }
 
 impl ModelStream {
     /// Sends the request and waits for a successful status.
     pub(crate) async fn open(
         env: &Env,
-        agent: &AgentConfig,
+        model: &ModelConfig,
         body: &serde_json::Value,
     ) -> Result<Self, ProviderError> {
-        let model = &agent.model;
-        if model.provider != "openai" {
+        if model.provider != Provider::OpenAi {
             return Err(ProviderError::Config(format!(
                 "provider {:?} is not supported yet (use \"openai\")",
-                model.provider
+                model.provider.as_str()
             )));
         }
+        let first_chunk = Duration::from_millis(u64::from(
+            model
+                .first_chunk_timeout_ms
+                .unwrap_or(DEFAULT_FIRST_CHUNK_TIMEOUT_MS),
+        ));
+        let stall = Duration::from_millis(u64::from(
+            model.stall_timeout_ms.unwrap_or(DEFAULT_STALL_TIMEOUT_MS),
+        ));
         let headers = Headers::new();
         let set = |k: &str, v: &str| {
             headers
@@ -80,7 +90,7 @@ impl ModelStream {
         let abort = AbortController::default();
         let sent = with_timeout(
             Fetch::Request(request).send_with_signal(&abort.signal()),
-            FIRST_BYTE_TIMEOUT,
+            first_chunk,
         )
         .await;
         let mut response = match sent {
@@ -100,7 +110,7 @@ impl ModelStream {
                 .flatten()
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .map(|s| (s * 1000.0) as u64);
-            let text = with_timeout(response.text(), STALL_TIMEOUT)
+            let text = with_timeout(response.text(), stall)
                 .await
                 .and_then(Result::ok)
                 .unwrap_or_default();
@@ -119,6 +129,9 @@ impl ModelStream {
             parser: OpenAiStream::new(),
             abort: Some(abort),
             finished: false,
+            stall,
+            started: false,
+            first_chunk,
         })
     }
 
@@ -127,12 +140,24 @@ impl ModelStream {
         if self.finished {
             return Ok(None);
         }
-        match with_timeout(self.body.next(), STALL_TIMEOUT).await {
+        let limit = if self.started {
+            self.stall
+        } else {
+            self.first_chunk
+        };
+        match with_timeout(self.body.next(), limit).await {
             None => {
                 self.cancel();
-                Err(ProviderError::Timeout("the stream stalled".into()))
+                Err(ProviderError::Timeout(if self.started {
+                    format!("the stream stalled for {} ms", limit.as_millis())
+                } else {
+                    format!("no first chunk within {} ms", limit.as_millis())
+                }))
             }
-            Some(Some(Ok(bytes))) => self.parser.feed(&bytes).map(Some),
+            Some(Some(Ok(bytes))) => {
+                self.started = true;
+                self.parser.feed(&bytes).map(Some)
+            }
             // The server answered, then the connection broke: the reply is cut short.
             Some(Some(Err(_))) => Err(ProviderError::Truncated),
             Some(None) => {

@@ -445,12 +445,7 @@ impl DurableThread {
                 let loaded = match &host {
                     Err(e) => Err(e.message.clone()),
                     Ok(_) => match load_agent(&self.env, &summary.agent_id, side).await {
-                        Ok(Some(a)) => Ok(a),
-                        Ok(None) => Err(format!(
-                            "agent {:?}, its side {} prompt or its model is missing from D1",
-                            summary.agent_id,
-                            side.as_str()
-                        )),
+                        Ok(loaded) => loaded,
                         Err(e) => Err(format!("could not read agent configuration: {e}")),
                     },
                 };
@@ -464,7 +459,7 @@ impl DurableThread {
             }
             let max_steps = agent
                 .as_ref()
-                .map_or(DEFAULT_MAX_STEPS, |(_, a)| a.max_steps);
+                .map_or(DEFAULT_MAX_STEPS, |(_, a)| a.max_steps());
             let action = thread.next_action(now(), max_steps);
             self.flush(thread);
             match action {
@@ -488,7 +483,7 @@ impl DurableThread {
                     // The model may call only its agent's tools; the application (queue_tool)
                     // may run any registered tool.
                     let allowed =
-                        call.origin == CallOrigin::Queue || agent.tools.contains(&call.call.name);
+                        call.origin == CallOrigin::Queue || agent.tools().contains(&call.call.name);
                     let result = match host.registry.get(&call.call.name) {
                         Some(tool) if allowed => {
                             let flow = FlowState::top_level(
@@ -501,7 +496,7 @@ impl DurableThread {
                         }
                         _ => {
                             let available: Vec<&str> = agent
-                                .tools
+                                .tools()
                                 .iter()
                                 .map(String::as_str)
                                 .filter(|n| host.registry.get(n).is_some())
@@ -544,10 +539,13 @@ impl DurableThread {
         agent: &AgentConfig,
         mut call: ModelCall,
     ) {
-        let tools = registry.specs(agent.tools.iter().map(String::as_str));
-        let body = build_request(&agent.model.model, &agent.system, &call.history, &tools);
+        let tools = registry.specs(agent.tools().iter().map(String::as_str));
         let outcome: std::result::Result<(), ProviderError> = async {
-            let mut stream = ModelStream::open(&self.env, agent, &body).await?;
+            let model = agent
+                .model()
+                .ok_or_else(|| ProviderError::Config("the prompt has no model".into()))?;
+            let body = build_request(&model.model, &agent.prompt.system, &call.history, &tools);
+            let mut stream = ModelStream::open(&self.env, model, &body).await?;
             while let Some(events) = stream.next_events().await? {
                 for ev in events {
                     thread.on_model_event(&mut call, ev)?;

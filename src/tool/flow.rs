@@ -90,7 +90,7 @@ impl std::fmt::Debug for FlowState {
         f.debug_struct("FlowState")
             .field("thread_id", &self.thread_id)
             .field("flow_id", &self.flow_id)
-            .field("agent", &self.agent.agent_id)
+            .field("agent", &self.agent.agent_id())
             .field("current_side", &self.current_side)
             .field("turn_count", &self.turn_count)
             .field("depth", &self.depth)

@@ -60,19 +60,23 @@ impl TestHost {
 }
 
 pub(crate) fn agent(tools: &[&str]) -> AgentConfig {
-    AgentConfig {
-        agent_id: "support".into(),
-        prompt: "support".into(),
-        system: "be helpful".into(),
-        tools: tools.iter().map(|t| (*t).to_owned()).collect(),
-        max_steps: 10,
-        model: ModelConfig {
-            name: "default".into(),
-            provider: "openai".into(),
-            model: "m".into(),
-            base_url: "http://127.0.0.1:9".into(),
-            api_key_secret: None,
+    let json = serde_json::json!({
+        "agent": { "id": "support", "side_a": { "prompt": "support" } },
+        "prompt": {
+            "name": "support", "model": "default", "system": "be helpful",
+            "tools": tools,
         },
+        "model": {
+            "name": "default", "provider": "openai", "model": "m",
+            "base_url": "http://127.0.0.1:9",
+        },
+    });
+    AgentConfig {
+        agent: serde_json::from_value(json["agent"].clone()).expect("agent"),
+        side: edgent::core::store::Side::A,
+        prompt: serde_json::from_value(json["prompt"].clone()).expect("prompt"),
+        models: vec![serde_json::from_value::<ModelConfig>(json["model"].clone()).expect("model")],
+        delegates: Vec::new(),
     }
 }
 
