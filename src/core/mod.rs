@@ -6,11 +6,13 @@
 //! fed in by whoever owns the connection. That is what lets `cargo test` drive whole
 //! conversations on the host, in virtual time, against the same SQL the Durable Object runs.
 
+pub mod anthropic;
 pub mod api;
 pub mod config;
 pub mod ids;
 pub mod message;
 pub mod openai;
+pub mod provider;
 pub mod protocol;
 pub mod schema;
 pub mod sql;
@@ -20,3 +22,4 @@ pub mod stream;
 pub mod thread;
 pub mod time;
 pub mod tool_name;
+pub mod workers_ai;

@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+mod anthropic_stream;
 mod conversation;
 mod discovery;
 mod flow_host;
@@ -15,3 +16,4 @@ mod sqlite;
 mod store;
 mod tools;
 mod utilities;
+mod workers_ai;

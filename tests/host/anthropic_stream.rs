@@ -1,0 +1,1 @@
+//! Anthropic Messages stream conformance (being written).

@@ -1,0 +1,1 @@
+//! Workers AI mapping (being written).
