@@ -1,6 +1,7 @@
 // The scripted model server (tests/support/model-server.mjs), tested over real HTTP with fetch.
-// Proves: each step type produces the OpenAI wire format that agents and their tests rely on,
-// requests are recorded, and close() never hangs. Does not prove an edgent agent parses it: the
+// Proves: each step type produces the OpenAI and Anthropic wire formats that agents and their tests
+// rely on, stallAfter goes quiet with the connection open, requests are recorded with the format they
+// hit, and close() never hangs. Does not prove an edgent agent parses it: the
 // agent's own end-to-end tests do that against this server.
 
 import { test } from 'node:test';
@@ -331,4 +332,327 @@ test('close() does not hang with a hung request or a stream in flight', async (t
   const stream = await streaming;
   assert.ok(stream.error);
   assert.equal(stream.sawDone ?? false, false);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Anthropic Messages (POST /v1/messages). The events are read from the raw bytes by the reader
+// below, not by anything the server exports, so a server bug cannot hide behind a shared parser.
+// ---------------------------------------------------------------------------------------------
+
+const ANTHROPIC_HEADERS = { 'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01' };
+
+function messages(server, body, headers = {}, signal = undefined) {
+  return fetch(`${server.url}/v1/messages`, {
+    method: 'POST',
+    signal,
+    headers: { 'content-type': 'application/json', ...ANTHROPIC_HEADERS, ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+const messagesRequest = (extra = {}) =>
+  ({ model: 'claude-test', max_tokens: 1024, stream: true, messages: [{ role: 'user', content: 'hi' }], ...extra });
+
+const SILENT = Symbol('silent');
+
+/**
+ * Reads named SSE events one at a time: { event, data (parsed), frame (the exact text) }.
+ * next(ms) resolves SILENT when no complete frame arrives within ms, so a test can prove a stream
+ * has gone quiet; it resolves null at the end of the body and rejects if the connection is cut.
+ */
+function eventReader(res) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let pending = null; // a read outlives a SILENT answer and is picked up by the next call
+
+  const parse = (frame) => {
+    const event = frame.split('\n').find((l) => l.startsWith('event: '))?.slice(7);
+    const data = frame.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+    return { event, data: JSON.parse(data), frame };
+  };
+
+  async function next(ms) {
+    for (;;) {
+      const end = buffer.indexOf('\n\n');
+      if (end >= 0) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        return parse(frame);
+      }
+      pending ??= reader.read();
+      let timer;
+      const quiet = ms === undefined ? new Promise(() => {}) : new Promise((resolve) => { timer = setTimeout(resolve, ms, SILENT); });
+      const result = await Promise.race([pending, quiet]).finally(() => clearTimeout(timer));
+      if (result === SILENT) return SILENT;
+      pending = null;
+      if (result.done) return null;
+      buffer += decoder.decode(result.value, { stream: true });
+    }
+  }
+  return { next, cancel: () => reader.cancel().catch(() => {}) };
+}
+
+/** Reads every event to the end, capturing (rather than throwing) a connection cut. */
+async function readEvents(res) {
+  const reader = eventReader(res);
+  const events = [];
+  let error = null;
+  try {
+    for (let e = await reader.next(); e !== null; e = await reader.next()) events.push(e);
+  } catch (err) {
+    error = err;
+  }
+  return { events, types: events.map((e) => e.event), data: events.map((e) => e.data), error };
+}
+
+const deltasOf = (data, index) => data.filter((d) => d.type === 'content_block_delta' && d.index === index).map((d) => d.delta);
+const anthropicText = (data) => deltasOf(data, 0).map((d) => d.text).join('');
+
+test('anthropic: a streamed answer has the Messages event order, frame format and shapes', async (t) => {
+  const server = await serve(t, { script: [{ text: 'Hello from a scripted Claude.', chunkSize: 5, chunkDelayMs: 5 }] });
+  const res = await messages(server, messagesRequest());
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  const { events, types, data, error } = await readEvents(res);
+  assert.equal(error, null);
+
+  assert.deepEqual(types, ['message_start', 'ping', 'content_block_start', ...Array(6).fill('content_block_delta'),
+    'content_block_stop', 'message_delta', 'message_stop']);
+  for (const e of events) assert.equal(e.frame, `event: ${e.data.type}\ndata: ${JSON.stringify(e.data)}`);
+
+  const [start, ping, blockStart] = data;
+  assert.match(start.message.id, /^msg_\w+$/);
+  assert.ok(start.message.usage.input_tokens > 0, 'input tokens are estimated from the request');
+  assert.deepEqual(start, {
+    type: 'message_start',
+    message: { id: start.message.id, type: 'message', role: 'assistant', model: 'claude-test', content: [],
+      stop_reason: null, stop_sequence: null, usage: { input_tokens: start.message.usage.input_tokens, output_tokens: 1 } },
+  });
+  assert.deepEqual(ping, { type: 'ping' });
+  assert.deepEqual(blockStart, { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
+  assert.deepEqual(data[3], { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hello' } });
+  assert.equal(anthropicText(data), 'Hello from a scripted Claude.');
+  assert.deepEqual(data.at(-3), { type: 'content_block_stop', index: 0 });
+
+  const messageDelta = data.at(-2);
+  assert.ok(messageDelta.usage.output_tokens > 0, 'output tokens are estimated from the text');
+  assert.deepEqual(messageDelta, { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null },
+    usage: { output_tokens: messageDelta.usage.output_tokens } });
+  assert.deepEqual(data.at(-1), { type: 'message_stop' });
+});
+
+test('anthropic: tool_use blocks follow the text and their partial_json reassembles to the arguments', async (t) => {
+  const server = await serve(t, {
+    script: [
+      {
+        text: 'Let me check.',
+        toolCalls: [
+          { id: 'toolu_fixed', name: 'get_current_time', arguments: { timezone: 'Europe/Paris', format: 'iso' } },
+          { name: 'lookup', arguments: '{"q":"raw json"}' },
+        ],
+        argsChunkSize: 4,
+        usage: { input_tokens: 21, output_tokens: 9 },
+      },
+      { toolCalls: [{ name: 'get_current_time', arguments: {} }] },
+    ],
+  });
+  const { data } = await readEvents(await messages(server, messagesRequest()));
+  assert.equal(data[0].message.usage.input_tokens, 21);
+  const starts = data.filter((d) => d.type === 'content_block_start');
+  assert.deepEqual(starts.map((s) => s.index), [0, 1, 2]);
+  assert.equal(anthropicText(data), 'Let me check.');
+
+  assert.deepEqual(starts[1].content_block, { type: 'tool_use', id: 'toolu_fixed', name: 'get_current_time', input: {} });
+  assert.match(starts[2].content_block.id, /^toolu_\w+$/);
+  assert.equal(starts[2].content_block.name, 'lookup');
+  const argsOf = (index) => deltasOf(data, index);
+  assert.ok(argsOf(1).length > 2 && argsOf(2).length > 2, 'input should arrive in several pieces');
+  assert.ok([...argsOf(1), ...argsOf(2)].every((d) => d.type === 'input_json_delta'));
+  assert.deepEqual(JSON.parse(argsOf(1).map((d) => d.partial_json).join('')), { timezone: 'Europe/Paris', format: 'iso' });
+  assert.equal(argsOf(2).map((d) => d.partial_json).join(''), '{"q":"raw json"}');
+
+  // Each block closes before the next opens.
+  const opensAndCloses = data.filter((d) => d.type.startsWith('content_block_') && d.type !== 'content_block_delta')
+    .map((d) => `${d.type.slice(14)} ${d.index}`);
+  assert.deepEqual(opensAndCloses, ['start 0', 'stop 0', 'start 1', 'stop 1', 'start 2', 'stop 2']);
+  assert.deepEqual(data.at(-2), { type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null },
+    usage: { output_tokens: 9 } });
+
+  const toolOnly = await readEvents(await messages(server, messagesRequest()));
+  const [only] = toolOnly.data.filter((d) => d.type === 'content_block_start');
+  assert.equal(only.index, 0, 'without text the tool_use block is the first block');
+  assert.equal(only.content_block.type, 'tool_use');
+  assert.equal(deltasOf(toolOnly.data, 0).map((d) => d.partial_json).join(''), '{}');
+});
+
+test('anthropic: finishReason maps to stop_reason, length becoming max_tokens', async (t) => {
+  const server = await serve(t, {
+    script: [{ text: 'Cut short', finishReason: 'length' }, { text: 'Cut short', finishReason: 'length' },
+      { text: 'Halt', finishReason: 'stop_sequence' }],
+  });
+  const streamed = await readEvents(await messages(server, messagesRequest()));
+  assert.equal(streamed.data.at(-2).delta.stop_reason, 'max_tokens');
+  const plain = await (await messages(server, messagesRequest({ stream: false }))).json();
+  assert.equal(plain.stop_reason, 'max_tokens');
+  const passed = await readEvents(await messages(server, messagesRequest()));
+  assert.equal(passed.data.at(-2).delta.stop_reason, 'stop_sequence', 'an Anthropic value passes through');
+});
+
+test('anthropic: without stream: true the reply is a Message object with parsed tool input', async (t) => {
+  const server = await serve(t, {
+    script: [
+      {
+        text: 'Checking.', model: 'claude-scripted', usage: { input_tokens: 5, output_tokens: 2 },
+        toolCalls: [{ id: 'toolu_1', name: 'get_current_time', arguments: { tz: 'UTC' } }],
+      },
+      { text: 'Plain answer' },
+    ],
+  });
+  const res = await messages(server, messagesRequest({ stream: false }));
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'application/json');
+  const body = await res.json();
+  assert.match(body.id, /^msg_\w+$/);
+  assert.deepEqual(body, {
+    id: body.id, type: 'message', role: 'assistant', model: 'claude-scripted',
+    content: [{ type: 'text', text: 'Checking.' }, { type: 'tool_use', id: 'toolu_1', name: 'get_current_time', input: { tz: 'UTC' } }],
+    stop_reason: 'tool_use', stop_sequence: null, usage: { input_tokens: 5, output_tokens: 2 },
+  });
+  assert.deepEqual(Object.keys(body), ['id', 'type', 'role', 'model', 'content', 'stop_reason', 'stop_sequence', 'usage']);
+
+  const text = await (await messages(server, { model: 'claude-test', max_tokens: 10, messages: [] })).json();
+  assert.deepEqual(text.content, [{ type: 'text', text: 'Plain answer' }]);
+  assert.equal(text.model, 'claude-test');
+  assert.equal(text.stop_reason, 'end_turn');
+  assert.ok(text.usage.input_tokens > 0 && text.usage.output_tokens > 0);
+});
+
+test('anthropic: error steps return the status, headers and an Anthropic-shaped body', async (t) => {
+  const statuses = { 400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error',
+    404: 'not_found_error', 413: 'request_too_large', 500: 'api_error', 529: 'overloaded_error' };
+  const server = await serve(t, {
+    script: [
+      { error: { status: 429, message: 'slow down', headers: { 'retry-after': '7' } } },
+      ...Object.keys(statuses).map((status) => ({ error: { status: Number(status), message: `status ${status}` } })),
+      { text: 'kept' },
+    ],
+  });
+  const limited = await messages(server, messagesRequest());
+  assert.equal(limited.status, 429);
+  assert.equal(limited.headers.get('retry-after'), '7');
+  assert.equal(limited.headers.get('content-type'), 'application/json');
+  assert.deepEqual(await limited.json(), { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } });
+
+  for (const [status, type] of Object.entries(statuses)) {
+    const res = await messages(server, messagesRequest());
+    assert.equal(res.status, Number(status));
+    assert.deepEqual(await res.json(), { type: 'error', error: { type, message: `status ${status}` } });
+  }
+
+  const badJson = await messages(server, '{"model": ');
+  assert.equal(badJson.status, 400);
+  assert.equal((await badJson.json()).error.type, 'invalid_request_error');
+  assert.equal(server.pending, 1, 'a body that is not JSON does not use up a step');
+});
+
+test('anthropic: a midStreamError step sends the content then an error event, without message_stop', async (t) => {
+  const server = await serve(t, { script: [{ text: 'Partial', midStreamError: { message: 'Overloaded' } }] });
+  const { events, types, data, error } = await readEvents(await messages(server, messagesRequest()));
+  assert.equal(error, null, 'the stream ends normally after the error event');
+  assert.deepEqual(types.slice(-2), ['content_block_stop', 'error']);
+  assert.equal(events.at(-1).frame, 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}');
+  assert.ok(!types.includes('message_delta') && !types.includes('message_stop'));
+  assert.equal(anthropicText(data), 'Partial');
+});
+
+test('anthropic: a truncated stream is cut before message_delta and message_stop', async (t) => {
+  const server = await serve(t, { script: [{ truncate: true, text: 'This is cut', chunkSize: 4 }] });
+  const { types, data, error } = await readEvents(await messages(server, messagesRequest()));
+  assert.ok(error, 'the connection should be cut, not ended cleanly');
+  assert.equal(anthropicText(data), 'This is cut');
+  assert.equal(types.at(-1), 'content_block_stop');
+  assert.ok(!types.includes('message_delta') && !types.includes('message_stop'));
+});
+
+test('requests record the format they hit and the headers the client sent', async (t) => {
+  const server = await serve(t, { script: [{ text: 'a' }, { text: 'b' }] });
+  const payload = messagesRequest({ system: 'Be brief.', tools: [{ name: 'get_current_time', input_schema: { type: 'object' } }] });
+  await readEvents(await messages(server, payload));
+  await readSse(await chat(server, streamRequest()));
+  await fetch(`${server.url}/v1/nowhere`, { method: 'POST', body: '{}' });
+  const [anthropicRequest, openaiRequest, unknown] = await server.waitForRequests(3);
+
+  assert.equal(anthropicRequest.format, 'anthropic');
+  assert.equal(anthropicRequest.path, '/v1/messages');
+  assert.equal(anthropicRequest.headers['x-api-key'], 'sk-ant-test');
+  assert.equal(anthropicRequest.headers['anthropic-version'], '2023-06-01');
+  assert.deepEqual(anthropicRequest.body, payload);
+  assert.equal(openaiRequest.format, 'openai');
+  assert.equal(unknown.format, null);
+});
+
+// ---------------------------------------------------------------------------------------------
+// stallAfter: headers and the first n frames, then silence with the connection held open.
+// ---------------------------------------------------------------------------------------------
+
+test('stallAfter sends n frames, then nothing until close() ends the connection', async (t) => {
+  const server = await startModelServer({ script: [{ text: 'Never finished', chunkSize: 2, stallAfter: 3 }] });
+  t.after(() => server.close());
+  const res = await messages(server, messagesRequest());
+  assert.equal(res.status, 200);
+  const reader = eventReader(res);
+  const first = [await reader.next(1000), await reader.next(1000), await reader.next(1000)];
+  assert.deepEqual(first.map((e) => e.event), ['message_start', 'ping', 'content_block_start']);
+  assert.equal(await reader.next(300), SILENT, 'nothing should follow the stall point');
+
+  const after = reader.next().then((e) => e, (err) => err);
+  const started = Date.now();
+  await server.close();
+  const end = await after;
+  assert.ok(end === null || end instanceof Error, `expected the stream to end, got ${JSON.stringify(end)}`);
+  assert.ok(Date.now() - started < 1000);
+});
+
+test('stallAfter works for OpenAI streams and for 0 frames, and a client hang-up ends it', async (t) => {
+  const server = await serve(t, { script: [{ text: 'abcdef', chunkSize: 2, stallAfter: 2 }, { stallAfter: 0 }, { text: 'next' }] });
+  const openai = eventReader(await chat(server, streamRequest()));
+  assert.equal((await openai.next(1000)).data.choices[0].delta.content, 'ab');
+  assert.equal((await openai.next(1000)).data.choices[0].delta.content, 'cd');
+  assert.equal(await openai.next(300), SILENT);
+  await openai.cancel();
+
+  const hangUp = new AbortController();
+  const headersOnly = await messages(server, messagesRequest(), {}, hangUp.signal);
+  assert.equal(headersOnly.status, 200, 'the headers arrive before the silence');
+  const silent = eventReader(headersOnly);
+  assert.equal(await silent.next(300), SILENT);
+  hangUp.abort();
+  await assert.rejects(silent.next(1000));
+
+  // The stalled streams held nothing else up.
+  assert.equal(textOf((await readSse(await chat(server, streamRequest()))).chunks), 'next');
+});
+
+test('stallAfter without stream: true sends the headers and half the body, or nothing for 0', async (t) => {
+  const server = await serve(t, { script: [{ text: 'a whole answer', stallAfter: 1 }, { stallAfter: 0 }, { text: 'x', stallAfter: -1 }] });
+  const half = await messages(server, messagesRequest({ stream: false }));
+  assert.equal(half.status, 200);
+  const reader = half.body.getReader();
+  const { value } = await reader.read();
+  const received = new TextDecoder().decode(value);
+  assert.ok(received.startsWith('{"id":"msg_'), received);
+  const more = await Promise.race([reader.read(), new Promise((resolve) => setTimeout(resolve, 300, SILENT))]);
+  assert.equal(more, SILENT);
+  await reader.cancel().catch(() => {});
+
+  const empty = await chat(server, { model: 'gpt-test', messages: [] });
+  assert.equal(empty.status, 200);
+  const emptyReader = empty.body.getReader();
+  assert.equal(await Promise.race([emptyReader.read(), new Promise((resolve) => setTimeout(resolve, 300, SILENT))]), SILENT);
+  await emptyReader.cancel().catch(() => {});
+
+  const invalid = await chat(server, streamRequest());
+  assert.equal(invalid.status, 500);
+  assert.match((await invalid.json()).error.message, /stallAfter must be a whole number of frames, got -1/);
 });

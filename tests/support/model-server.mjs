@@ -1,9 +1,10 @@
-// model-server.mjs — a scripted, OpenAI-compatible model server for tests.
+// model-server.mjs — a scripted model server for tests, speaking OpenAI chat completions and
+// Anthropic Messages.
 //
-// It listens on 127.0.0.1 inside the test process and answers each chat-completions request with
-// the next step of a FIFO script, in the real wire format (a JSON body, or SSE with text and
-// tool-call deltas), so an agent under test talks to it exactly as it would to a provider. Every
-// request is recorded so tests can assert on what the agent sent. Node built-ins only.
+// It listens on 127.0.0.1 inside the test process and answers each model request with the next
+// step of a FIFO script, in the real wire format (a JSON body, or SSE with text and tool-call
+// deltas), so an agent under test talks to it exactly as it would to a provider. Every request is
+// recorded so tests can assert on what the agent sent. Node built-ins only.
 // User guide: docs/testing-model-server.md.
 
 import http from 'node:http';
@@ -26,27 +27,30 @@ function pieces(str, size) {
 
 // ---------------------------------------------------------------------------------------------
 // Wire formats. The core below resolves a step into a format-neutral `reply` and lets a format
-// encode it; adding a provider (e.g. Anthropic Messages on POST /v1/messages) means adding one
-// object with the same members to `formats`, without touching the core.
+// encode it; adding a provider means adding one object with the same members to `formats`,
+// without touching the core. Its key in `formats` is recorded as `request.format`.
 //
 //   path                    the POST route that consumes script steps
+//   toolCallId()            a fresh tool call id in the provider's style, for calls scripted without one
 //   wantsStream(body)       whether the request asked for SSE
 //   error(status, message, type?, code?)  the provider's JSON error body
 //   completion(reply)       the non-streaming JSON body
 //   stream(reply, body)     { frames, end }: content frames, then the frames that finish a good stream
-//   errorFrame(message)     an SSE frame reporting a failure mid-stream
+//   errorFrame(message, type?)  an SSE frame reporting a failure mid-stream
 // ---------------------------------------------------------------------------------------------
 
-const ERROR_TYPES = { 400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error',
+const OPENAI_ERROR_TYPES = { 400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error',
   404: 'not_found', 429: 'rate_limit_error' };
 
 const openai = {
   path: '/v1/chat/completions',
 
+  toolCallId: () => `call_${randomId()}`,
+
   wantsStream: (body) => body.stream === true,
 
   error: (status, message, type, code = null) => ({
-    error: { message, type: type ?? ERROR_TYPES[status] ?? (status >= 500 ? 'server_error' : 'api_error'), code },
+    error: { message, type: type ?? OPENAI_ERROR_TYPES[status] ?? (status >= 500 ? 'server_error' : 'api_error'), code },
   }),
 
   models: () => ({
@@ -90,29 +94,118 @@ const openai = {
     return { frames: deltas.map((d) => sse(choice(d))), end };
   },
 
-  errorFrame: (message) => sse({ error: { message, type: 'server_error', code: null } }),
+  errorFrame: (message, type = 'server_error') => sse({ error: { message, type, code: null } }),
 };
 
 function nowSeconds() { return Math.floor(Date.now() / 1000); }
 function finishReason(reply) { return reply.finishReason ?? (reply.toolCalls.length ? 'tool_calls' : 'stop'); }
 function usageOf({ usage }) { return { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens }; }
 
-const formats = { openai };
+// Anthropic Messages: named SSE events, the answer as indexed content blocks (text first, then one
+// tool_use block per call whose input streams as partial JSON), and the stop reason with the output
+// token count in a closing message_delta.
+
+const ANTHROPIC_ERROR_TYPES = { 400: 'invalid_request_error', 401: 'authentication_error', 402: 'billing_error',
+  403: 'permission_error', 404: 'not_found_error', 413: 'request_too_large', 429: 'rate_limit_error',
+  500: 'api_error', 504: 'timeout_error', 529: 'overloaded_error' };
+
+// Scripts name finish reasons the OpenAI way so one script can drive either format; these are the
+// Anthropic equivalents. Any other value (e.g. 'stop_sequence', 'pause_turn') passes through as written.
+const STOP_REASONS = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use', function_call: 'tool_use',
+  content_filter: 'refusal' };
+
+const event = (data) => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
+
+const anthropic = {
+  path: '/v1/messages',
+
+  toolCallId: () => `toolu_${randomId()}`,
+
+  wantsStream: (body) => body.stream === true,
+
+  error: (status, message, type) => ({
+    type: 'error',
+    error: { type: type ?? ANTHROPIC_ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'),
+      message },
+  }),
+
+  completion(reply) {
+    const content = reply.toolCalls.map(({ id, name, arguments: args }) =>
+      ({ type: 'tool_use', id, name, input: parseInput(args) }));
+    if (reply.text) content.unshift({ type: 'text', text: reply.text });
+    return {
+      id: `msg_${randomId()}`, type: 'message', role: 'assistant', model: reply.model, content,
+      stop_reason: stopReason(reply), stop_sequence: null,
+      usage: { input_tokens: reply.usage.prompt_tokens, output_tokens: reply.usage.completion_tokens },
+    };
+  },
+
+  stream(reply) {
+    // The real message_start reports output_tokens: 1 before anything is generated.
+    const message = {
+      id: `msg_${randomId()}`, type: 'message', role: 'assistant', model: reply.model, content: [],
+      stop_reason: null, stop_sequence: null, usage: { input_tokens: reply.usage.prompt_tokens, output_tokens: 1 },
+    };
+    const frames = [event({ type: 'message_start', message }), event({ type: 'ping' })];
+    streamedBlocks(reply).forEach(({ block, deltas }, index) => {
+      frames.push(event({ type: 'content_block_start', index, content_block: block }));
+      for (const delta of deltas) frames.push(event({ type: 'content_block_delta', index, delta }));
+      frames.push(event({ type: 'content_block_stop', index }));
+    });
+    const end = [
+      event({ type: 'message_delta', delta: { stop_reason: stopReason(reply), stop_sequence: null },
+        usage: { output_tokens: reply.usage.completion_tokens } }),
+      event({ type: 'message_stop' }),
+    ];
+    return { frames, end };
+  },
+
+  errorFrame: (message, type = 'overloaded_error') => event({ type: 'error', error: { type, message } }),
+};
+
+function stopReason(reply) {
+  if (reply.finishReason === undefined) return reply.toolCalls.length ? 'tool_use' : 'end_turn';
+  return STOP_REASONS[reply.finishReason] ?? reply.finishReason;
+}
+
+/** Each content block as its opening `content_block` and the deltas that fill it in. */
+function streamedBlocks(reply) {
+  const blocks = reply.toolCalls.map(({ id, name, arguments: args }) => ({
+    block: { type: 'tool_use', id, name, input: {} },
+    deltas: pieces(args, reply.argsChunkSize).map((partial_json) => ({ type: 'input_json_delta', partial_json })),
+  }));
+  if (reply.text) {
+    blocks.unshift({
+      block: { type: 'text', text: '' },
+      deltas: pieces(reply.text, reply.chunkSize).map((text) => ({ type: 'text_delta', text })),
+    });
+  }
+  return blocks;
+}
+
+// The real API always returns an object. Arguments scripted as a string that is not JSON are sent
+// as that string, so a test can still check how an agent copes with input it cannot use.
+function parseInput(args) {
+  try { return JSON.parse(args); } catch { return args; }
+}
+
+const formats = { openai, anthropic };
 
 // ---------------------------------------------------------------------------------------------
 // Core: routing, recording, the script, and playing a step onto a response.
 // ---------------------------------------------------------------------------------------------
 
-const REPLY_KEYS = ['text', 'toolCalls', 'truncate', 'midStreamError'];
+const REPLY_KEYS = ['text', 'toolCalls', 'truncate', 'midStreamError', 'stallAfter'];
 
-/** Turns a text/toolCalls/truncate/midStreamError step into the format-neutral reply. */
-function toReply(step, request) {
+/** Turns a text/toolCalls/truncate/midStreamError/stallAfter step into the format-neutral reply. */
+function toReply(step, request, format) {
   const toolCalls = (step.toolCalls ?? []).map((call) => ({
-    id: call.id ?? `call_${randomId()}`,
+    id: call.id ?? format.toolCallId(),
     name: call.name,
     arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {}),
   }));
-  const text = step.text ?? (step.truncate || step.midStreamError ? 'This answer stops part way' : '');
+  const stops = step.truncate || step.midStreamError || step.stallAfter !== undefined;
+  const text = step.text ?? (stops ? 'This answer stops part way' : '');
   const spoken = text + toolCalls.map((c) => c.name + c.arguments).join('');
   return {
     text, toolCalls,
@@ -120,11 +213,19 @@ function toReply(step, request) {
     finishReason: step.finishReason,
     chunkSize: step.chunkSize ?? 8,
     argsChunkSize: step.argsChunkSize ?? 6,
+    // Either format's names for the counts, so a script reads naturally for the API it targets.
     usage: {
-      prompt_tokens: step.usage?.prompt_tokens ?? estimateTokens(request.rawBody),
-      completion_tokens: step.usage?.completion_tokens ?? estimateTokens(spoken),
+      prompt_tokens: step.usage?.prompt_tokens ?? step.usage?.input_tokens ?? estimateTokens(request.rawBody),
+      completion_tokens: step.usage?.completion_tokens ?? step.usage?.output_tokens ?? estimateTokens(spoken),
     },
   };
+}
+
+// Named from the path alone, so a request with the wrong method still records which API it meant.
+// GET /v1/models is OpenAI's model list; unknown paths have no format.
+function formatFor(path) {
+  const found = Object.entries(formats).find(([, format]) => format.path === path);
+  return found ?? [path === '/v1/models' ? 'openai' : null, null];
 }
 
 function sendJson(res, status, body, headers = {}) {
@@ -143,6 +244,33 @@ async function writeFrames(res, frames, gapMs, signal) {
   }
 }
 
+// `stallAfter: n` sends the first n frames and then nothing, leaving the connection open: a provider
+// that stops part way through an answer, as a client's stall timer sees it (unlike `hang`, the headers
+// have arrived). It takes the place of however the stream would have ended; the client hanging up or
+// close() ends it. Otherwise a stream ends cleanly, or is cut for `truncate`.
+async function writeStream(res, frames, step, signal) {
+  const stalls = step.stallAfter !== undefined;
+  await writeFrames(res, stalls ? frames.slice(0, step.stallAfter) : frames, step.chunkDelayMs, signal);
+  if (stalls) return;
+  if (step.truncate) res.destroy();
+  else res.end();
+}
+
+// A non-streaming body has no frames, so it is cut (or stalls) half way, where a partial JSON body is
+// certainly unparseable; `stallAfter: 0` stalls before any of it.
+async function writePartialJson(res, json, step, signal) {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.flushHeaders();
+  const half = json.slice(0, Math.floor(json.length / 2));
+  await writeFrames(res, step.stallAfter === 0 ? [] : [half], 0, signal);
+  if (step.stallAfter === undefined) res.destroy();
+}
+
+function checkStallAfter(step) {
+  if (step.stallAfter === undefined || (Number.isInteger(step.stallAfter) && step.stallAfter >= 0)) return;
+  throw new Error(`model-server: stallAfter must be a whole number of frames, got ${JSON.stringify(step.stallAfter)}`);
+}
+
 async function readBody(req) {
   const parts = [];
   for await (const part of req) parts.push(part);
@@ -150,6 +278,7 @@ async function readBody(req) {
 }
 
 async function play(format, step, request, res, signal) {
+  checkStallAfter(step);
   if (step.delayMs) await sleep(step.delayMs, undefined, { signal });
   if (step.hang) return; // never answered; close() or the client ends the socket
 
@@ -161,32 +290,27 @@ async function play(format, step, request, res, signal) {
   if (step.raw) {
     res.writeHead(step.status ?? 200, { ...SSE_HEADERS, ...step.headers });
     res.flushHeaders();
-    await writeFrames(res, step.raw, step.chunkDelayMs, signal);
-    return res.end();
+    return writeStream(res, step.raw, step, signal);
   }
 
   if (!REPLY_KEYS.some((key) => key in step)) {
     throw new Error(`model-server: unrecognised step ${JSON.stringify(step)}`);
   }
-  const reply = toReply(step, request);
+  const reply = toReply(step, request, format);
   const failure = step.midStreamError && (step.midStreamError.message ?? 'model-server: scripted mid-stream error');
 
   if (!format.wantsStream(request.body)) {
     if (failure) return sendJson(res, 500, format.error(500, failure));
     const json = JSON.stringify(format.completion(reply));
-    if (!step.truncate) return sendJson(res, 200, json);
-    res.writeHead(200, { 'content-type': 'application/json' });
-    await writeFrames(res, [json.slice(0, Math.floor(json.length / 2))], 0, signal);
-    return res.destroy();
+    if (step.truncate || step.stallAfter !== undefined) return writePartialJson(res, json, step, signal);
+    return sendJson(res, 200, json);
   }
 
   res.writeHead(200, SSE_HEADERS);
   res.flushHeaders();
   const { frames, end } = format.stream(reply, request.body);
-  const tail = step.truncate ? [] : failure ? [format.errorFrame(failure)] : end;
-  await writeFrames(res, [...frames, ...tail], step.chunkDelayMs, signal);
-  if (step.truncate) res.destroy();
-  else res.end();
+  const tail = step.truncate ? [] : failure ? [format.errorFrame(failure, step.midStreamError.type)] : end;
+  await writeStream(res, [...frames, ...tail], step, signal);
 }
 
 /**
@@ -213,11 +337,11 @@ export async function startModelServer({ port = 0, script = [], fallback = EXHAU
     let body = null;
     try { body = rawBody ? JSON.parse(rawBody) : null; } catch { /* recorded as null */ }
     const path = req.url.split('?')[0];
-    const request = { method: req.method, path, headers: { ...req.headers }, body, rawBody, at: Date.now() };
+    const [name, format] = formatFor(path);
+    const request = { method: req.method, path, format: name, headers: { ...req.headers }, body, rawBody, at: Date.now() };
     record(request);
 
     if (req.method === 'GET' && path === '/v1/models') return sendJson(res, 200, openai.models());
-    const format = Object.values(formats).find((f) => f.path === path);
     if (!format || req.method !== 'POST') {
       return sendJson(res, 404, openai.error(404, `model-server: no route for ${req.method} ${path}`, 'not_found'));
     }
