@@ -112,6 +112,15 @@ pub struct Message {
     /// then holds the text rendering).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<crate::tool::Content>,
+    /// The side that wrote an assistant message or ran a tool (`a` or `b`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<super::store::Side>,
+    /// For messages of a sub-prompt (depth > 0): the assistant message holding the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_message_id: Option<String>,
+    /// For messages of a sub-prompt (depth > 0): the prompt-tool call they answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_tool_call_id: Option<String>,
 }
 
 impl Message {
@@ -134,6 +143,9 @@ impl Message {
             depth: 0,
             status: MessageStatus::Completed,
             parts: Vec::new(),
+            side: None,
+            parent_message_id: None,
+            parent_tool_call_id: None,
         }
     }
 

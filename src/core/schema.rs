@@ -78,6 +78,42 @@ pub const MIGRATIONS: &[&[&str]] = &[
             updated_at INTEGER NOT NULL
         )",
     ],
+    // v3: the agent engine. Which side wrote a message (dual-AI threads show each side the
+    // other's words as user messages); a pending end of the conversation (a side's stop tool)
+    // and its final answer; the parent of a child thread; the model request log, paged by
+    // its primary key.
+    &[
+        "ALTER TABLE messages ADD COLUMN side TEXT",
+        "ALTER TABLE messages ADD COLUMN parent_tool_call_id TEXT",
+        "CREATE INDEX messages_by_parent ON messages (parent_tool_call_id, position)
+            WHERE parent_tool_call_id IS NOT NULL",
+        "ALTER TABLE thread ADD COLUMN ending TEXT",
+        "ALTER TABLE thread ADD COLUMN result TEXT",
+        "ALTER TABLE thread ADD COLUMN parent_thread_id TEXT",
+        "CREATE TABLE model_requests (
+            seq INTEGER PRIMARY KEY,
+            message_id TEXT,
+            model TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            http_status INTEGER,
+            latency_ms INTEGER NOT NULL,
+            ttft_ms INTEGER,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            error TEXT,
+            depth INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL
+        )",
+        // Child threads created by agent-tool calls, so a re-run call finds its child.
+        "CREATE TABLE child_threads (
+            tool_call_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        )",
+    ],
 ];
 
 /// The schema version this build expects.

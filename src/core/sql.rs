@@ -69,6 +69,14 @@ impl Row {
         }
     }
 
+    /// Column `i` as an optional integer (NULL → `None`).
+    pub fn opt_int(&self, i: usize) -> Result<Option<i64>, SqlError> {
+        match self.0.get(i) {
+            Some(SqlValue::Null) => Ok(None),
+            _ => self.int(i).map(Some),
+        }
+    }
+
     /// Column `i` as a float.
     pub fn real(&self, i: usize) -> Result<f64, SqlError> {
         match self.0.get(i) {

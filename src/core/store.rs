@@ -58,6 +58,14 @@ impl Side {
         }
     }
 
+    /// The other side.
+    pub fn other(self) -> Self {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
+
     /// Parses `a`/`b` (either case).
     pub fn parse(s: &str) -> Option<Self> {
         match s {
@@ -98,6 +106,17 @@ pub struct ThreadSummary {
     /// Whether the model of the current side is owed a call in this turn.
     #[serde(skip)]
     pub needs_model: bool,
+    /// Why the conversation ends once the running turn's tool calls are done (a side called
+    /// its stop tool).
+    #[serde(skip)]
+    pub ending: Option<String>,
+    /// The conversation's final answer once it ended (a stop tool's answer, or the last
+    /// assistant text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// For a child thread (an agent called as a tool): the thread that called it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_thread_id: Option<String>,
 }
 
 /// Oldest-first or newest-first.
@@ -156,8 +175,8 @@ impl CallOrigin {
     }
 }
 
-const MESSAGE_COLUMNS: &str =
-    "id, role, content, name, tool_calls, tool_call_id, created_at, silent, depth, status, parts";
+const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_calls, tool_call_id, created_at, \
+     silent, depth, status, parts, side, parent_message_id, parent_tool_call_id";
 
 /// Typed access to one thread's tables. Cheap to build: it only borrows the connection.
 pub struct Store<'a> {
@@ -168,6 +187,11 @@ impl<'a> Store<'a> {
     /// Wraps a connection whose schema is already migrated.
     pub fn new(sql: &'a dyn Sql) -> Self {
         Store { sql }
+    }
+
+    /// The connection (for records kept outside this type, such as the request log).
+    pub fn sql(&self) -> &'a dyn Sql {
+        self.sql
     }
 
     // ---- thread row -------------------------------------------------------------------
@@ -192,7 +216,8 @@ impl<'a> Store<'a> {
     pub fn thread(&self) -> Result<Option<ThreadSummary>, SqlError> {
         let rows = self.sql.exec(
             "SELECT id, agent_id, tags, created_at, updated_at, turn_count, status, current_side,
-                    steps, stopped_by, last_error, message_count, needs_model
+                    steps, stopped_by, last_error, message_count, needs_model, ending, result,
+                    parent_thread_id
              FROM thread LIMIT 1",
             &[],
         )?;
@@ -213,6 +238,9 @@ impl<'a> Store<'a> {
             last_error: row.opt_text(10)?,
             message_count: row.int(11)?,
             needs_model: row.int(12)? != 0,
+            ending: row.opt_text(13)?,
+            result: row.opt_text(14)?,
+            parent_thread_id: row.opt_text(15)?,
         }))
     }
 
@@ -258,14 +286,63 @@ impl<'a> Store<'a> {
         rows.first().map_or(Ok(0), |r| r.int(0))
     }
 
-    /// Closes the current turn: idle; it counts as a turn if a model was called.
-    pub fn finish_turn(&self, now: i64) -> Result<(), SqlError> {
-        self.sql.exec(
+    /// Closes the current turn: idle; it counts as a turn if a model was called. Returns the
+    /// turn count after it.
+    pub fn finish_turn(&self, now: i64) -> Result<i64, SqlError> {
+        let rows = self.sql.exec(
             "UPDATE thread SET status = 'idle', needs_model = 0,
-                turn_count = turn_count + (steps > 0), updated_at = ?",
+                turn_count = turn_count + (steps > 0), updated_at = ? RETURNING turn_count",
             &[now.into()],
         )?;
+        rows.first().map_or(Ok(0), |r| r.int(0))
+    }
+
+    /// Marks the conversation to end (with `result`) once the running turn's tools are done.
+    pub fn set_ending(&self, reason: &str, result: Option<&str>) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET ending = ?, result = COALESCE(?, result)",
+            &[reason.into(), result.into()],
+        )?;
         Ok(())
+    }
+
+    /// Stores the final answer.
+    pub fn set_result(&self, result: &str) -> Result<(), SqlError> {
+        self.sql
+            .exec("UPDATE thread SET result = ?", &[result.into()])?;
+        Ok(())
+    }
+
+    /// Links a child thread to the thread that created it.
+    pub fn set_parent(&self, parent_thread_id: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET parent_thread_id = ?",
+            &[parent_thread_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Hands the thread to another agent (an ai_human agent called as a tool).
+    pub fn set_agent(&self, now: i64, agent_id: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET agent_id = ?, current_side = 'a', updated_at = ?",
+            &[agent_id.into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The text of the newest completed top-level assistant message that has text.
+    pub fn last_assistant_text(&self) -> Result<Option<String>, SqlError> {
+        self.sql
+            .exec(
+                "SELECT content FROM messages
+                 WHERE depth = 0 AND role = 'assistant' AND status = 'completed' AND content != ''
+                 ORDER BY position DESC LIMIT 1",
+                &[],
+            )?
+            .first()
+            .map(|r| r.text(0))
+            .transpose()
     }
 
     /// Records whether the model is owed a call.
@@ -343,8 +420,9 @@ impl<'a> Store<'a> {
         let parts = json_column(&m.parts)?;
         self.sql.exec(
             "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
-                                   created_at, silent, depth, status, parts)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                   created_at, silent, depth, status, parts, side,
+                                   parent_message_id, parent_tool_call_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             &[
                 m.id.as_str().into(),
                 position.into(),
@@ -358,6 +436,9 @@ impl<'a> Store<'a> {
                 m.depth.into(),
                 m.status.as_str().into(),
                 parts.into(),
+                m.side.map(Side::as_str).into(),
+                m.parent_message_id.clone().into(),
+                m.parent_tool_call_id.clone().into(),
             ],
         )?;
         if m.depth == 0 {
@@ -453,13 +534,78 @@ impl<'a> Store<'a> {
 
     /// What the model sees: top-level, non-silent, completed messages, oldest first.
     pub fn model_history(&self) -> Result<Vec<Message>, SqlError> {
+        self.model_history_within(u64::MAX)
+    }
+
+    /// The newest top-level, non-silent, completed messages whose estimated tokens fit in
+    /// `budget`, oldest first. Read newest-first in pages through the `(depth, silent,
+    /// position)` index, so a long thread costs only what is sent. The cut can leave tool
+    /// results whose call was cut; [`crate::core::thread::repair_history`] drops those, so a
+    /// call and its results stay together or go together.
+    pub fn model_history_within(&self, budget: u64) -> Result<Vec<Message>, SqlError> {
+        const PAGE: u32 = 64;
+        let mut out: Vec<Message> = Vec::new();
+        let mut used: u64 = 0;
+        let mut before = f64::MAX;
+        'pages: loop {
+            let rows = self.sql.exec(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS}, position FROM messages
+                     WHERE depth = 0 AND silent = 0 AND position < ?
+                     ORDER BY position DESC LIMIT ?"
+                ),
+                &[before.into(), PAGE.into()],
+            )?;
+            for r in &rows {
+                before = r.real(14)?;
+                let m = message_from_row(r)?;
+                if m.status != MessageStatus::Completed {
+                    continue;
+                }
+                used += estimate_tokens(&m);
+                if used > budget && !out.is_empty() {
+                    break 'pages;
+                }
+                out.push(m);
+            }
+            if rows.len() < PAGE as usize {
+                break;
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// A sub-prompt's messages (those answering `parent_tool_call_id`), oldest first.
+    pub fn sub_messages(&self, parent_tool_call_id: &str) -> Result<Vec<Message>, SqlError> {
         let rows = self.sql.exec(
             &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages
-                 WHERE depth = 0 AND silent = 0 AND status = 'completed'
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE parent_tool_call_id = ?
                  ORDER BY position ASC"
             ),
-            &[],
+            &[parent_tool_call_id.into()],
+        )?;
+        rows.iter().map(message_from_row).collect()
+    }
+
+    /// A page of messages at `depth` (> 0: sub-prompt messages), through the depth index.
+    pub fn messages_at_depth(
+        &self,
+        depth: u32,
+        limit: u32,
+        offset: u32,
+        order: Order,
+    ) -> Result<Vec<Message>, SqlError> {
+        let direction = match order {
+            Order::Asc => "ASC",
+            Order::Desc => "DESC",
+        };
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE depth = ?
+                 ORDER BY position {direction} LIMIT ? OFFSET ?"
+            ),
+            &[depth.into(), limit.into(), offset.into()],
         )?;
         rows.iter().map(message_from_row).collect()
     }
@@ -544,6 +690,29 @@ impl<'a> Store<'a> {
         Ok(())
     }
 
+    // ---- child threads ------------------------------------------------------------------
+
+    /// The child thread of an agent-tool call: the one recorded, else `fresh` (recorded now).
+    pub fn child_thread(
+        &self,
+        now: i64,
+        tool_call_id: &str,
+        fresh: &str,
+    ) -> Result<String, SqlError> {
+        self.sql.exec(
+            "INSERT INTO child_threads (tool_call_id, thread_id, created_at) VALUES (?, ?, ?)
+             ON CONFLICT (tool_call_id) DO NOTHING",
+            &[tool_call_id.into(), fresh.into(), now.into()],
+        )?;
+        self.sql
+            .exec(
+                "SELECT thread_id FROM child_threads WHERE tool_call_id = ?",
+                &[tool_call_id.into()],
+            )?
+            .first()
+            .map_or(Ok(fresh.to_owned()), |r| r.text(0))
+    }
+
     // ---- context ------------------------------------------------------------------------
 
     /// One context value.
@@ -584,6 +753,17 @@ impl<'a> Store<'a> {
         }
         Ok(out)
     }
+}
+
+/// A rough token count (4 bytes per token, plus a little per message): providers count
+/// differently, and the budget only has to keep requests well inside the context window.
+pub fn estimate_tokens(m: &Message) -> u64 {
+    let calls: usize = m
+        .tool_calls
+        .iter()
+        .map(|c| c.name.len() + c.arguments.len())
+        .sum();
+    ((m.content.len() + calls) as u64).div_ceil(4) + 4
 }
 
 /// A list stored as JSON text, NULL when empty.
@@ -637,5 +817,8 @@ fn message_from_row(r: &Row) -> Result<Message, SqlError> {
         depth: u32::try_from(r.int(8)?).unwrap_or(0),
         status: MessageStatus::parse(&r.text(9)?),
         parts: list_from_column(r.opt_text(10)?)?,
+        side: r.opt_text(11)?.as_deref().and_then(Side::parse),
+        parent_message_id: r.opt_text(12)?,
+        parent_tool_call_id: r.opt_text(13)?,
     })
 }

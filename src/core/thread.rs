@@ -19,6 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::config::{AgentConfig, AgentKind, DEFAULT_MAX_HISTORY_TOKENS, DEFAULT_MAX_TURNS};
 use super::message::{Message, MessageStatus, Role, ToolCall};
 use super::protocol::ServerFrame;
 use super::schema::migrate;
@@ -166,15 +167,81 @@ impl InjectMessage {
     }
 }
 
+/// The rules a side's turn runs under, from the agent's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRules {
+    /// Who talks: a human and side A, or sides A and B.
+    pub kind: AgentKind,
+    /// Turns before the conversation ends.
+    pub max_turns: u32,
+    /// An answer without tool calls ends the side's turn.
+    pub stop_on_response: bool,
+    /// Calling this tool ends the turn (ai_human) or the conversation (dual_ai).
+    pub stop_tool: Option<String>,
+    /// Which property of the stop tool's result (or arguments) is the final answer.
+    pub stop_tool_response_property: Option<String>,
+    /// Several tool calls of one reply run concurrently.
+    pub parallel_tool_calls: bool,
+    /// Estimated tokens of history sent to the model.
+    pub max_history_tokens: u32,
+    /// How the other side is named when its words are shown as user messages.
+    pub other_label: Option<String>,
+}
+
+impl Default for TurnRules {
+    fn default() -> Self {
+        TurnRules {
+            kind: AgentKind::AiHuman,
+            max_turns: DEFAULT_MAX_TURNS,
+            stop_on_response: true,
+            stop_tool: None,
+            stop_tool_response_property: None,
+            parallel_tool_calls: false,
+            max_history_tokens: DEFAULT_MAX_HISTORY_TOKENS,
+            other_label: None,
+        }
+    }
+}
+
+impl TurnRules {
+    /// The rules of the side `config` runs.
+    pub fn from_config(config: &AgentConfig) -> Self {
+        let side = config.side_config();
+        let other = match config.side {
+            Side::A => config.agent.side_b.as_ref(),
+            Side::B => Some(&config.agent.side_a),
+        };
+        TurnRules {
+            kind: config.agent.kind,
+            max_turns: config.agent.max_turns,
+            stop_on_response: side.stop_on_response,
+            stop_tool: side.stop_tool.clone(),
+            stop_tool_response_property: side.stop_tool_response_property.clone(),
+            parallel_tool_calls: config.prompt.parallel_tool_calls,
+            max_history_tokens: config
+                .model()
+                .and_then(|m| m.max_history_tokens)
+                .unwrap_or(DEFAULT_MAX_HISTORY_TOKENS),
+            other_label: other.and_then(|o| o.label.clone()),
+        }
+    }
+}
+
 /// What the driver must do next.
 #[derive(Debug)]
 pub enum Action {
     /// Nothing to do until new input arrives.
     Idle,
+    /// The turn moved on (the other side's turn began): reload the configuration for the
+    /// current side and ask again.
+    Continue,
     /// Call the model with this history; stream the reply into [`Thread::on_model_event`].
     CallModel(ModelCall),
     /// Run this tool call, then report with [`Thread::finish_tool`].
     RunTool(StoredToolCall),
+    /// Run these calls of one reply concurrently; report each with [`Thread::finish_tool`],
+    /// in this order.
+    RunTools(Vec<StoredToolCall>),
 }
 
 /// An in-flight model call: the pending assistant message and the reply assembled so far.
@@ -190,12 +257,14 @@ pub struct ModelCall {
     /// The reply so far.
     pub completion: Completion,
     created_at: i64,
+    side: Side,
 }
 
 /// A view of one thread over its SQLite, plus the frames produced while handling an event.
 pub struct Thread<'a> {
     store: Store<'a>,
     frames: VecDeque<ServerFrame>,
+    rules: TurnRules,
 }
 
 impl<'a> Thread<'a> {
@@ -211,7 +280,23 @@ impl<'a> Thread<'a> {
         Thread {
             store: Store::new(sql),
             frames: VecDeque::new(),
+            rules: TurnRules::default(),
         }
+    }
+
+    /// Sets the rules of the running side (the driver does this after loading its config).
+    pub fn set_rules(&mut self, rules: TurnRules) {
+        self.rules = rules;
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &TurnRules {
+        &self.rules
+    }
+
+    /// The storage, for the driver's own records (request log, sub-prompt messages).
+    pub fn store(&self) -> &Store<'a> {
+        &self.store
     }
 
     /// Opens the database of an object that may never have held a thread, without writing to
@@ -291,8 +376,7 @@ impl<'a> Thread<'a> {
     pub fn stop(&mut self, now: i64, by: &str) -> Result<(), ThreadError> {
         let t = self.summary()?;
         if t.status != ThreadStatus::Stopped {
-            self.store.set_stopped(now, by)?;
-            self.push_status()?;
+            self.conclude(now, by)?;
         }
         Ok(())
     }
@@ -435,39 +519,39 @@ impl<'a> Thread<'a> {
         if recovered {
             self.store.set_needs_model(true)?;
         }
-        while let Some(call) = self.store.next_tool_call()? {
-            if call.status == "running" && call.attempts >= MAX_TOOL_ATTEMPTS {
-                // Started this often and never finished: the tool kills the Worker (a panic,
-                // an exceeded limit). Record that instead of crashing in a loop.
-                let why = format!(
-                    "this tool call was interrupted {} times (the Worker stopped while it ran) and was abandoned",
-                    call.attempts
-                );
-                self.finish_tool(now, &call, &CallToolResult::error(why))?;
-                continue;
-            }
-            return Ok(Action::RunTool(call));
+        if let Some(action) = self.next_tools(now)? {
+            return Ok(action);
         }
         if !(t.needs_model || recovered) {
-            self.store.finish_turn(now)?;
-            self.push_status()?;
-            return Ok(Action::Idle);
+            return self.end_turn(now, &t);
         }
         if t.steps >= i64::from(max_steps) {
             let why = format!("the turn used its {max_steps} model calls without finishing");
-            self.store.set_status(now, ThreadStatus::Idle, Some(&why))?;
             self.frames
-                .push_back(ServerFrame::error("max_steps", why, None));
-            self.push_status()?;
-            return Ok(Action::Idle);
+                .push_back(ServerFrame::error("max_steps", why.clone(), None));
+            let action = self.end_turn(now, &t)?;
+            if self.summary()?.status == ThreadStatus::Idle {
+                self.store.set_status(now, ThreadStatus::Idle, Some(&why))?;
+            }
+            return Ok(action);
         }
         self.store.add_step(now)?;
         // Cleared now, set again by a reply with tool calls, a user message or a forced turn
         // arriving while the model streams.
         self.store.set_needs_model(false)?;
-        let history = repair_history(self.store.model_history()?);
+        let history = self
+            .store
+            .model_history_within(u64::from(self.rules.max_history_tokens))?;
+        let history = match self.rules.kind {
+            AgentKind::DualAi => {
+                view_for_side(history, t.current_side, self.rules.other_label.as_deref())
+            }
+            AgentKind::AiHuman => history,
+        };
+        let history = repair_history(history);
         let message = Message {
             status: MessageStatus::Pending,
+            side: Some(t.current_side),
             ..Message::new(Role::Assistant, "", now)
         };
         self.store.append_message(&message)?;
@@ -479,7 +563,79 @@ impl<'a> Thread<'a> {
             history,
             completion: Completion::default(),
             created_at: now,
+            side: t.current_side,
         }))
+    }
+
+    /// The next tool call(s) to run, abandoning calls that keep killing the Worker. With
+    /// parallel tool calls, every pending call of the same model reply runs together.
+    fn next_tools(&mut self, now: i64) -> Result<Option<Action>, ThreadError> {
+        loop {
+            let Some(call) = self.store.next_tool_call()? else {
+                return Ok(None);
+            };
+            if call.status == "running" && call.attempts >= MAX_TOOL_ATTEMPTS {
+                // Started this often and never finished: the tool kills the Worker (a panic,
+                // an exceeded limit). Record that instead of crashing in a loop.
+                let why = format!(
+                    "this tool call was interrupted {} times (the Worker stopped while it ran) and was abandoned",
+                    call.attempts
+                );
+                self.finish_tool(now, &call, &CallToolResult::error(why))?;
+                continue;
+            }
+            if !(self.rules.parallel_tool_calls && call.origin == CallOrigin::Model) {
+                return Ok(Some(Action::RunTool(call)));
+            }
+            let batch: Vec<StoredToolCall> = self
+                .store
+                .pending_tool_calls()?
+                .into_iter()
+                .filter(|c| c.message_id == call.message_id && c.origin == CallOrigin::Model)
+                .filter(|c| !(c.status == "running" && c.attempts >= MAX_TOOL_ATTEMPTS))
+                .collect();
+            return Ok(Some(if batch.len() > 1 {
+                Action::RunTools(batch)
+            } else {
+                Action::RunTool(call)
+            }));
+        }
+    }
+
+    /// Closes the running side's turn and applies the stop rules: a pending end (a stop
+    /// tool) or `max_turns` ends the conversation; in a dual-AI thread the other side goes
+    /// next; otherwise the thread waits for a message.
+    fn end_turn(&mut self, now: i64, t: &ThreadSummary) -> Result<Action, ThreadError> {
+        let turns = self.store.finish_turn(now)?;
+        if let Some(reason) = &t.ending {
+            self.conclude(now, reason)?;
+            return Ok(Action::Idle);
+        }
+        if turns >= i64::from(self.rules.max_turns) {
+            self.conclude(now, "max_turns")?;
+            return Ok(Action::Idle);
+        }
+        if self.rules.kind == AgentKind::DualAi && t.steps > 0 {
+            self.store.set_side(now, t.current_side.other())?;
+            self.store.begin_turn(now)?;
+            self.store.set_needs_model(true)?;
+            self.push_status()?;
+            return Ok(Action::Continue);
+        }
+        self.push_status()?;
+        Ok(Action::Idle)
+    }
+
+    /// Ends the conversation: the final answer is kept (the last assistant text unless a stop
+    /// tool gave one) and the thread is stopped by `reason`.
+    fn conclude(&mut self, now: i64, reason: &str) -> Result<(), ThreadError> {
+        if self.summary()?.result.is_none() {
+            if let Some(text) = self.store.last_assistant_text()? {
+                self.store.set_result(&text)?;
+            }
+        }
+        self.store.set_stopped(now, reason)?;
+        self.push_status()
     }
 
     /// Feeds one stream event; text becomes a `message_chunk` frame.
@@ -496,6 +652,24 @@ impl<'a> Thread<'a> {
             });
         }
         Ok(())
+    }
+
+    /// Tells clients a model attempt failed and what happens next (a retry or a fallback);
+    /// the turn goes on.
+    pub fn report_retry(&mut self, error: &ProviderError, model: &str, plan: &str) {
+        self.frames.push_back(ServerFrame::error(
+            "model_retry",
+            format!("model {model:?}: {error}; {plan}"),
+            None,
+        ));
+    }
+
+    /// Forgets the partial reply of a failed attempt before the next one, and tells clients
+    /// (a `message` frame with the pending message emptied) so streamed text is not doubled.
+    pub fn reset_model_call(&mut self, call: &mut ModelCall) {
+        call.completion = Completion::default();
+        let message = self.reply_message(call, MessageStatus::Pending, false);
+        self.frames.push_back(ServerFrame::Message { message });
     }
 
     /// Completes a model call: stores the reply and queues its tool calls. An incomplete
@@ -520,8 +694,9 @@ impl<'a> Thread<'a> {
         self.store.update_message(&message)?;
         self.store
             .queue_tool_calls(now, &message.id, &message.tool_calls, CallOrigin::Model)?;
-        if !message.tool_calls.is_empty() {
-            // The model reacts to the results.
+        if !message.tool_calls.is_empty() || !self.rules.stop_on_response {
+            // The model reacts to the results (or, without stop_on_response, keeps going
+            // until its stop tool or max_steps).
             self.store.set_needs_model(true)?;
         }
         // The message first, so clients know a call before they hear about its status.
@@ -595,11 +770,27 @@ impl<'a> Thread<'a> {
             } else {
                 Vec::new()
             },
+            side: Some(self.summary()?.current_side),
             ..Message::tool_result(&call.call, result.to_model_text(), now)
         };
         self.store.append_message(&message)?;
         self.store
             .finish_tool_call(now, &call.call.id, &message.id)?;
+        let is_stop_tool = call.origin == CallOrigin::Model
+            && self.rules.stop_tool.as_deref() == Some(call.call.name.as_str());
+        if is_stop_tool && !result.is_error() {
+            let answer = stop_answer(
+                &message.content,
+                &call.call.arguments,
+                self.rules.stop_tool_response_property.as_deref(),
+            );
+            match self.rules.kind {
+                AgentKind::DualAi => self.store.set_ending("stop_tool", Some(&answer))?,
+                AgentKind::AiHuman => self.store.set_result(&answer)?,
+            }
+            // No model call after this; the reply's other calls still run.
+            self.store.set_needs_model(false)?;
+        }
         self.frames.push_back(ServerFrame::Tool {
             tool_call_id: call.call.id.clone(),
             name: call.call.name.clone(),
@@ -629,6 +820,7 @@ impl<'a> Thread<'a> {
                 Vec::new()
             },
             status,
+            side: Some(call.side),
             ..Message::with_id(
                 call.message_id.clone(),
                 Role::Assistant,
@@ -676,4 +868,41 @@ pub fn repair_history(history: Vec<Message>) -> Vec<Message> {
         }
     }
     out
+}
+
+/// The final answer of a stop tool: `property` of its result (when the result is a JSON
+/// object holding it), else of its arguments, else the whole result text.
+fn stop_answer(result_text: &str, arguments: &str, property: Option<&str>) -> String {
+    let pick = |json: &str| -> Option<String> {
+        let value = serde_json::from_str::<Value>(json).ok()?;
+        match value.get(property?)? {
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        }
+    };
+    pick(result_text)
+        .or_else(|| pick(arguments))
+        .unwrap_or_else(|| result_text.to_owned())
+}
+
+/// Shows a dual-AI history from `side`'s seat: its own messages stay `assistant`; the other
+/// side's words become `user` messages (named by its label), and the other side's tool calls
+/// and results are its own business and are left out.
+pub fn view_for_side(history: Vec<Message>, side: Side, other_label: Option<&str>) -> Vec<Message> {
+    history
+        .into_iter()
+        .filter_map(|m| {
+            let theirs = m.side.is_some_and(|s| s != side);
+            match m.role {
+                Role::Assistant if theirs => (!m.content.is_empty()).then(|| Message {
+                    role: Role::User,
+                    tool_calls: Vec::new(),
+                    name: other_label.map(str::to_owned),
+                    ..m
+                }),
+                Role::Tool if theirs => None,
+                _ => Some(m),
+            }
+        })
+        .collect()
 }

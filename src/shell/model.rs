@@ -10,10 +10,13 @@ use worker::{
     AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
 };
 
+use super::host::now;
 use crate::core::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
 use crate::core::openai::{error_message, OpenAiStream};
+use crate::core::request_log::{redact, ModelRequestLog};
+use crate::core::retry::{Next, RetryPolicy};
 use crate::core::stream::{ProviderError, StreamEvent};
 
 /// Largest error body we read from a failing provider.
@@ -173,4 +176,118 @@ impl ModelStream {
             abort.abort();
         }
     }
+}
+
+/// What a model chain reports to its caller while it runs.
+pub(crate) trait ChainSink {
+    /// Stream events of the current attempt.
+    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError>;
+    /// A new attempt starts after a failed one: forget the partial reply.
+    fn reset(&mut self);
+    /// An attempt ended (logged by the sink, which knows the token counts); `next` says
+    /// what follows a failure.
+    fn attempt_done(&mut self, log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>);
+    /// Whether the thread was stopped (no further attempt, no further bytes).
+    fn stopped(&self) -> bool;
+}
+
+/// Calls the chain (a model, then its fallbacks) under the retry policy until one attempt
+/// streams a whole reply, the thread stops, or the policy gives up.
+pub(crate) async fn run_chain(
+    env: &Env,
+    models: &[ModelConfig],
+    body_for: &dyn Fn(&ModelConfig) -> serde_json::Value,
+    sink: &mut dyn ChainSink,
+) -> Result<(), ProviderError> {
+    let policy = RetryPolicy::default();
+    let (mut index, mut attempt) = (0usize, 1u32);
+    loop {
+        let Some(model) = models.get(index) else {
+            return Err(ProviderError::Config("the prompt has no model".into()));
+        };
+        let started = now();
+        let mut ttft = None;
+        let outcome = attempt_once(env, model, &body_for(model), sink, &mut ttft).await;
+        let finished = now();
+        let mut log = ModelRequestLog {
+            seq: 0,
+            message_id: None,
+            model: model.name.clone(),
+            provider: model.provider.as_str().into(),
+            attempt,
+            status: "ok".into(),
+            http_status: None,
+            latency_ms: finished - started,
+            ttft_ms: ttft.map(|t: i64| t - started),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost: 0.0,
+            error: None,
+            depth: 0,
+            created_at: started,
+        };
+        let error = match outcome {
+            Ok(status) => {
+                log.http_status = Some(status);
+                sink.attempt_done(log, None);
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        let secret = model
+            .api_key_secret
+            .as_deref()
+            .and_then(|s| env.secret(s).ok())
+            .map(|s| s.to_string());
+        log.status = "error".into();
+        log.error = Some(redact(&error.to_string(), secret.as_deref()));
+        if let ProviderError::Http { status, .. } = &error {
+            log.http_status = Some(*status);
+        }
+        let next = if sink.stopped() {
+            Next::GiveUp
+        } else {
+            policy.after_failure(index, attempt, models.len(), &error)
+        };
+        sink.attempt_done(log, Some((&error, &next)));
+        match next {
+            Next::GiveUp => return Err(error),
+            Next::Try {
+                model,
+                attempt: a,
+                delay_ms,
+            } => {
+                if delay_ms > 0 {
+                    Delay::from(Duration::from_millis(delay_ms)).await;
+                }
+                if sink.stopped() {
+                    return Err(error);
+                }
+                sink.reset();
+                (index, attempt) = (model, a);
+            }
+        }
+    }
+}
+
+/// One attempt: open, stream to the end. `Ok(status)` once the stream ended properly.
+async fn attempt_once(
+    env: &Env,
+    model: &ModelConfig,
+    body: &serde_json::Value,
+    sink: &mut dyn ChainSink,
+    ttft: &mut Option<i64>,
+) -> Result<u16, ProviderError> {
+    let mut stream = ModelStream::open(env, model, body).await?;
+    while let Some(events) = stream.next_events().await? {
+        if ttft.is_none() {
+            *ttft = Some(now());
+        }
+        sink.events(events)?;
+        if sink.stopped() {
+            stream.cancel();
+            break;
+        }
+    }
+    Ok(200)
 }

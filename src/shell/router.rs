@@ -178,7 +178,7 @@ async fn stream(
 }
 
 /// A 500 whose cause goes to the log, not to the client.
-fn internal_request(
+pub(crate) fn internal_request(
     method: Method,
     path: &str,
     thread_id: &str,
@@ -198,7 +198,7 @@ fn internal_request(
         .map_err(|e| logged("could not build the thread request", e))
 }
 
-async fn send_to(
+pub(crate) async fn send_to(
     env: &Env,
     thread_id: &str,
     req: Request,

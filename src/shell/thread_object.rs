@@ -16,26 +16,21 @@ use worker::{
     WebSocketIncomingMessage, WebSocketPair,
 };
 
-use super::config::{agent_has_side, load_agent};
+mod delegate;
+mod turn;
+
+use super::config::agent_has_side;
 use super::do_sql::DoSql;
 use super::host::{broadcast, now, ShellHost};
 use super::http::{error, json, logged, read_body, registry_error};
-use super::model::ModelStream;
 use crate::core::api::{
     parse_params, ApiError, CreateThread, ForceTurnParams, PageQuery, PostMessage, QueueToolParams,
 };
-use crate::core::config::{AgentConfig, DEFAULT_MAX_STEPS};
-use crate::core::openai::build_request;
 use crate::core::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
 };
-use crate::core::store::{CallOrigin, ThreadStatus};
-use crate::core::stream::ProviderError;
-use crate::core::thread::{Action, InjectMessage, ModelCall, Thread, ThreadError};
-use crate::tool::{CallToolResult, FlowState, Registry, RegistryError};
-
-/// How long a turn may go without progress before the watchdog alarm resumes it.
-const WATCHDOG_MS: i64 = 30_000;
+use crate::core::thread::{InjectMessage, Thread, ThreadError};
+use crate::tool::{Registry, RegistryError};
 
 /// What each socket remembers across hibernation.
 #[derive(Serialize, Deserialize)]
@@ -100,6 +95,12 @@ impl DurableObject for DurableThread {
             (worker::Method::Post, "/stop") => {
                 self.stop().await.map(|()| (200, json!({ "ok": true })))
             }
+            (worker::Method::Get, "/logs") => self.logs(&req),
+            (worker::Method::Post, "/run") => self
+                .run_to_end()
+                .await
+                .map(|s| (200, json!(s)))
+                .map_err(ApiError::internal),
             (worker::Method::Get, "/stream") => return self.accept_socket(),
             _ => Err(ApiError::not_found("no such thread operation")),
         };
@@ -269,8 +270,18 @@ impl DurableThread {
             .ok()
             .flatten()
             .ok_or_else(|| ApiError::invalid("missing thread id"))?;
+        // Set only by a parent thread's agent tool (the router never forwards a query).
+        let parent = req.url().ok().and_then(|u| {
+            u.query_pairs()
+                .find(|(k, _)| k == "parent")
+                .map(|(_, v)| v.into_owned())
+        });
         let summary = self.with_opened(true, |t| {
-            t.create(now(), &thread_id, &create.agent_id, &create.tags)
+            let summary = t.create(now(), &thread_id, &create.agent_id, &create.tags)?;
+            if let Some(parent) = &parent {
+                t.store().set_parent(parent)?;
+            }
+            Ok(summary)
         })?;
         Ok((
             201,
@@ -287,6 +298,25 @@ impl DurableThread {
         let q = PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
         let page =
             self.with_thread(|t| t.messages(q.limit, q.offset, q.order, q.include_silent))?;
+        Ok((200, json!(page)))
+    }
+
+    fn logs(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
+        let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let q = PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        let page = self.with_thread(|t| {
+            t.summary()?;
+            Ok(crate::core::request_log::page(
+                t.store().sql(),
+                q.limit,
+                q.offset,
+                q.order,
+            )?)
+        })?;
         Ok((200, json!(page)))
     }
 
@@ -412,162 +442,6 @@ impl DurableThread {
         if let Err(e) = self.state.storage().set_alarm(0).await {
             worker::console_error!("could not schedule the turn: {e}");
         }
-    }
-
-    /// The turn loop: performs actions until the thread has nothing to do.
-    async fn drive(&self) {
-        if self.driving.replace(true) {
-            return;
-        }
-        self.stop_requested.set(false);
-        let sql = self.sql();
-        let host = self.host();
-        let mut agent: Option<(crate::core::store::Side, Rc<AgentConfig>)> = None;
-        let mut thread = match self.open(&sql, false) {
-            Ok(t) => Some(t),
-            Err(ThreadError::NotFound) => None,
-            Err(e) => {
-                worker::console_error!("cannot open thread: {e}");
-                None
-            }
-        };
-        while let Some(thread) = thread.as_mut() {
-            // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
-            let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
-            let summary = match thread.summary() {
-                Ok(s) => s,
-                Err(_) => break, // an object without a thread has nothing to do
-            };
-            let side = summary.current_side;
-            if summary.status == ThreadStatus::Running
-                && agent.as_ref().is_none_or(|(s, _)| *s != side)
-            {
-                let loaded = match &host {
-                    Err(e) => Err(e.message.clone()),
-                    Ok(_) => match load_agent(&self.env, &summary.agent_id, side).await {
-                        Ok(loaded) => loaded,
-                        Err(e) => Err(format!("could not read agent configuration: {e}")),
-                    },
-                };
-                match loaded {
-                    Ok(a) => agent = Some((side, Rc::new(a))),
-                    Err(why) => {
-                        self.fail_turn(thread, &ProviderError::Config(why));
-                        continue;
-                    }
-                }
-            }
-            let max_steps = agent
-                .as_ref()
-                .map_or(DEFAULT_MAX_STEPS, |(_, a)| a.max_steps());
-            let action = thread.next_action(now(), max_steps);
-            self.flush(thread);
-            match action {
-                Ok(Action::Idle) => break,
-                Err(e) => {
-                    worker::console_error!("turn loop error: {e}");
-                    break;
-                }
-                Ok(Action::CallModel(call)) => {
-                    let (Some((_, agent)), Ok(host)) = (agent.as_ref(), host.as_ref()) else {
-                        break;
-                    };
-                    self.call_model(thread, &host.registry, agent, call).await;
-                }
-                Ok(Action::RunTool(call)) => {
-                    let (Some((_, agent)), Ok(host)) = (agent.as_ref(), host.as_ref()) else {
-                        break;
-                    };
-                    let _ = thread.start_tool(now(), &call);
-                    self.flush(thread);
-                    // The model may call only its agent's tools; the application (queue_tool)
-                    // may run any registered tool.
-                    let allowed =
-                        call.origin == CallOrigin::Queue || agent.tools().contains(&call.call.name);
-                    let result = match host.registry.get(&call.call.name) {
-                        Some(tool) if allowed => {
-                            let flow = FlowState::top_level(
-                                host.clone(),
-                                &summary,
-                                agent.clone(),
-                                &call.call.id,
-                            );
-                            tool.call(flow, &call.call.arguments).await
-                        }
-                        _ => {
-                            let available: Vec<&str> = agent
-                                .tools()
-                                .iter()
-                                .map(String::as_str)
-                                .filter(|n| host.registry.get(n).is_some())
-                                .collect();
-                            CallToolResult::error(format!(
-                                "unknown tool {:?}; available tools: {}",
-                                call.call.name,
-                                available.join(", ")
-                            ))
-                        }
-                    };
-                    if let Err(e) = thread.finish_tool(now(), &call, &result) {
-                        worker::console_error!("could not store a tool result: {e}");
-                    }
-                    self.flush(thread);
-                }
-            }
-        }
-        self.driving.set(false);
-        let _ = self.state.storage().delete_alarm().await;
-        // A message may have arrived while the alarm was being deleted: never strand it.
-        let still_running = self
-            .open(&sql, false)
-            .and_then(|t| t.summary())
-            .is_ok_and(|s| s.status == ThreadStatus::Running);
-        if still_running {
-            self.schedule().await;
-        }
-    }
-
-    fn fail_turn(&self, thread: &mut Thread<'_>, err: &ProviderError) {
-        let _ = thread.fail_turn(now(), err);
-        self.flush(thread);
-    }
-
-    async fn call_model(
-        &self,
-        thread: &mut Thread<'_>,
-        registry: &Registry,
-        agent: &AgentConfig,
-        mut call: ModelCall,
-    ) {
-        let tools = registry.specs(agent.tools().iter().map(String::as_str));
-        let outcome: std::result::Result<(), ProviderError> = async {
-            let model = agent
-                .model()
-                .ok_or_else(|| ProviderError::Config("the prompt has no model".into()))?;
-            let body = build_request(&model.model, &agent.prompt.system, &call.history, &tools);
-            let mut stream = ModelStream::open(&self.env, model, &body).await?;
-            while let Some(events) = stream.next_events().await? {
-                for ev in events {
-                    thread.on_model_event(&mut call, ev)?;
-                }
-                self.flush(thread);
-                if self.stop_requested.get() {
-                    stream.cancel();
-                    break;
-                }
-            }
-            Ok(())
-        }
-        .await;
-        let stored = match outcome {
-            // Also after a stop: it keeps what was streamed so far (see `finish_model_call`).
-            Ok(()) => thread.finish_model_call(now(), call),
-            Err(e) => thread.fail_model_call(now(), call, &e),
-        };
-        if let Err(e) = stored {
-            worker::console_error!("could not store the model reply: {e}");
-        }
-        self.flush(thread);
     }
 }
 

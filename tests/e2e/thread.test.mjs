@@ -455,11 +455,14 @@ test('malformed WebSocket frames get an error frame and the socket stays open', 
 
 /** Sends a message whose model call fails; checks the error frame, the failed message and the idle thread. */
 async function failingTurn(sock, id, step, code, messagePattern) {
-  model.push(step);
+  // The model is tried twice (there is no fallback model) before the turn fails.
+  model.push(step, step);
   const from = sock.frames.length;
   const r = await sock.rpc('send_message', { content: `attempt for ${code}` });
   assert.equal(r.ok, true);
-  const err = await sock.waitFor((f) => f.type === 'error', { from });
+  const retry = await sock.waitFor((f) => f.type === 'error' && f.code === 'model_retry', { from });
+  assert.match(retry.message, /retrying in \d+ ms/);
+  const err = await sock.waitFor((f) => f.type === 'error' && f.code !== 'model_retry', { from });
   assert.match(err.message, messagePattern);
   const fin = await sock.finalAssistant(from);
   assert.equal(fin.message.status, 'failed', `${code}: assistant message is failed`);
@@ -584,7 +587,7 @@ test('a turn that keeps calling tools ends at max_steps and the thread stays usa
   assert.equal(sock.frames.slice(from).filter((f) => f.type === 'tool' && f.status === 'success').length, 10);
   const s = await summary(id);
   assert.equal(s.status, 'idle');
-  assert.equal(s.turn_count, 0);
+  assert.equal(s.turn_count, 1, 'a turn cut off by max_steps still counts as a turn');
   assert.match(s.last_error, /10 model calls/);
 
   model.reset();
@@ -593,7 +596,7 @@ test('a turn that keeps calling tools ends at max_steps and the thread stays usa
   await sock.rpc('send_message', { content: 'stop looping' });
   const fin = await sock.finalAssistant(from2);
   assert.equal(fin.message.content, 'Done looping.');
-  await idle(sock, 1, from2);
+  await idle(sock, 2, from2);
   assert.equal((await summary(id)).steps, 1, 'a new turn counts its steps from zero');
 });
 

@@ -286,6 +286,7 @@ fn a_model_that_loops_on_tools_is_cut_off_at_max_steps() {
                     .unwrap();
             }
             Action::Idle => break,
+            other => panic!("unexpected {other:?}"),
         }
     }
     assert_eq!(model_calls, 3);

@@ -10,6 +10,7 @@
 mod anthropic_stream;
 mod conversation;
 mod discovery;
+mod engine;
 mod flow_host;
 mod openai_stream;
 mod sqlite;

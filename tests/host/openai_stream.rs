@@ -193,6 +193,9 @@ fn request_body_has_history_tools_and_streaming() {
         depth: 0,
         status: MessageStatus::Completed,
         parts: vec![],
+        side: None,
+        parent_message_id: None,
+        parent_tool_call_id: None,
     };
     let mut call = m(Role::Assistant, "");
     call.tool_calls = vec![ToolCall {

@@ -24,6 +24,9 @@ fn msg(i: i64, depth: u32) -> Message {
         depth,
         status: MessageStatus::Completed,
         parts: vec![],
+        side: None,
+        parent_message_id: None,
+        parent_tool_call_id: None,
     }
 }
 

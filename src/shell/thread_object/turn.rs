@@ -1,0 +1,335 @@
+//! The turn loop of a [`DurableThread`]: loads the running side's configuration, performs the
+//! core's actions (model calls through the retry/fallback chain, tool calls, delegates) and
+//! broadcasts what they produce.
+
+use std::rc::Rc;
+
+use futures_util::future::join_all;
+
+use super::DurableThread;
+use crate::core::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, ToolSpec};
+use crate::core::message::Message;
+use crate::core::openai::build_request;
+use crate::core::request_log::{self, ModelRequestLog};
+use crate::core::retry::Next;
+use crate::core::store::{CallOrigin, StoredToolCall, ThreadStatus, ThreadSummary};
+use crate::core::stream::{ProviderError, StreamEvent};
+use crate::core::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
+use crate::shell::config::load_agent;
+use crate::shell::host::{now, ShellHost};
+use crate::shell::model::{run_chain, ChainSink};
+use crate::tool::{CallToolResult, FlowState, Registry};
+
+/// How long a turn may go without progress before the watchdog alarm resumes it.
+const WATCHDOG_MS: i64 = 30_000;
+
+/// The request body for `model`, from what every provider needs.
+pub(super) struct RequestParts<'a> {
+    pub(super) system: &'a str,
+    pub(super) history: &'a [Message],
+    pub(super) tools: &'a [ToolSpec],
+    pub(super) config: &'a AgentConfig,
+}
+
+impl RequestParts<'_> {
+    pub(super) fn body(&self, model: &ModelConfig) -> serde_json::Value {
+        let mut body = build_request(&model.model, self.system, self.history, self.tools);
+        if !self.tools.is_empty() {
+            body["tool_choice"] = self.config.prompt.tool_choice.as_str().into();
+            body["parallel_tool_calls"] = self.config.prompt.parallel_tool_calls.into();
+        }
+        if let Some(max) = model.max_output_tokens {
+            body["max_tokens"] = max.into();
+        }
+        body
+    }
+}
+
+/// Tool specs a prompt offers: registered tools, then prompts and agents it may delegate to.
+pub(super) fn tool_specs(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
+    let mut specs = registry.specs(config.tools().iter().map(String::as_str));
+    for name in config.tools() {
+        if registry.get(name).is_some() {
+            continue;
+        }
+        let description = match config.delegate(name) {
+            Some((Delegate::Prompt(p), _)) => non_empty(&p.description, || {
+                format!(
+                    "Asks the {:?} assistant; give it everything it needs in `input`.",
+                    p.name
+                )
+            }),
+            Some((Delegate::Agent(a), _)) => non_empty(&a.tool_description, || {
+                non_empty(&a.description, || format!("Runs the {:?} agent.", a.id))
+            }),
+            None => continue,
+        };
+        specs.push(ToolSpec {
+            name: name.clone(),
+            description,
+            parameters: delegate_parameters(),
+            returns: None,
+        });
+    }
+    specs
+}
+
+fn non_empty(s: &str, otherwise: impl FnOnce() -> String) -> String {
+    if s.trim().is_empty() {
+        otherwise()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Receives one top-level model call's stream: chunks go to clients as they arrive.
+struct MainSink<'t, 'a> {
+    object: &'t DurableThread,
+    thread: &'t mut Thread<'a>,
+    call: &'t mut ModelCall,
+    models: &'t [ModelConfig],
+}
+
+impl ChainSink for MainSink<'_, '_> {
+    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
+        for ev in events {
+            self.thread.on_model_event(self.call, ev)?;
+        }
+        self.object.flush(self.thread);
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.thread.reset_model_call(self.call);
+        self.object.flush(self.thread);
+    }
+
+    fn attempt_done(&mut self, mut log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>) {
+        log.message_id = Some(self.call.message_id.clone());
+        if failure.is_none() {
+            log.input_tokens = self.call.completion.input_tokens;
+            log.output_tokens = self.call.completion.output_tokens;
+            if let Some(m) = self.models.iter().find(|m| m.name == log.model) {
+                log.cost = m.cost(log.input_tokens, log.output_tokens);
+            }
+        }
+        record(self.thread, &log);
+        if let Some((
+            error,
+            Next::Try {
+                model, delay_ms, ..
+            },
+        )) = failure
+        {
+            let target = self.models.get(*model).map_or("", |m| m.name.as_str());
+            let plan = if target == log.model {
+                format!("retrying in {delay_ms} ms")
+            } else {
+                format!("falling back to model {target:?}")
+            };
+            self.thread.report_retry(error, &log.model, &plan);
+            self.object.flush(self.thread);
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.object.stop_requested.get()
+    }
+}
+
+/// Appends to the request log; a failure to log never fails the turn.
+pub(super) fn record(thread: &Thread<'_>, log: &ModelRequestLog) {
+    if let Err(e) = request_log::record(thread.store().sql(), log) {
+        worker::console_error!("could not log a model request: {e}");
+    }
+}
+
+impl DurableThread {
+    /// The turn loop: performs actions until the thread has nothing to do.
+    pub(super) async fn drive(&self) {
+        if self.driving.replace(true) {
+            return;
+        }
+        self.stop_requested.set(false);
+        let sql = self.sql();
+        let host = self.host();
+        let mut agent: Option<Rc<AgentConfig>> = None;
+        let mut thread = match self.open(&sql, false) {
+            Ok(t) => Some(t),
+            Err(ThreadError::NotFound) => None,
+            Err(e) => {
+                worker::console_error!("cannot open thread: {e}");
+                None
+            }
+        };
+        while let Some(thread) = thread.as_mut() {
+            // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
+            let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
+            let Ok(summary) = thread.summary() else {
+                break; // an object without a thread has nothing to do
+            };
+            if summary.status != ThreadStatus::Running {
+                break;
+            }
+            let stale = agent
+                .as_ref()
+                .is_none_or(|a| a.agent_id() != summary.agent_id || a.side != summary.current_side);
+            if stale {
+                let loaded = match &host {
+                    Err(e) => Err(e.message.clone()),
+                    Ok(_) => load_agent(&self.env, &summary.agent_id, summary.current_side)
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(format!("could not read agent configuration: {e}"))
+                        }),
+                };
+                match loaded {
+                    Ok(a) => agent = Some(Rc::new(a)),
+                    Err(why) => {
+                        let _ = thread.fail_turn(now(), &ProviderError::Config(why));
+                        self.flush(thread);
+                        continue;
+                    }
+                }
+            }
+            let (Some(config), Ok(host)) = (agent.clone(), host.as_ref()) else {
+                break;
+            };
+            thread.set_rules(TurnRules::from_config(&config));
+            let action = thread.next_action(now(), config.max_steps());
+            self.flush(thread);
+            match action {
+                Ok(Action::Idle) => break,
+                Ok(Action::Continue) => {}
+                Err(e) => {
+                    worker::console_error!("turn loop error: {e}");
+                    break;
+                }
+                Ok(Action::CallModel(call)) => self.call_model(thread, host, &config, call).await,
+                Ok(Action::RunTool(call)) => {
+                    self.run_tools(thread, host, &config, &summary, vec![call])
+                        .await;
+                }
+                Ok(Action::RunTools(calls)) => {
+                    self.run_tools(thread, host, &config, &summary, calls).await;
+                }
+            }
+        }
+        self.driving.set(false);
+        let _ = self.state.storage().delete_alarm().await;
+        // A message may have arrived while the alarm was being deleted: never strand it.
+        let still_running = self
+            .open(&sql, false)
+            .and_then(|t| t.summary())
+            .is_ok_and(|s| s.status == ThreadStatus::Running);
+        if still_running {
+            self.schedule().await;
+        }
+    }
+
+    async fn call_model(
+        &self,
+        thread: &mut Thread<'_>,
+        host: &ShellHost,
+        config: &AgentConfig,
+        mut call: ModelCall,
+    ) {
+        let tools = tool_specs(&host.registry, config);
+        let context = thread.store().context_all().unwrap_or_default();
+        let system = config.prompt.render_system(&context);
+        let history = std::mem::take(&mut call.history);
+        let parts = RequestParts {
+            system: &system,
+            history: &history,
+            tools: &tools,
+            config,
+        };
+        let outcome = {
+            let mut sink = MainSink {
+                object: self,
+                thread,
+                call: &mut call,
+                models: &config.models,
+            };
+            run_chain(&self.env, &config.models, &|m| parts.body(m), &mut sink).await
+        };
+        let stored = match outcome {
+            // Also after a stop: it keeps what was streamed so far (see `finish_model_call`).
+            Ok(()) => thread.finish_model_call(now(), call),
+            Err(e) => thread.fail_model_call(now(), call, &e),
+        };
+        if let Err(e) = stored {
+            worker::console_error!("could not store the model reply: {e}");
+        }
+        self.flush(thread);
+    }
+
+    /// Runs calls of one reply (concurrently when there are several) and stores the results
+    /// in call order.
+    async fn run_tools(
+        &self,
+        thread: &mut Thread<'_>,
+        host: &Rc<ShellHost>,
+        config: &Rc<AgentConfig>,
+        summary: &ThreadSummary,
+        calls: Vec<StoredToolCall>,
+    ) {
+        for call in &calls {
+            let _ = thread.start_tool(now(), call);
+        }
+        self.flush(thread);
+        let results = join_all(
+            calls
+                .iter()
+                .map(|call| self.execute_tool(host, config, summary, call)),
+        )
+        .await;
+        for (call, result) in calls.iter().zip(results) {
+            if let Err(e) = thread.finish_tool(now(), call, &result) {
+                worker::console_error!("could not store a tool result: {e}");
+            }
+        }
+        self.flush(thread);
+    }
+
+    /// Runs one call: a registered tool, a prompt or agent the prompt delegates to, or an
+    /// error result naming what the model may call.
+    async fn execute_tool(
+        &self,
+        host: &Rc<ShellHost>,
+        config: &Rc<AgentConfig>,
+        summary: &ThreadSummary,
+        call: &StoredToolCall,
+    ) -> CallToolResult {
+        // The model may call only its prompt's tools; the application (queue_tool) may run
+        // any registered tool.
+        let name = call.call.name.as_str();
+        let allowed = call.origin == CallOrigin::Queue || config.tools().iter().any(|t| t == name);
+        if allowed {
+            if let Some(tool) = host.registry.get(name) {
+                let flow =
+                    FlowState::top_level(host.clone(), summary, config.clone(), &call.call.id);
+                return tool.call(flow, &call.call.arguments).await;
+            }
+            if let Some((delegate, models)) = config.delegate(name) {
+                return match delegate {
+                    Delegate::Prompt(prompt) => {
+                        self.run_sub_prompt(host, config, summary, call, prompt, models)
+                            .await
+                    }
+                    Delegate::Agent(agent) => self.run_agent_tool(summary, call, agent).await,
+                };
+            }
+        }
+        let available: Vec<&str> = config
+            .tools()
+            .iter()
+            .map(String::as_str)
+            .filter(|n| host.registry.get(n).is_some() || config.delegate(n).is_some())
+            .collect();
+        CallToolResult::error(format!(
+            "unknown tool {name:?}; available tools: {}",
+            available.join(", ")
+        ))
+    }
+}
