@@ -10,11 +10,11 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
+use super::config::ToolChoice;
 use super::message::{Message, Role};
 use super::provider::ModelRequest;
 use super::sse::{SseEvent, SseParser};
 use super::stream::{FinishReason, ProviderError, StreamEvent};
-use crate::core::config::ToolChoice;
 use crate::tool::{Content, Source, SourceKind};
 
 /// Output limit sent when the model row sets none (the Messages API requires one).
@@ -84,7 +84,7 @@ fn messages(history: &[Message]) -> Vec<Value> {
             // The only system slot is the top-level `system`, fixed before the whole
             // conversation; moving a mid-conversation note there would lose where it was said.
             // It stays in place as user text, tagged so the model can tell it from the user.
-            Role::System if m.content.is_empty() => continue,
+            Role::System if m.content.trim().is_empty() => continue,
             Role::System => (
                 "user",
                 vec![text(format!("<system>\n{}\n</system>", m.content))],
@@ -124,9 +124,10 @@ fn text(s: String) -> Value {
     json!({ "type": "text", "text": s })
 }
 
-/// A text block, or nothing for empty text (the API rejects empty text blocks).
+/// A text block, or nothing for blank text (the API rejects text blocks without
+/// non-whitespace text).
 fn text_block(s: &str) -> Option<Value> {
-    (!s.is_empty()).then(|| text(s.to_owned()))
+    (!s.trim().is_empty()).then(|| text(s.to_owned()))
 }
 
 fn assistant_blocks(m: &Message) -> Vec<Value> {
@@ -167,7 +168,7 @@ fn tool_result(m: &Message) -> Value {
     });
     // With media, `parts` holds every item in order and `content` only their text rendering.
     let content = if m.parts.is_empty() {
-        (!m.content.is_empty()).then(|| Value::from(m.content.as_str()))
+        (!m.content.trim().is_empty()).then(|| Value::from(m.content.as_str()))
     } else {
         let blocks: Vec<Value> = m.parts.iter().filter_map(part_block).collect();
         (!blocks.is_empty()).then_some(Value::Array(blocks))
@@ -292,12 +293,13 @@ impl AnthropicStream {
     /// Call at end of body: a stream that stops without `message_stop` is truncated.
     pub fn finish(&mut self) -> Result<Vec<StreamEvent>, ProviderError> {
         // A final frame missing only its blank line still counts; a half-written one means the
-        // body was cut, which is a truncation rather than a format error.
-        let fed = self.feed(b"\n\n");
-        if !self.done {
-            return Err(ProviderError::Truncated);
+        // body was cut, which is a truncation rather than a format error. A whole `error` event
+        // says more than "truncated", so it is reported as itself.
+        match self.feed(b"\n\n") {
+            Err(e @ ProviderError::Stream(_)) => Err(e),
+            _ if !self.done => Err(ProviderError::Truncated),
+            fed => fed,
         }
-        fed
     }
 
     fn on_event(&mut self, ev: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {

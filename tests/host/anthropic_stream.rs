@@ -277,6 +277,10 @@ fn error_event_mid_stream() {
     let mut s = AnthropicStream::new();
     let err = s.feed(body.as_bytes()).unwrap_err();
     assert!(err.is_retryable());
+    // The same event as the very last bytes, without its blank line, is still that error.
+    let mut s = AnthropicStream::new();
+    assert!(s.feed(body.trim_end().as_bytes()).is_ok());
+    assert_eq!(s.finish(), Err(ProviderError::Stream("Overloaded".into())));
 }
 
 #[test]
@@ -521,11 +525,12 @@ fn roles_strictly_alternate_whatever_the_history() {
         msg(Role::User, "a"),
         msg(Role::Assistant, ""),
         msg(Role::User, "b"),
-        msg(Role::System, ""),
+        msg(Role::System, " \n"),
         msg(Role::User, "c"),
         assistant_calling("", &[("c1", "t", "[1]")]),
         result("c1", ""),
         msg(Role::Assistant, "x"),
+        msg(Role::Assistant, "\n"),
         msg(Role::Assistant, "y"),
     ];
     let b = body(&history);
