@@ -8,11 +8,33 @@ use serde_json::{json, Value};
 
 use super::config::ToolSpec;
 use super::message::{Message, Role};
+use super::provider::ModelRequest;
 use super::sse::SseParser;
 use super::stream::{FinishReason, ProviderError, StreamEvent};
 use crate::tool::{Content, SourceKind};
 
-/// Builds a streaming chat-completions request body.
+/// Builds a streaming chat-completions request body for a model row: the messages and tools,
+/// plus the row's output limit and the prompt's tool settings.
+///
+/// `history` must already be model-ready (no silent or failed messages, every tool call
+/// paired with its result); see [`crate::core::thread::repair_history`].
+pub fn build_request_for(req: &ModelRequest) -> Value {
+    let mut body = build_request(&req.model.model, req.system, req.history, req.tools);
+    if !req.tools.is_empty() {
+        // Sent only alongside tools: several servers reject tool settings without any tools.
+        body["tool_choice"] = Value::from(req.tool_choice.as_str());
+        body["parallel_tool_calls"] = Value::from(req.parallel_tool_calls);
+    }
+    if let Some(limit) = req.model.max_output_tokens {
+        // `max_tokens` rather than OpenAI's newer `max_completion_tokens`: it is the one
+        // field every compatible server (vLLM, llama.cpp, Groq, OpenRouter) understands.
+        body["max_tokens"] = Value::from(limit);
+    }
+    body
+}
+
+/// Builds a streaming chat-completions request body with the server's defaults for tool
+/// choice, parallel calls and output length.
 ///
 /// `history` must already be model-ready (no silent or failed messages, every tool call
 /// paired with its result); see [`crate::core::thread::repair_history`].

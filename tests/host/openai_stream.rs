@@ -239,3 +239,217 @@ fn request_body_has_history_tools_and_streaming() {
     );
     assert_eq!(body["tools"][0]["function"]["name"], "t");
 }
+
+// ---- the OpenAI body with a model row, and provider dispatch ----
+
+mod provider {
+    use edgent::core::config::{ModelConfig, Provider, ToolChoice, ToolSpec};
+    use edgent::core::message::{Message, Role};
+    use edgent::core::openai::build_request_for;
+    use edgent::core::provider::{
+        auth_headers, build_request, endpoint, error_message, ModelRequest, StreamParser,
+    };
+    use edgent::core::stream::{Completion, ProviderError};
+    use serde_json::json;
+
+    fn model(provider: &str, base_url: &str) -> ModelConfig {
+        serde_json::from_value(json!({
+            "name": "m", "provider": provider, "model": "the-model", "base_url": base_url,
+        }))
+        .unwrap()
+    }
+
+    fn tools() -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: json!({"type":"object"}),
+            returns: None,
+        }]
+    }
+
+    fn request<'a>(
+        model: &'a ModelConfig,
+        history: &'a [Message],
+        tools: &'a [ToolSpec],
+        tool_choice: ToolChoice,
+        parallel_tool_calls: bool,
+    ) -> ModelRequest<'a> {
+        ModelRequest {
+            model,
+            system: "sys",
+            history,
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+        }
+    }
+
+    #[test]
+    fn openai_body_sends_tool_settings_only_with_tools_and_the_output_limit() {
+        let mut m = model("openai", "https://api.openai.com/v1");
+        let h = [Message::with_id("i".into(), Role::User, "hi", 0)];
+        let t = tools();
+        let b = build_request_for(&request(&m, &h, &t, ToolChoice::Required, false));
+        assert_eq!(b["model"], "the-model");
+        assert_eq!(b["tool_choice"], "required");
+        assert_eq!(b["parallel_tool_calls"], false);
+        assert!(b.get("max_tokens").is_none());
+        for (choice, wire) in [(ToolChoice::Auto, "auto"), (ToolChoice::None, "none")] {
+            let b = build_request_for(&request(&m, &h, &t, choice, true));
+            assert_eq!(b["tool_choice"], wire);
+            assert_eq!(b["parallel_tool_calls"], true);
+        }
+        m.max_output_tokens = Some(256);
+        let b = build_request_for(&request(&m, &h, &[], ToolChoice::Required, false));
+        assert_eq!(b["max_tokens"], 256);
+        assert!(b.get("tool_choice").is_none());
+        assert!(b.get("parallel_tool_calls").is_none());
+        assert!(b.get("tools").is_none());
+        // The rest is the same body the four-argument builder makes.
+        let mut plain = edgent::core::openai::build_request("the-model", "sys", &h, &[]);
+        plain["max_tokens"] = json!(256);
+        assert_eq!(b, plain);
+    }
+
+    #[test]
+    fn dispatch_picks_each_wire_format() {
+        let h = [Message::with_id("i".into(), Role::User, "hi", 0)];
+        let openai = model("openai", "https://api.openai.com/v1/");
+        let b = build_request(&request(&openai, &h, &[], ToolChoice::Auto, true));
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        assert_eq!(b["messages"][0]["role"], "system");
+        let anthropic = model("anthropic", "https://api.anthropic.com/v1");
+        let b = build_request(&request(&anthropic, &h, &[], ToolChoice::Auto, true));
+        assert_eq!(b["system"], "sys");
+        assert_eq!(b["max_tokens"], 4096);
+        assert_eq!(b["messages"][0]["content"][0]["type"], "text");
+        let workers = model("workers_ai", "");
+        let b = build_request(&request(&workers, &h, &[], ToolChoice::Auto, true));
+        assert_eq!(b["stream"], false);
+        assert!(b.get("model").is_none());
+
+        assert_eq!(
+            endpoint(&openai).as_deref(),
+            Some("https://api.openai.com/v1/chat/completions")
+        );
+        assert_eq!(
+            endpoint(&anthropic).as_deref(),
+            Some("https://api.anthropic.com/v1/messages")
+        );
+        assert_eq!(endpoint(&workers), None);
+
+        assert!(matches!(
+            StreamParser::new(Provider::OpenAi),
+            Some(StreamParser::OpenAi(_))
+        ));
+        assert!(matches!(
+            StreamParser::new(Provider::Anthropic),
+            Some(StreamParser::Anthropic(_))
+        ));
+        assert!(StreamParser::new(Provider::WorkersAi).is_none());
+    }
+
+    #[test]
+    fn stream_parser_runs_the_chosen_format() {
+        let anthropic = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ok\"}}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let openai = "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+        for (provider, body) in [(Provider::Anthropic, anthropic), (Provider::OpenAi, openai)] {
+            let mut p = StreamParser::new(provider).unwrap();
+            let mut c = Completion::default();
+            for ev in p.feed(body.as_bytes()).unwrap() {
+                c.apply(&ev).unwrap();
+            }
+            for ev in p.finish().unwrap() {
+                c.apply(&ev).unwrap();
+            }
+            c.validate().unwrap();
+            assert_eq!(c.text, "ok", "{provider:?}");
+            // Each format's end marker means nothing to the other parser.
+            let other = if provider == Provider::OpenAi {
+                Provider::Anthropic
+            } else {
+                Provider::OpenAi
+            };
+            let mut q = StreamParser::new(other).unwrap();
+            let fed = q.feed(body.as_bytes());
+            assert!(
+                fed.is_err() || q.finish() == Err(ProviderError::Truncated),
+                "{other:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn auth_headers_carry_only_the_key_in_the_right_header() {
+        let key = "sk-secret-123";
+        let openai = auth_headers(&model("openai", "https://x.test/v1"), key);
+        assert_eq!(
+            openai,
+            [("authorization", format!("Bearer {key}"))].to_vec()
+        );
+        let anthropic = auth_headers(&model("anthropic", "https://x.test/v1"), key);
+        assert_eq!(
+            anthropic,
+            [
+                ("x-api-key", key.to_owned()),
+                ("anthropic-version", "2023-06-01".to_owned())
+            ]
+            .to_vec()
+        );
+        assert!(auth_headers(&model("workers_ai", ""), key).is_empty());
+        for (headers, expected) in [(openai, "authorization"), (anthropic, "x-api-key")] {
+            let holding: Vec<_> = headers
+                .iter()
+                .filter(|(k, v)| k.contains(key) || v.contains(key))
+                .map(|(k, _)| *k)
+                .collect();
+            assert_eq!(holding, [expected], "{headers:?}");
+        }
+    }
+
+    #[test]
+    fn error_messages_are_read_from_either_format() {
+        let openai = r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+        let anthropic =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        for provider in [Provider::OpenAi, Provider::Anthropic, Provider::WorkersAi] {
+            assert_eq!(
+                error_message(provider, openai),
+                "Incorrect API key provided"
+            );
+            assert_eq!(error_message(provider, anthropic), "Overloaded");
+            assert_eq!(
+                error_message(
+                    provider,
+                    r#"{"errors":[{"code":7000,"message":"No route for that URI"}],"success":false}"#
+                ),
+                "No route for that URI"
+            );
+            assert_eq!(
+                error_message(provider, r#"{"error":"model not loaded"}"#),
+                "model not loaded"
+            );
+            assert_eq!(error_message(provider, "  Bad Gateway \n"), "Bad Gateway");
+            assert_eq!(error_message(provider, ""), "");
+            let long = "x".repeat(5000);
+            assert_eq!(error_message(provider, &long).len(), 300);
+            // Multi-byte text is cut on a character boundary.
+            let wide = "\u{e9}".repeat(1000);
+            assert_eq!(error_message(provider, &wide).chars().count(), 300);
+        }
+        // An Anthropic error with an empty message still says what kind it was.
+        assert_eq!(
+            error_message(
+                Provider::Anthropic,
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":""}}"#
+            ),
+            "rate_limit_error"
+        );
+    }
+}
