@@ -14,10 +14,13 @@ use super::host::now;
 use crate::core::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
-use crate::core::openai::{error_message, OpenAiStream};
+use crate::core::provider::{
+    auth_headers, endpoint, error_message, StreamParser, ANTHROPIC_VERSION,
+};
 use crate::core::request_log::{redact, ModelRequestLog};
 use crate::core::retry::{Next, RetryPolicy};
 use crate::core::stream::{ProviderError, StreamEvent};
+use crate::core::workers_ai;
 
 /// Largest error body we read from a failing provider.
 const MAX_ERROR_BODY: usize = 16 * 1024;
@@ -35,7 +38,7 @@ pub(crate) async fn with_timeout<F: Future>(fut: F, limit: Duration) -> Option<F
 /// An open model response body.
 pub(crate) struct ModelStream {
     body: ByteStream,
-    parser: OpenAiStream,
+    parser: StreamParser,
     abort: Option<AbortController>,
     finished: bool,
     /// Time allowed for the next chunk (the first one included).
@@ -52,12 +55,12 @@ impl ModelStream {
         model: &ModelConfig,
         body: &serde_json::Value,
     ) -> Result<Self, ProviderError> {
-        if model.provider != Provider::OpenAi {
+        let (Some(url), Some(parser)) = (endpoint(model), StreamParser::new(model.provider)) else {
             return Err(ProviderError::Config(format!(
-                "provider {:?} is not supported yet (use \"openai\")",
+                "provider {:?} does not stream over HTTP",
                 model.provider.as_str()
             )));
-        }
+        };
         let first_chunk = Duration::from_millis(u64::from(
             model
                 .first_chunk_timeout_ms
@@ -82,13 +85,17 @@ impl ModelStream {
                     model.name
                 ))
             })?;
-            set("authorization", &format!("Bearer {key}"))?;
+            for (name, value) in auth_headers(model, &key.to_string()) {
+                set(name, &value)?;
+            }
+        } else if model.provider == Provider::Anthropic {
+            set("anthropic-version", ANTHROPIC_VERSION)?;
         }
         let mut init = RequestInit::new();
         init.with_method(Method::Post)
             .with_headers(headers)
             .with_body(Some(JsValue::from_str(&body.to_string())));
-        let request = Request::new_with_init(&model.chat_completions_url(), &init)
+        let request = Request::new_with_init(&url, &init)
             .map_err(|e| ProviderError::Config(format!("bad model URL: {e}")))?;
         let abort = AbortController::default();
         let sent = with_timeout(
@@ -120,7 +127,7 @@ impl ModelStream {
             let text: String = text.chars().take(MAX_ERROR_BODY).collect();
             return Err(ProviderError::Http {
                 status,
-                message: error_message(&text),
+                message: error_message(model.provider, &text),
                 retry_after_ms,
             });
         }
@@ -129,7 +136,7 @@ impl ModelStream {
             .map_err(|e| ProviderError::Network(e.to_string()))?;
         Ok(ModelStream {
             body,
-            parser: OpenAiStream::new(),
+            parser,
             abort: Some(abort),
             finished: false,
             stall,
@@ -278,6 +285,12 @@ async fn attempt_once(
     sink: &mut dyn ChainSink,
     ttft: &mut Option<i64>,
 ) -> Result<u16, ProviderError> {
+    if model.provider == Provider::WorkersAi {
+        let events = run_workers_ai(env, model, body).await?;
+        *ttft = Some(now());
+        sink.events(events)?;
+        return Ok(200);
+    }
     let mut stream = ModelStream::open(env, model, body).await?;
     while let Some(events) = stream.next_events().await? {
         if ttft.is_none() {
@@ -290,4 +303,34 @@ async fn attempt_once(
         }
     }
     Ok(200)
+}
+
+/// One Workers AI call through the `AI` binding (not streamed: the binding's stream has no
+/// tool-call deltas), mapped to the same events as a stream.
+async fn run_workers_ai(
+    env: &Env,
+    model: &ModelConfig,
+    input: &serde_json::Value,
+) -> Result<Vec<StreamEvent>, ProviderError> {
+    let ai = env.ai("AI").map_err(|_| {
+        ProviderError::Config(
+            "the Worker has no AI binding named \"AI\" (see docs/deploying.md)".into(),
+        )
+    })?;
+    let limit = Duration::from_millis(u64::from(
+        model
+            .first_chunk_timeout_ms
+            .unwrap_or(DEFAULT_FIRST_CHUNK_TIMEOUT_MS),
+    ));
+    let out: serde_json::Value = match with_timeout(ai.run(&model.model, input), limit).await {
+        None => {
+            return Err(ProviderError::Timeout(
+                "Workers AI did not answer in time".into(),
+            ))
+        }
+        // The binding reports capacity and upstream failures as thrown errors.
+        Some(Err(e)) => return Err(ProviderError::Network(format!("Workers AI: {e}"))),
+        Some(Ok(v)) => v,
+    };
+    workers_ai::parse_response(&out)
 }

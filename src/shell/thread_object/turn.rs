@@ -9,7 +9,7 @@ use futures_util::future::join_all;
 use super::DurableThread;
 use crate::core::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, ToolSpec};
 use crate::core::message::Message;
-use crate::core::openai::build_request;
+use crate::core::provider::{build_request, ModelRequest};
 use crate::core::request_log::{self, ModelRequestLog};
 use crate::core::retry::Next;
 use crate::core::store::{CallOrigin, StoredToolCall, ThreadStatus, ThreadSummary};
@@ -33,15 +33,14 @@ pub(super) struct RequestParts<'a> {
 
 impl RequestParts<'_> {
     pub(super) fn body(&self, model: &ModelConfig) -> serde_json::Value {
-        let mut body = build_request(&model.model, self.system, self.history, self.tools);
-        if !self.tools.is_empty() {
-            body["tool_choice"] = self.config.prompt.tool_choice.as_str().into();
-            body["parallel_tool_calls"] = self.config.prompt.parallel_tool_calls.into();
-        }
-        if let Some(max) = model.max_output_tokens {
-            body["max_tokens"] = max.into();
-        }
-        body
+        build_request(&ModelRequest {
+            model,
+            system: self.system,
+            history: self.history,
+            tools: self.tools,
+            tool_choice: self.config.prompt.tool_choice,
+            parallel_tool_calls: self.config.prompt.parallel_tool_calls,
+        })
     }
 }
 
