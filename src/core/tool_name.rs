@@ -1,5 +1,5 @@
-//! Rules for tool file names. Shared with `build.rs` (included by path), so discovery and the
-//! runtime agree on what a tool name is.
+//! Rules for tool and hook file names. Shared with `build.rs` (included by path), so discovery
+//! and the runtime agree on what a tool or hook name is.
 
 /// Longest tool name: providers cap function names at 64 characters.
 pub const MAX_TOOL_NAME: usize = 64;
@@ -16,6 +16,17 @@ const KEYWORDS: &[&str] = &[
 /// Checks a tool file stem: lowercase snake_case (`[a-z][a-z0-9]*(_[a-z0-9]+)*`), at most
 /// [`MAX_TOOL_NAME`] characters, not a Rust keyword. The error says how to fix it.
 pub fn validate_tool_name(stem: &str) -> Result<(), String> {
+    validate_file_stem("tool", "get_weather", stem)
+}
+
+/// Checks a hook file stem (`agents/hooks/<name>.rs`) with the same rules as a tool's: hooks
+/// become modules too, and config rows cap names at 64 characters.
+pub fn validate_hook_name(stem: &str) -> Result<(), String> {
+    validate_file_stem("hook", "redact_emails", stem)
+}
+
+/// The shared rules; `kind` and `example` only shape the error text.
+fn validate_file_stem(kind: &str, example: &str, stem: &str) -> Result<(), String> {
     let snake = !stem.is_empty()
         && stem.as_bytes()[0].is_ascii_lowercase()
         && stem
@@ -25,18 +36,18 @@ pub fn validate_tool_name(stem: &str) -> Result<(), String> {
         && !stem.contains("__");
     if !snake {
         return Err(format!(
-            "tool file names must be snake_case (lowercase letters, digits and single underscores, \
-             starting with a letter), e.g. `get_weather.rs`; `{stem}` is not"
+            "{kind} file names must be snake_case (lowercase letters, digits and single underscores, \
+             starting with a letter), e.g. `{example}.rs`; `{stem}` is not"
         ));
     }
     if stem.len() > MAX_TOOL_NAME {
         return Err(format!(
-            "tool name `{stem}` is longer than {MAX_TOOL_NAME} characters"
+            "{kind} name `{stem}` is longer than {MAX_TOOL_NAME} characters"
         ));
     }
     if KEYWORDS.contains(&stem) {
         return Err(format!(
-            "`{stem}` is a Rust keyword and cannot name a tool file; pick another name"
+            "`{stem}` is a Rust keyword and cannot name a {kind} file; pick another name"
         ));
     }
     Ok(())

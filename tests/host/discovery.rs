@@ -1,6 +1,6 @@
-//! Tool discovery rules (shared with build.rs) and the generated registry.
+//! Tool and hook discovery rules (shared with build.rs) and the generated registry.
 
-use edgent::core::tool_name::validate_tool_name;
+use edgent::core::tool_name::{validate_hook_name, validate_tool_name};
 use edgent::tool::Registry;
 
 #[test]
@@ -38,4 +38,28 @@ fn the_example_tool_is_registered_with_a_schema() {
     assert_eq!(specs.len(), 1);
     assert_eq!(specs[0].parameters["type"], "object");
     assert!(!specs[0].description.is_empty());
+}
+
+#[test]
+fn hook_file_names_follow_the_tool_rules_with_hook_wording() {
+    for ok in ["redact_emails", "a", "v2_filter"] {
+        assert!(validate_hook_name(ok).is_ok(), "{ok}");
+    }
+    let err = validate_hook_name("RedactEmails").unwrap_err();
+    assert!(
+        err.starts_with("hook file names must be snake_case"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`redact_emails.rs`") && err.contains("`RedactEmails`"),
+        "{err}"
+    );
+    let err = validate_hook_name("match").unwrap_err();
+    assert!(err.contains("cannot name a hook file"), "{err}");
+    assert!(validate_hook_name(&"a".repeat(65))
+        .unwrap_err()
+        .starts_with("hook name"));
+    for bad in ["redact-emails", "_x", "x_", "a__b", "9a", ""] {
+        assert!(validate_hook_name(bad).is_err(), "{bad}");
+    }
 }

@@ -2,8 +2,9 @@
 //! Object) and raw provider bytes. No Worker, no network, no clock: time is passed in.
 //!
 //! What they prove: storage, paging, the turn state machine (including crash recovery and
-//! model failures), the OpenAI stream parser and tool discovery rules. What they do not: the
-//! Worker glue (router, WebSockets, alarms, D1) — that is `tests/e2e/`.
+//! model failures), the OpenAI stream parser, tool and hook discovery rules and the hook
+//! runners. What they do not: the Worker glue (router, WebSockets, alarms, D1) — that is
+//! `tests/e2e/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -12,6 +13,7 @@ mod conversation;
 mod discovery;
 mod engine;
 mod flow_host;
+mod hooks;
 mod openai_stream;
 mod sqlite;
 mod store;
