@@ -6,14 +6,15 @@
 //! fed in by whoever owns the connection. That is what lets `cargo test` drive whole
 //! conversations on the host, in virtual time, against the same SQL the Durable Object runs.
 
+pub mod admin;
 pub mod anthropic;
 pub mod api;
 pub mod config;
 pub mod ids;
 pub mod message;
 pub mod openai;
-pub mod provider;
 pub mod protocol;
+pub mod provider;
 pub mod schema;
 pub mod sql;
 pub mod sse;
