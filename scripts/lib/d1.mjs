@@ -34,6 +34,7 @@ export async function applyMigrations(db, dir) {
   return applied;
 }
 
+/** Parses every `*.toml` in `dir` (name order) into `{ file, data }`; a missing dir is empty. */
 function readTomlDir(dir) {
   let files = [];
   try {
@@ -42,55 +43,95 @@ function readTomlDir(dir) {
     return [];
   }
   return files.map((f) => {
-    const path = join(dir, f);
+    const file = join(dir, f);
     try {
-      return { file: path, ...parseToml(readFileSync(path, 'utf8')) };
+      return { file, data: parseToml(readFileSync(file, 'utf8')) };
     } catch (e) {
-      throw new Error(`${path}: ${e.message}`);
+      throw new Error(`${file}: ${e.message}`);
     }
   });
 }
 
-function required(def, key) {
+/**
+ * Reads agents/{models,prompts,agents}/*.toml into definitions exactly as the configuration API
+ * takes them (`PUT /api/config`, see docs/api.md): each file's keys as written, with `name` (`id`
+ * for agents) defaulting to the file's stem. Nothing else is added or dropped, so the server's
+ * validation sees what the file says. Both seeding paths start here.
+ */
+export function toDefinitions(root) {
+  const read = (kind, key) =>
+    readTomlDir(join(root, kind)).map(({ file, data }) => ({ [key]: basename(file, '.toml'), ...data }));
+  return { models: read('models', 'name'), prompts: read('prompts', 'name'), agents: read('agents', 'id') };
+}
+
+// The fields each kind accepts (the Rust definitions in src/core/config.rs refuse others too).
+const MODEL_FIELDS = ['name', 'provider', 'model', 'base_url', 'api_key_secret', 'fallbacks', 'input_price_per_mtok',
+  'output_price_per_mtok', 'first_chunk_timeout_ms', 'stall_timeout_ms', 'max_history_tokens', 'max_output_tokens'];
+const PROMPT_FIELDS = ['name', 'system', 'model', 'tools', 'tool_choice', 'parallel_tool_calls', 'include_chat',
+  'description', 'hooks'];
+const AGENT_FIELDS = ['id', 'kind', 'description', 'side_a', 'side_b', 'max_turns', 'expose_as_tool',
+  'tool_description', 'hooks'];
+
+function onlyKnown(what, def, fields) {
+  const unknown = Object.keys(def).filter((k) => !fields.includes(k));
+  if (unknown.length) throw new Error(`${what}: unknown field "${unknown[0]}" (allowed: ${fields.join(', ')})`);
+}
+
+function required(what, def, key) {
   if (typeof def[key] !== 'string' || def[key] === '') {
-    throw new Error(`${def.file}: "${key}" is required and must be a string`);
+    throw new Error(`${what}: "${key}" is required and must be a string`);
   }
   return def[key];
 }
 
-/** Reads agents/{models,prompts,agents}/*.toml into rows, validating what D1 cannot. */
-export function loadDefinitions(root) {
-  const models = readTomlDir(join(root, 'models')).map((d) => ({
-    name: d.name ?? basename(d.file, '.toml'),
-    provider: d.provider ?? 'openai',
-    model: required(d, 'model'),
-    base_url: required(d, 'base_url'),
-    api_key_secret: d.api_key_secret ?? null,
-    fallbacks: JSON.stringify(d.fallbacks ?? []),
-    input_price_per_mtok: d.input_price_per_mtok ?? 0,
-    output_price_per_mtok: d.output_price_per_mtok ?? 0,
-    first_chunk_timeout_ms: d.first_chunk_timeout_ms ?? null,
-    stall_timeout_ms: d.stall_timeout_ms ?? null,
-    max_history_tokens: d.max_history_tokens ?? null,
-    max_output_tokens: d.max_output_tokens ?? null,
-  }));
-  const prompts = readTomlDir(join(root, 'prompts')).map((d) => ({
-    name: d.name ?? basename(d.file, '.toml'),
-    system: d.system ?? '',
-    model: required(d, 'model'),
-    tools: JSON.stringify(d.tools ?? []),
-    tool_choice: d.tool_choice ?? 'auto',
-    parallel_tool_calls: d.parallel_tool_calls === false ? 0 : 1,
-    include_chat: d.include_chat === false ? 0 : 1,
-    description: d.description ?? '',
-    hooks: JSON.stringify(d.hooks ?? []),
-  }));
-  const agents = readTomlDir(join(root, 'agents')).map((d) => {
+/**
+ * Turns definitions (as `toDefinitions` gives them) into D1 rows for writing D1 directly (the
+ * local path): the defaults the Rust definitions apply, lists and side objects as JSON text,
+ * booleans as 0/1. The remote path sends the definitions to the API instead, which validates
+ * everything; this checks only what the rows need and the references between files.
+ */
+export function toRows(defs) {
+  const models = defs.models.map((d) => {
+    const what = `model "${d.name}"`;
+    onlyKnown(what, d, MODEL_FIELDS);
+    return {
+      name: d.name,
+      provider: required(what, d, 'provider'),
+      model: required(what, d, 'model'),
+      base_url: d.base_url ?? '',
+      api_key_secret: d.api_key_secret ?? null,
+      fallbacks: JSON.stringify(d.fallbacks ?? []),
+      input_price_per_mtok: d.input_price_per_mtok ?? 0,
+      output_price_per_mtok: d.output_price_per_mtok ?? 0,
+      first_chunk_timeout_ms: d.first_chunk_timeout_ms ?? null,
+      stall_timeout_ms: d.stall_timeout_ms ?? null,
+      max_history_tokens: d.max_history_tokens ?? null,
+      max_output_tokens: d.max_output_tokens ?? null,
+    };
+  });
+  const prompts = defs.prompts.map((d) => {
+    const what = `prompt "${d.name}"`;
+    onlyKnown(what, d, PROMPT_FIELDS);
+    return {
+      name: d.name,
+      system: d.system ?? '',
+      model: required(what, d, 'model'),
+      tools: JSON.stringify(d.tools ?? []),
+      tool_choice: d.tool_choice ?? 'auto',
+      parallel_tool_calls: d.parallel_tool_calls === false ? 0 : 1,
+      include_chat: d.include_chat === false ? 0 : 1,
+      description: d.description ?? '',
+      hooks: JSON.stringify(d.hooks ?? []),
+    };
+  });
+  const agents = defs.agents.map((d) => {
+    const what = `agent "${d.id}"`;
+    onlyKnown(what, d, AGENT_FIELDS);
     if (!d.side_a || typeof d.side_a.prompt !== 'string') {
-      throw new Error(`${d.file}: [side_a] with a "prompt" is required`);
+      throw new Error(`${what}: [side_a] with a "prompt" is required`);
     }
     return {
-      id: d.id ?? basename(d.file, '.toml'),
+      id: d.id,
       kind: d.kind ?? 'ai_human',
       description: d.description ?? '',
       side_a: JSON.stringify(d.side_a),
@@ -106,13 +147,17 @@ export function loadDefinitions(root) {
     if (!modelNames.has(p.model)) throw new Error(`prompt "${p.name}" uses unknown model "${p.model}"`);
   }
   const promptNames = new Set(prompts.map((p) => p.name));
-  for (const a of agents) {
-    const sides = [JSON.parse(a.side_a), a.side_b && JSON.parse(a.side_b)].filter(Boolean);
-    for (const s of sides) {
+  for (const a of defs.agents) {
+    for (const s of [a.side_a, a.side_b].filter(Boolean)) {
       if (!promptNames.has(s.prompt)) throw new Error(`agent "${a.id}" uses unknown prompt "${s.prompt}"`);
     }
   }
   return { models, prompts, agents };
+}
+
+/** Reads agents/{models,prompts,agents}/*.toml into D1 rows (`toRows(toDefinitions(root))`). */
+export function loadDefinitions(root) {
+  return toRows(toDefinitions(root));
 }
 
 /** Upserts rows into a table (idempotent: running it twice changes nothing). */

@@ -6,6 +6,7 @@
 //! fed in by whoever owns the connection. That is what lets `cargo test` drive whole
 //! conversations on the host, in virtual time, against the same SQL the Durable Object runs.
 
+pub mod admin;
 pub mod anthropic;
 pub mod api;
 pub mod config;

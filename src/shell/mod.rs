@@ -1,6 +1,7 @@
 //! The Worker shell: adapters between Cloudflare's runtime and the pure core. Nothing here
 //! decides anything the core could decide; it routes, stores, sends and schedules.
 
+mod admin;
 mod config;
 mod do_sql;
 mod host;

@@ -3,8 +3,10 @@
 use serde_json::json;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
+use super::admin;
 use super::config::agent_exists;
 use super::http::{error, json, logged, read_body, registry_error};
+use crate::core::admin::Kind;
 use crate::core::api::{authorized, ApiError, CreateThread};
 use crate::core::ids::{is_uuid, new_id};
 use crate::tool::Registry;
@@ -40,10 +42,21 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
             };
         }
         (Method::Post, ["threads"]) => create_thread(&mut req, &env).await,
+        (Method::Put, ["config"]) => admin::put_config(&mut req, &env).await,
+        (_, [plural, rest @ ..]) if Kind::from_plural(plural).is_some() => {
+            match (Kind::from_plural(plural), method.clone(), rest) {
+                (Some(kind), Method::Get, []) => admin::list(&env, kind).await,
+                (Some(kind), Method::Get, [name]) => admin::get(&env, kind, name).await,
+                (Some(kind), Method::Put, [name]) => admin::put(&mut req, &env, kind, name).await,
+                (Some(kind), Method::Delete, [name]) => admin::delete(&env, kind, name).await,
+                _ => Err(method_or_route(&segments)),
+            }
+        }
         (_, ["threads", id, rest @ ..]) => {
             let op = match (method.clone(), rest) {
                 (Method::Get, []) => Some("/summary"),
                 (Method::Get, ["messages"]) => Some("/messages"),
+                (Method::Get, ["logs"]) => Some("/logs"),
                 (Method::Post, ["messages"]) => Some("/messages"),
                 (Method::Post, ["stop"]) => Some("/stop"),
                 (Method::Get, ["stream"]) => Some("/stream"),
