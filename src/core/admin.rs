@@ -500,7 +500,7 @@ impl Plan {
 /// stored set as it will be after the write. Stored definitions that an incoming one can break
 /// are checked again: an agent whose side prompt is replaced (its `stop_tool` must still be in
 /// that prompt's tools), and a prompt listing an agent that is replaced (the agent must still
-/// set `expose_as_tool`). Hook names are not checked against files.
+/// set `expose_as_tool`). Hook names must be files in `agents/hooks/`.
 pub fn plan(
     incoming: Vec<Definition>,
     stored: &ConfigSet,
@@ -557,10 +557,29 @@ pub fn plan(
     Ok(Plan { changes })
 }
 
+/// Whether every name in `hooks` is a hook file in `agents/hooks/`.
+fn known_hooks(label: &str, hooks: &[String]) -> Result<(), String> {
+    match hooks
+        .iter()
+        .find(|h| !crate::hook::names().any(|k| k == h.as_str()))
+    {
+        None => Ok(()),
+        Some(h) => Err(format!(
+            "{label}: \"hooks\" lists {h:?}, which is not a hook (known: {})",
+            crate::hook::names().collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
 /// Whether `def`'s references resolve in `set` (with `tools` registered); `Err` names the
 /// definition, the field and the value.
 fn references(def: &Definition, set: &ConfigSet, tools: &[&str]) -> Result<(), String> {
     let label = def.label();
+    match def {
+        Definition::Prompt(p) => known_hooks(&label, &p.hooks)?,
+        Definition::Agent(a) => known_hooks(&label, &a.hooks)?,
+        Definition::Model(_) => {}
+    }
     match def {
         Definition::Model(m) => {
             for f in &m.fallbacks {

@@ -90,6 +90,9 @@ pub const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE thread ADD COLUMN ending TEXT",
         "ALTER TABLE thread ADD COLUMN result TEXT",
         "ALTER TABLE thread ADD COLUMN parent_thread_id TEXT",
+        // The running prompt's hooks ({"prompt", "names"}), refreshed when a turn loads its
+        // configuration, so requests between turns apply them without reading D1.
+        "ALTER TABLE thread ADD COLUMN hook_config TEXT",
         "CREATE TABLE model_requests (
             seq INTEGER PRIMARY KEY,
             message_id TEXT,

@@ -345,6 +345,39 @@ impl<'a> Store<'a> {
             .transpose()
     }
 
+    /// The running prompt's name and hook names, as last recorded.
+    pub fn hook_config(&self) -> Result<Option<(String, Vec<String>)>, SqlError> {
+        let Some(row) = self
+            .sql
+            .exec("SELECT hook_config FROM thread LIMIT 1", &[])?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        Ok(row.opt_text(0)?.and_then(|json| {
+            let v: Value = serde_json::from_str(&json).ok()?;
+            let prompt = v.get("prompt")?.as_str()?.to_owned();
+            let names = v
+                .get("names")?
+                .as_array()?
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect();
+            Some((prompt, names))
+        }))
+    }
+
+    /// Records the running prompt's name and hook names.
+    pub fn set_hook_config(&self, prompt: &str, names: &[String]) -> Result<(), SqlError> {
+        let json = serde_json::json!({ "prompt": prompt, "names": names }).to_string();
+        self.sql.exec(
+            "UPDATE thread SET hook_config = ?1 WHERE hook_config IS NOT ?1",
+            &[json.into()],
+        )?;
+        Ok(())
+    }
+
     /// Records whether the model is owed a call.
     pub fn set_needs_model(&self, needs: bool) -> Result<(), SqlError> {
         self.sql

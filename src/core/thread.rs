@@ -28,7 +28,9 @@ use super::store::{
     CallOrigin, MessagePage, Order, Side, Store, StoredToolCall, ThreadStatus, ThreadSummary,
 };
 use super::stream::{Completion, ProviderError, StreamEvent};
+use crate::hook::{HookContext, HookFailure, Hooks};
 use crate::tool::{CallToolResult, Registry};
+use std::rc::Rc;
 
 /// Why a thread operation was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,6 +267,9 @@ pub struct Thread<'a> {
     store: Store<'a>,
     frames: VecDeque<ServerFrame>,
     rules: TurnRules,
+    /// The running prompt's hooks, resolved on first use from the stored hook config.
+    hooks: Option<(Rc<Hooks>, String)>,
+    hook_failures: Vec<HookFailure>,
 }
 
 impl<'a> Thread<'a> {
@@ -281,6 +286,77 @@ impl<'a> Thread<'a> {
             store: Store::new(sql),
             frames: VecDeque::new(),
             rules: TurnRules::default(),
+            hooks: None,
+            hook_failures: Vec::new(),
+        }
+    }
+
+    /// Records the running prompt and its hooks (agent hooks first) for this and later views.
+    pub fn set_hook_config<'n>(
+        &mut self,
+        prompt: &str,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> Result<(), ThreadError> {
+        let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
+        self.store.set_hook_config(prompt, &names)?;
+        self.hooks = None;
+        Ok(())
+    }
+
+    /// Failures of hooks since the last call, for the driver to log.
+    pub fn take_hook_failures(&mut self) -> Vec<HookFailure> {
+        std::mem::take(&mut self.hook_failures)
+    }
+
+    /// The hooks in force and the context they see (`None` when there are none).
+    fn hooks(&mut self, depth: u32) -> Option<(Rc<Hooks>, HookContext)> {
+        if self.hooks.is_none() {
+            let (prompt, names) = self.store.hook_config().ok().flatten().unwrap_or_default();
+            let known: Vec<&str> = crate::hook::names().collect();
+            let (found, unknown): (Vec<&String>, Vec<&String>) =
+                names.iter().partition(|n| known.contains(&n.as_str()));
+            for name in unknown {
+                self.hook_failures.push(HookFailure {
+                    hook: name.clone(),
+                    kind: "unknown",
+                    error: "no such hook in agents/hooks/; it is skipped".into(),
+                });
+            }
+            let hooks = Hooks::resolve(found.into_iter().map(String::as_str)).unwrap_or_default();
+            self.hooks = Some((Rc::new(hooks), prompt));
+        }
+        let (hooks, prompt) = self.hooks.clone()?;
+        if hooks.is_empty() {
+            return None;
+        }
+        let t = self.store.thread().ok().flatten()?;
+        Some((
+            hooks,
+            HookContext {
+                thread_id: t.thread_id,
+                agent_id: t.agent_id,
+                prompt,
+                side: t.current_side,
+                depth,
+            },
+        ))
+    }
+
+    /// Runs `before_create_message` hooks over a message about to be stored.
+    fn before_create(&mut self, message: Message) -> Message {
+        let Some((hooks, ctx)) = self.hooks(message.depth) else {
+            return message;
+        };
+        let (message, failures) = hooks.before_create_message(&ctx, message);
+        self.hook_failures.extend(failures);
+        message
+    }
+
+    /// Runs `after_create_message` hooks over a message just stored.
+    fn after_create(&mut self, message: &Message) {
+        if let Some((hooks, ctx)) = self.hooks(message.depth) {
+            let failures = hooks.after_create_message(&ctx, message);
+            self.hook_failures.extend(failures);
         }
     }
 
@@ -330,16 +406,22 @@ impl<'a> Thread<'a> {
 
     /// A page of top-level messages (silent ones only with `include_silent`).
     pub fn messages(
-        &self,
+        &mut self,
         limit: u32,
         offset: u32,
         order: Order,
         include_silent: bool,
     ) -> Result<MessagePage, ThreadError> {
         self.summary()?;
-        Ok(self
+        let mut page = self
             .store
-            .messages_page(limit, offset, order, include_silent)?)
+            .messages_page(limit, offset, order, include_silent)?;
+        if let Some((hooks, ctx)) = self.hooks(0) {
+            let (messages, failures) = hooks.filter_messages(&ctx, page.messages);
+            self.hook_failures.extend(failures);
+            page.messages = messages;
+        }
+        Ok(page)
     }
 
     /// The frame describing the current state (sent on connect and after changes).
@@ -359,8 +441,9 @@ impl<'a> Thread<'a> {
         if t.status == ThreadStatus::Stopped {
             return Err(ThreadError::Stopped);
         }
-        let message = Message::new(Role::User, content, now);
+        let message = self.before_create(Message::new(Role::User, content, now));
         self.store.append_message(&message)?;
+        self.after_create(&message);
         if t.status == ThreadStatus::Idle {
             self.store.begin_turn(now)?;
         }
@@ -456,13 +539,13 @@ impl<'a> Thread<'a> {
             Some(id) => id,
             None => super::ids::new_id(),
         };
-        let message = Message {
+        let message = self.before_create(Message {
             name: inject.name,
             tool_call_id: inject.tool_call_id,
             silent: inject.silent,
             depth,
             ..Message::with_id(id, inject.role, inject.content, now)
-        };
+        });
         match &inject.before_message_id {
             Some(before) => {
                 if !self.store.insert_message_before(&message, before)? {
@@ -473,6 +556,7 @@ impl<'a> Thread<'a> {
             }
             None => self.store.append_message(&message)?,
         }
+        self.after_create(&message);
         if !message.silent {
             self.frames.push_back(ServerFrame::Message {
                 message: message.clone(),
@@ -548,7 +632,13 @@ impl<'a> Thread<'a> {
             }
             AgentKind::AiHuman => history,
         };
-        let history = repair_history(history);
+        let mut history = repair_history(history);
+        if let Some((hooks, ctx)) = self.hooks(0) {
+            let (filtered, failures) = hooks.prefilter_llm_history(&ctx, history);
+            self.hook_failures.extend(failures);
+            // A hook may drop a call or its result; the model still gets valid pairs.
+            history = repair_history(filtered);
+        }
         let message = Message {
             status: MessageStatus::Pending,
             side: Some(t.current_side),
@@ -691,7 +781,9 @@ impl<'a> Thread<'a> {
             return self.fail_model_call(now, call, &e);
         }
         let message = self.reply_message(&call, MessageStatus::Completed, true);
+        let message = self.before_create(message);
         self.store.update_message(&message)?;
+        self.after_create(&message);
         self.store
             .queue_tool_calls(now, &message.id, &message.tool_calls, CallOrigin::Model)?;
         if !message.tool_calls.is_empty() || !self.rules.stop_on_response {
@@ -764,6 +856,16 @@ impl<'a> Thread<'a> {
         call: &StoredToolCall,
         result: &CallToolResult,
     ) -> Result<Message, ThreadError> {
+        let hooked;
+        let result = match self.hooks(0) {
+            Some((hooks, ctx)) => {
+                let (r, failures) = hooks.after_tool_call(&ctx, &call.call, result.clone());
+                self.hook_failures.extend(failures);
+                hooked = r;
+                &hooked
+            }
+            None => result,
+        };
         let message = Message {
             parts: if result.has_media() {
                 result.content.clone()
@@ -773,7 +875,9 @@ impl<'a> Thread<'a> {
             side: Some(self.summary()?.current_side),
             ..Message::tool_result(&call.call, result.to_model_text(), now)
         };
+        let message = self.before_create(message);
         self.store.append_message(&message)?;
+        self.after_create(&message);
         self.store
             .finish_tool_call(now, &call.call.id, &message.id)?;
         let is_stop_tool = call.origin == CallOrigin::Model

@@ -29,6 +29,7 @@ use crate::core::api::{
 use crate::core::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
 };
+use crate::core::store::Side;
 use crate::core::thread::{InjectMessage, Thread, ThreadError};
 use crate::tool::{Registry, RegistryError};
 
@@ -230,6 +231,10 @@ impl DurableThread {
         while let Some(frame) = thread.poll_frame() {
             broadcast(&self.state, &frame);
         }
+        // A failing hook is skipped (its input is used) and logged, never shown to users.
+        for failure in thread.take_hook_failures() {
+            worker::console_error!("{failure}");
+        }
     }
 
     /// The registry of this Worker's tools; a broken tool definition is reported, not hidden.
@@ -276,10 +281,18 @@ impl DurableThread {
                 .find(|(k, _)| k == "parent")
                 .map(|(_, v)| v.into_owned())
         });
+        // The first message may need the agent's hooks before any turn has loaded them.
+        let config = super::config::load_agent(&self.env, &create.agent_id, Side::A)
+            .await
+            .ok()
+            .and_then(Result::ok);
         let summary = self.with_opened(true, |t| {
             let summary = t.create(now(), &thread_id, &create.agent_id, &create.tags)?;
             if let Some(parent) = &parent {
                 t.store().set_parent(parent)?;
+            }
+            if let Some(c) = &config {
+                t.set_hook_config(&c.prompt.name, c.hooks())?;
             }
             Ok(summary)
         })?;

@@ -37,7 +37,7 @@ fn full_prompt() -> Definition {
         "name": "helper", "system": "Be brief, {{name}}.", "model": "big",
         "tools": ["get_current_time", "send_notification"], "tool_choice": "required",
         "parallel_tool_calls": false, "include_chat": false,
-        "description": "Helps.", "hooks": ["audit"]
+        "description": "Helps.", "hooks": ["redact_emails"]
     }))
 }
 fn full_agent() -> Definition {
@@ -46,7 +46,7 @@ fn full_agent() -> Definition {
         "side_a": { "prompt": "helper", "label": "A", "stop_on_response": false,
                     "stop_tool": "send_notification", "stop_tool_response_property": "answer", "max_steps": 3 },
         "side_b": { "prompt": "helper" },
-        "max_turns": 7, "expose_as_tool": true, "tool_description": "Ask the duo.", "hooks": ["audit"]
+        "max_turns": 7, "expose_as_tool": true, "tool_description": "Ask the duo.", "hooks": ["redact_emails"]
     }))
 }
 
@@ -497,4 +497,22 @@ fn referrers_block_deletes() {
     assert_eq!(r(Kind::Prompt, "boss"), None);
     let e = edgent::core::admin::in_use(Kind::Model, "big", "prompt \"helper\" (its \"model\")");
     assert_eq!((e.status, e.code), (409, "in_use"));
+}
+
+#[test]
+fn hook_names_must_be_hook_files() {
+    let mut p = serde_json::json!({ "name": "p2", "model": "m" });
+    p["hooks"] = serde_json::json!(["not_a_hook"]);
+    let def =
+        edgent::core::admin::Definition::from_json(edgent::core::admin::Kind::Prompt, p).unwrap();
+    let stored = edgent::core::admin::ConfigSet::parse(
+        br#"{"models":[{"name":"m","provider":"workers_ai","model":"@cf/x"}]}"#,
+    )
+    .unwrap();
+    let err = edgent::core::admin::plan(vec![def], &stored, &[]).unwrap_err();
+    assert!(
+        err.message.contains("\"not_a_hook\", which is not a hook"),
+        "{}",
+        err.message
+    );
 }

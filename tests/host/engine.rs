@@ -342,3 +342,60 @@ fn the_other_sides_tool_traffic_is_hidden_and_its_words_are_user_messages() {
     );
     assert!(view.iter().all(|m| m.tool_calls.is_empty()));
 }
+
+#[test]
+fn declared_hooks_run_at_their_points_and_unknown_ones_are_reported_not_fatal() {
+    let db = Sqlite::memory();
+    let mut t = thread(&db, TurnRules::default());
+    t.set_hook_config(
+        "support",
+        [
+            "redact_emails",
+            "tag_tool_errors",
+            "hide_system_messages",
+            "no_such_hook",
+        ],
+    )
+    .unwrap();
+    let m = t
+        .post_user_message(T0, "mail me at ada@example.com please")
+        .unwrap();
+    assert_eq!(m.content, "mail me at [email redacted] please");
+    let failures = t.take_hook_failures();
+    assert_eq!(failures.len(), 1);
+    assert_eq!(failures[0].hook, "no_such_hook");
+
+    let Action::CallModel(call) = t.next_action(T0, 10).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        call.history[0].content, "mail me at [email redacted] please",
+        "the model never sees the address"
+    );
+    reply(&mut t, call, "", &[("lookup", "{}")]);
+    let Action::RunTool(c) = t.next_action(T0, 10).unwrap() else {
+        panic!()
+    };
+    let stored = t
+        .finish_tool(T0, &c, &CallToolResult::error("no such customer"))
+        .unwrap();
+    assert!(
+        stored.content.contains("lookup failed: "),
+        "after_tool_call_failure rewrote the result: {}",
+        stored.content
+    );
+
+    t.inject_message(
+        T0,
+        edgent::core::thread::InjectMessage::new(Role::System, "note"),
+        0,
+    )
+    .unwrap();
+    let page = t
+        .messages(50, 0, edgent::core::store::Order::Asc, false)
+        .unwrap();
+    assert!(
+        page.messages.iter().all(|m| m.role != Role::System),
+        "filter_messages hid the system message from clients"
+    );
+}

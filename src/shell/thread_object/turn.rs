@@ -183,7 +183,12 @@ impl DurableThread {
                         }),
                 };
                 match loaded {
-                    Ok(a) => agent = Some(Rc::new(a)),
+                    Ok(a) => {
+                        if let Err(e) = thread.set_hook_config(&a.prompt.name, a.hooks()) {
+                            worker::console_error!("could not record the hook config: {e}");
+                        }
+                        agent = Some(Rc::new(a));
+                    }
                     Err(why) => {
                         let _ = thread.fail_turn(now(), &ProviderError::Config(why));
                         self.flush(thread);
