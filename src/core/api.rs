@@ -184,6 +184,8 @@ pub struct PageQuery {
     pub order: Order,
     /// Include silent messages (`include_silent=true`).
     pub include_silent: bool,
+    /// Messages at this depth: 0 (default) is the conversation, 1 the sub-prompts' messages.
+    pub depth: u32,
 }
 
 impl PageQuery {
@@ -196,6 +198,7 @@ impl PageQuery {
             offset: 0,
             order: Order::Asc,
             include_silent: false,
+            depth: 0,
         };
         for (k, v) in pairs {
             match k {
@@ -223,6 +226,11 @@ impl PageQuery {
                             return Err(ApiError::invalid("\"order\" must be \"asc\" or \"desc\""))
                         }
                     }
+                }
+                "depth" => {
+                    q.depth = v.parse().ok().filter(|d| *d <= 8).ok_or_else(|| {
+                        ApiError::invalid("\"depth\" must be an integer from 0 to 8")
+                    })?
                 }
                 "include_silent" => {
                     q.include_silent = match v {

@@ -628,7 +628,7 @@ impl<'a> Store<'a> {
         limit: u32,
         offset: u32,
         order: Order,
-    ) -> Result<Vec<Message>, SqlError> {
+    ) -> Result<MessagePage, SqlError> {
         let direction = match order {
             Order::Asc => "ASC",
             Order::Desc => "DESC",
@@ -640,7 +640,25 @@ impl<'a> Store<'a> {
             ),
             &[depth.into(), limit.into(), offset.into()],
         )?;
-        rows.iter().map(message_from_row).collect()
+        let messages = rows
+            .iter()
+            .map(message_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Sub-prompt messages are few next to the conversation, so a counted total is fine.
+        let total = self
+            .sql
+            .exec(
+                "SELECT COUNT(*) FROM messages WHERE depth = ?",
+                &[depth.into()],
+            )?
+            .first()
+            .map_or(Ok(0), |r| r.int(0))?;
+        let has_more = i64::from(offset) + (messages.len() as i64) < total;
+        Ok(MessagePage {
+            messages,
+            total,
+            has_more,
+        })
     }
 
     /// Assistant messages left `pending` by an interrupted model call.

@@ -404,6 +404,21 @@ impl<'a> Thread<'a> {
         self.store.thread()?.ok_or(ThreadError::NotFound)
     }
 
+    /// The page a client asked for: top-level messages, or with `depth` > 0 the messages of
+    /// sub-prompts at that depth.
+    pub fn messages_query(
+        &mut self,
+        q: &super::api::PageQuery,
+    ) -> Result<MessagePage, ThreadError> {
+        if q.depth == 0 {
+            return self.messages(q.limit, q.offset, q.order, q.include_silent);
+        }
+        self.summary()?;
+        Ok(self
+            .store
+            .messages_at_depth(q.depth, q.limit, q.offset, q.order)?)
+    }
+
     /// A page of top-level messages (silent ones only with `include_silent`).
     pub fn messages(
         &mut self,

@@ -309,8 +309,7 @@ impl DurableThread {
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .collect();
         let q = PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-        let page =
-            self.with_thread(|t| t.messages(q.limit, q.offset, q.order, q.include_silent))?;
+        let page = self.with_thread(|t| t.messages_query(&q))?;
         Ok((200, json!(page)))
     }
 
@@ -362,7 +361,7 @@ impl DurableThread {
             "get_messages" => {
                 // Same validation as the HTTP query: numbers or numeric strings, else 400.
                 let mut owned = Vec::new();
-                for key in ["limit", "offset", "order", "include_silent"] {
+                for key in ["limit", "offset", "order", "include_silent", "depth"] {
                     match params.get(key) {
                         None | Some(Value::Null) => {}
                         Some(Value::String(v)) => owned.push((key, v.clone())),
@@ -377,12 +376,7 @@ impl DurableThread {
                 }
                 let pairs = owned.iter().map(|(k, v)| (*k, v.as_str()));
                 let q = PageQuery::parse(pairs)?;
-                Ok(json!(self.with_thread(|t| t.messages(
-                    q.limit,
-                    q.offset,
-                    q.order,
-                    q.include_silent
-                ))?))
+                Ok(json!(self.with_thread(|t| t.messages_query(&q))?))
             }
             "inject_message" => {
                 let inject: InjectMessage = parse_params(params)?;
