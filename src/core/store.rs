@@ -572,14 +572,18 @@ impl<'a> Store<'a> {
 
     /// The newest top-level, non-silent, completed messages whose estimated tokens fit in
     /// `budget`, oldest first. Read newest-first in pages through the `(depth, silent,
-    /// position)` index, so a long thread costs only what is sent. The cut can leave tool
-    /// results whose call was cut; [`crate::core::thread::repair_history`] drops those, so a
-    /// call and its results stay together or go together.
+    /// position)` index, so a long thread costs only what is sent. The newest message is
+    /// always included, and a tool result pulls in its call even past the budget; older
+    /// results whose call was cut are dropped by [`crate::core::thread::repair_history`], so
+    /// a call and its results stay together or go together.
     pub fn model_history_within(&self, budget: u64) -> Result<Vec<Message>, SqlError> {
         const PAGE: u32 = 64;
         let mut out: Vec<Message> = Vec::new();
         let mut used: u64 = 0;
         let mut before = f64::MAX;
+        // Results taken whose call is not taken yet: the cut waits for the call, so the
+        // newest exchange is whole even when it alone is over the budget.
+        let mut open: Vec<String> = Vec::new();
         'pages: loop {
             let rows = self.sql.exec(
                 &format!(
@@ -596,9 +600,13 @@ impl<'a> Store<'a> {
                     continue;
                 }
                 used += estimate_tokens(&m);
-                if used > budget && !out.is_empty() {
+                if used > budget && !out.is_empty() && open.is_empty() {
                     break 'pages;
                 }
+                if let (Role::Tool, Some(id)) = (m.role, &m.tool_call_id) {
+                    open.push(id.clone());
+                }
+                open.retain(|id| !m.tool_calls.iter().any(|c| &c.id == id));
                 out.push(m);
             }
             if rows.len() < PAGE as usize {

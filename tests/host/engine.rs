@@ -399,3 +399,38 @@ fn declared_hooks_run_at_their_points_and_unknown_ones_are_reported_not_fatal() 
         "filter_messages hid the system message from clients"
     );
 }
+
+#[test]
+fn a_budget_smaller_than_the_newest_exchange_still_sends_that_exchange_whole() {
+    let db = Sqlite::memory();
+    let mut t = thread(
+        &db,
+        TurnRules {
+            max_history_tokens: 15,
+            ..TurnRules::default()
+        },
+    );
+    t.post_user_message(T0, "what time is it, please?").unwrap();
+    let Action::CallModel(call) = t.next_action(T0, 10).unwrap() else {
+        panic!()
+    };
+    reply(&mut t, call, "", &[("get_current_time", "{}")]);
+    let Action::RunTool(c) = t.next_action(T0, 10).unwrap() else {
+        panic!()
+    };
+    t.finish_tool(
+        T0,
+        &c,
+        &CallToolResult::text("2026-11-22T10:00:00Z, a long answer"),
+    )
+    .unwrap();
+    let Action::CallModel(call) = t.next_action(T0, 10).unwrap() else {
+        panic!()
+    };
+    let roles: Vec<Role> = call.history.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [Role::Assistant, Role::Tool],
+        "the call and its result, nothing older"
+    );
+}
