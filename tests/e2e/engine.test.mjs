@@ -403,6 +403,7 @@ test('anthropic: streamed text and a tool_use round trip, with x-api-key, anthro
     assert.ok(r.body.messages.every((m) => m.role !== 'system'), 'no system message in messages');
     assert.deepEqual(r.body.tools.map((x) => x.name), ['get_current_time']);
     assert.equal(r.body.tools[0].input_schema.type, 'object');
+    assert.deepEqual(r.body.tool_choice, { type: 'auto' });
   }
   assert.deepEqual(first.body.messages, [{ role: 'user', content: [{ type: 'text', text: 'What time is it?' }] }]);
   const m = second.body.messages;
@@ -418,6 +419,41 @@ test('anthropic: streamed text and a tool_use round trip, with x-api-key, anthro
   const resultText = typeof result.content === 'string' ? result.content : result.content.map((b) => b.text).join('');
   assert.match(resultText, ISO_UTC);
   assert.notEqual(result.is_error, true);
+});
+
+test('anthropic: an error event mid-stream is retried without doubling the text; usage reaches the log', async (t) => {
+  const d = await simpleAgent({
+    modelOpts: { provider: 'anthropic', model: 'claude-scripted', api_key_secret: 'ANTHROPIC_API_KEY', input_price_per_mtok: 3, output_price_per_mtok: 15 },
+  });
+  const sock = await thread(t, d.agent);
+  model.push(
+    { text: 'This first attempt breaks off', chunkSize: 5, midStreamError: { message: 'Overloaded right now' } },
+    { text: 'Second attempt, whole.', usage: { input_tokens: 77, output_tokens: 11 } },
+  );
+  const frames = await turn(sock, 'hi', 1);
+  await noMoreRequests(2);
+  assert.deepEqual(errors(frames).map((e) => e.code), ['model_retry']);
+  assert.match(errors(frames)[0].message, /Overloaded right now/);
+  const fin = finalMessages(frames).find((m) => m.role === 'assistant');
+  assert.equal(fin.content, 'Second attempt, whole.');
+  const stored = await allMessages(sock.threadId);
+  assert.deepEqual(stored.map((m) => [m.role, m.status, m.content]), [['user', 'completed', 'hi'], ['assistant', 'completed', 'Second attempt, whole.']]);
+  const log = (await logs(sock.threadId)).logs;
+  assert.deepEqual(log.map((l) => [l.provider, l.status, l.attempt]), [['anthropic', 'error', 1], ['anthropic', 'ok', 2]]);
+  assert.match(log[0].error, /Overloaded right now/);
+  assert.equal(log[1].input_tokens, 77);
+  assert.equal(log[1].output_tokens, 11);
+  assert.ok(Math.abs(log[1].cost - (77 * 3 + 11 * 15) / 1e6) < 1e-9, `cost ${log[1].cost}`);
+});
+
+test('anthropic: an HTTP error body is read in Anthropic\'s format', async (t) => {
+  const d = await simpleAgent({ modelOpts: { provider: 'anthropic', model: 'claude-scripted', api_key_secret: 'ANTHROPIC_API_KEY' } });
+  const sock = await thread(t, d.agent);
+  model.push({ error: { status: 400, message: 'messages: roles must alternate' } });
+  const frames = await turn(sock, 'hi', 0);
+  await noMoreRequests(1);
+  assert.deepEqual(errors(frames).map((e) => e.code), ['model_http_error']);
+  assert.match(errors(frames)[0].message, /400: messages: roles must alternate$/);
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -470,6 +506,39 @@ test('fallback: a model failing twice with 503 falls back to its fallback model 
   const fin = finalMessages(frames).find((m) => m.role === 'assistant');
   assert.equal(fin.status, 'completed');
   assert.equal(fin.content, 'From the fallback.');
+});
+
+test('fallback: a Retry-After beyond 30 s is not waited for; the fallback is called at once', async (t) => {
+  const f = fresh('fb');
+  await define({ models: [modelRow(f, { model: 'patient-fallback-id' })] });
+  const d = await simpleAgent({ modelOpts: { fallbacks: [f] } });
+  const sock = await thread(t, d.agent);
+  model.push({ error: { status: 429, message: 'quota', headers: { 'retry-after': '120' } } }, { text: 'Fallback answered.' });
+  await turn(sock, 'hi', 1);
+  await noMoreRequests(2);
+  const [a, b] = model.requests;
+  assert.equal(b.body.model, 'patient-fallback-id');
+  assert.ok(b.at - a.at < 1000, `the fallback was called ${b.at - a.at} ms later`);
+});
+
+test('fallback: a model whose secret is not set is skipped for its fallback; without one the turn fails with model_config', async (t) => {
+  const f = fresh('fb');
+  await define({ models: [modelRow(f, { model: 'keyed-fallback-id' })] });
+  const d = await simpleAgent({ modelOpts: { api_key_secret: 'NOT_A_SET_SECRET', fallbacks: [f] } });
+  const sock = await thread(t, d.agent);
+  model.push({ text: 'Fallback with a key.' });
+  const frames = await turn(sock, 'hi', 1);
+  await noMoreRequests(1);
+  assert.equal(model.requests[0].body.model, 'keyed-fallback-id');
+  assert.deepEqual(errors(frames).map((e) => e.code), ['model_retry']);
+  assert.match(errors(frames)[0].message, /NOT_A_SET_SECRET/);
+
+  const lone = await simpleAgent({ modelOpts: { api_key_secret: 'NOT_A_SET_SECRET' } });
+  const other = await thread(t, lone.agent);
+  const failed = await turn(other, 'hi', 0);
+  await noMoreRequests(1);
+  assert.deepEqual(errors(failed).map((e) => e.code), ['model_config']);
+  assert.match(errors(failed)[0].message, /secret "NOT_A_SET_SECRET"/);
 });
 
 test('fallback: a fallback missing from D1 is skipped; the call fails once the primary gives up', async (t) => {
@@ -663,6 +732,21 @@ test('ai_human: calling the stop tool ends the turn after the tool runs, with no
   model.push({ toolCalls: [{ name: 'lookup_customer', arguments: { customer_id: 'cus_1002' } }] }, { text: 'Grace is on pro.' });
   await turn(sock, 'and cus_1002?', 2);
   await noMoreRequests(2);
+});
+
+test('ai_human: the stop tool\'s reply may hold other calls; they all run and the model is not called again', async (t) => {
+  const d = await simpleAgent({ promptOpts: { tools: ['get_current_time', 'lookup_customer'] }, side: { stop_tool: 'get_current_time' } });
+  const sock = await thread(t, d.agent);
+  model.push(
+    { toolCalls: [{ id: 'call_stop', name: 'get_current_time', arguments: {} }, { id: 'call_other', name: 'lookup_customer', arguments: { customer_id: 'cus_1003' } }] },
+    { text: 'must not be asked for' },
+  );
+  const frames = await turn(sock, 'both', 1);
+  await noMoreRequests(1);
+  assert.deepEqual(toolFrames(frames).filter(([, , s]) => s === 'success').map(([id]) => id), ['call_stop', 'call_other']);
+  const stored = await allMessages(sock.threadId);
+  assert.deepEqual(stored.map((m) => [m.role, m.tool_call_id ?? null]), [['user', null], ['assistant', null], ['tool', 'call_stop'], ['tool', 'call_other']]);
+  assert.match(stored[3].content, /Alan Turing/);
 });
 
 test('ai_human: with stop_on_response off the model keeps going until its stop tool', async (t) => {
@@ -1044,6 +1128,37 @@ test('sub-prompt with include_chat off sees only its input', async (t) => {
   assert.equal(chat(model.requests[2]).at(-1).content, 'Only that.');
 });
 
+test('sub-prompt: a failing sub-prompt becomes an error result the calling model reads', async (t) => {
+  const d = await subPromptAgent({ include_chat: 0 });
+  const sock = await thread(t, d.agent);
+  model.push(
+    { toolCalls: [{ id: 'call_broken', name: d.sub, arguments: { input: 'Try this.' } }] },
+    { error: { status: 400, message: 'context too long' } },
+    { text: 'The summariser is unavailable.' },
+  );
+  const frames = await turn(sock, 'summarise', 1);
+  await noMoreRequests(3);
+  assert.deepEqual(toolFrames(frames).filter(([, , s]) => s !== 'queued'), [['call_broken', d.sub, 'running'], ['call_broken', d.sub, 'error']]);
+  const result = chat(model.requests[2]).at(-1);
+  assert.equal(result.role, 'tool');
+  assert.equal(result.tool_call_id, 'call_broken');
+  assert.ok(result.content.includes(d.sub) && /context too long/.test(result.content), result.content);
+  assert.equal(finalMessages(frames).filter((m) => m.role === 'assistant').at(-1).content, 'The summariser is unavailable.');
+  assert.deepEqual(errors(frames), [], 'the sub-prompt\'s failure is the model\'s to handle, not a turn error');
+});
+
+test('sub-prompt: a bad `input` argument is an error result naming the expected shape, and no sub-prompt request is made', async (t) => {
+  const d = await subPromptAgent({ include_chat: 0 });
+  const sock = await thread(t, d.agent);
+  model.push({ toolCalls: [{ id: 'call_bad', name: d.sub, arguments: { text: 'wrong field' } }] }, { text: 'Sorry.' });
+  await turn(sock, 'go', 1);
+  await noMoreRequests(2);
+  const result = chat(model.requests[1]).at(-1);
+  assert.equal(result.tool_call_id, 'call_bad');
+  assert.match(result.content, /input/);
+  assert.equal(systemOf(model.requests[1]), 'You are the main assistant.');
+});
+
 // ---------------------------------------------------------------------------------------------
 // 9-10. Agents as tools: dual_ai child threads and ai_human handoff
 // ---------------------------------------------------------------------------------------------
@@ -1100,6 +1215,21 @@ test('agent tool (dual_ai): the child conversation runs to its end and its final
   // The parent's own messages do not include the child's conversation.
   const stored = await allMessages(sock.threadId);
   assert.deepEqual(stored.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
+  // The child is a thread of its own, linked to the parent, that ran to max_turns.
+  const childId = result.content.match(/child thread ([0-9a-f-]{36})/)?.[1];
+  assert.ok(childId, `the result names the child thread: ${result.content}`);
+  const child = await summary(childId);
+  assert.equal(child.agent_id, c);
+  assert.equal(child.parent_thread_id, sock.threadId);
+  assert.equal(child.status, 'stopped');
+  assert.equal(child.stopped_by, 'max_turns');
+  assert.equal(child.turn_count, 2);
+  assert.equal(child.result, 'Spaces look the same everywhere.');
+  assert.deepEqual((await allMessages(childId)).map((m) => [m.role, m.side ?? null, m.content]), [
+    ['user', null, 'Debate: tabs or spaces?'],
+    ['assistant', 'a', 'Tabs are one keystroke.'],
+    ['assistant', 'b', 'Spaces look the same everywhere.'],
+  ]);
 });
 
 test('agent tool (ai_human): calling it hands the thread over; the next request uses the new agent\'s prompt', async (t) => {
@@ -1108,13 +1238,15 @@ test('agent tool (ai_human): calling it hands the thread over; the next request 
   const h = fresh('billing-agent');
   const p = fresh('front');
   const a = fresh('front-agent');
+  const hidden = fresh('not-exposed');
   await define({
     models: [modelRow(m)],
     prompts: [
       promptRow(hp, m, { system: 'You are the billing specialist.', tools: ['lookup_customer'] }),
-      promptRow(p, m, { system: 'You are the front desk.', tools: ['get_current_time', h] }),
+      promptRow(p, m, { system: 'You are the front desk.', tools: ['get_current_time', h, hidden] }),
     ],
     agents: [
+      agentRow(hidden, { prompt: hp }),
       agentRow(h, { prompt: hp }, { expose_as_tool: 1, description: 'Billing questions.' }),
       agentRow(a, { prompt: p }),
     ],
@@ -1129,6 +1261,7 @@ test('agent tool (ai_human): calling it hands the thread over; the next request 
   const [front, billing] = model.requests;
   assert.equal(systemOf(front), 'You are the front desk.');
   assert.equal(front.body.tools.find((x) => x.function.name === h)?.function.description, 'Billing questions.');
+  assert.deepEqual(front.body.tools.map((x) => x.function.name).sort(), ['get_current_time', h].sort(), 'an agent not exposed as a tool is not offered');
   assert.equal(systemOf(billing), 'You are the billing specialist.');
   assert.deepEqual(billing.body.tools.map((x) => x.function.name), ['lookup_customer']);
   const sent = chat(billing);
@@ -1186,6 +1319,15 @@ test('a missing prompt fails the turn with model_config and the thread works onc
   assert.deepEqual(chat(model.requests[0]), [{ role: 'user', content: 'hello?' }, { role: 'user', content: 'hello again' }]);
   s = await summary(sock.threadId);
   assert.equal(s.status, 'idle');
+});
+
+test('a workers_ai model without an AI binding fails the turn with a model_config error naming the binding', async (t) => {
+  const d = await simpleAgent({ modelOpts: { provider: 'workers_ai', model: '@cf/meta/llama-3.1-8b-instruct', base_url: '', api_key_secret: null } });
+  const sock = await thread(t, d.agent);
+  const frames = await turn(sock, 'hello', 0);
+  await noMoreRequests(0, 200);
+  assert.deepEqual(errors(frames).map((e) => e.code), ['model_config']);
+  assert.match(errors(frames)[0].message, /AI binding/);
 });
 
 test('a model row with an unknown provider fails the turn with a clear model_config error', async (t) => {
