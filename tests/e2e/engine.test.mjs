@@ -489,6 +489,24 @@ test('retry: a 429 with retry-after 1 is retried after about a second, within th
   ]);
 });
 
+test('retry: tool calls of a stream cut short are forgotten; only the retried reply\'s calls run', async (t) => {
+  const d = await simpleAgent({ promptOpts: { tools: ['get_current_time', 'lookup_customer'] } });
+  const sock = await thread(t, d.agent);
+  model.push(
+    { text: 'Looking', toolCalls: [{ id: 'call_lost', name: 'lookup_customer', arguments: { customer_id: 'cus_1001' } }], truncate: true },
+    { text: 'No tools needed after all.' },
+  );
+  const frames = await turn(sock, 'hi', 1);
+  await noMoreRequests(2);
+  assert.deepEqual(toolFrames(frames), []);
+  assert.deepEqual(errors(frames).map((e) => e.code), ['model_retry']);
+  const stored = await allMessages(sock.threadId);
+  assert.deepEqual(stored.map((m) => [m.role, m.content, m.tool_calls ?? []]), [
+    ['user', 'hi', []],
+    ['assistant', 'No tools needed after all.', []],
+  ]);
+});
+
 test('fallback: a model failing twice with 503 falls back to its fallback model and the reply completes', async (t) => {
   const f = fresh('fb');
   await define({ models: [modelRow(f, { model: 'fallback-model-id' })] });
@@ -506,6 +524,43 @@ test('fallback: a model failing twice with 503 falls back to its fallback model 
   const fin = finalMessages(frames).find((m) => m.role === 'assistant');
   assert.equal(fin.status, 'completed');
   assert.equal(fin.content, 'From the fallback.');
+});
+
+test('fallback: an OpenAI model can fall back to an Anthropic one; the request is rebuilt in its format', async (t) => {
+  const f = fresh('claude-fb');
+  await define({ models: [modelRow(f, { provider: 'anthropic', model: 'claude-fallback', api_key_secret: 'ANTHROPIC_API_KEY' })] });
+  const d = await simpleAgent({ modelOpts: { fallbacks: [f] }, promptOpts: { system: 'Either provider.' } });
+  const sock = await thread(t, d.agent);
+  model.push({ error: { status: 500 } }, { error: { status: 500 } }, { text: 'Claude took over.' });
+  const frames = await turn(sock, 'hi', 1);
+  await noMoreRequests(3);
+  assert.deepEqual(model.requests.map((r) => r.format), ['openai', 'openai', 'anthropic']);
+  const last = model.requests[2];
+  assert.equal(last.headers['x-api-key'], ANTHROPIC_KEY);
+  assert.equal(last.body.model, 'claude-fallback');
+  assert.equal(last.body.system, 'Either provider.');
+  assert.deepEqual(last.body.messages, [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }]);
+  assert.equal(finalMessages(frames).find((m) => m.role === 'assistant').content, 'Claude took over.');
+  const log = (await logs(sock.threadId)).logs;
+  assert.deepEqual(log.map((l) => [l.model, l.provider, l.attempt, l.status]), [
+    [d.model, 'openai', 1, 'error'],
+    [d.model, 'openai', 2, 'error'],
+    [f, 'anthropic', 1, 'ok'],
+  ]);
+});
+
+test('stop during a retry wait: no further attempt is made', async (t) => {
+  const d = await simpleAgent();
+  const sock = await thread(t, d.agent);
+  model.push({ error: { status: 429, message: 'wait', headers: { 'retry-after': '2' } } }, { text: 'must not be asked for' });
+  const from = sock.frames.length;
+  await send(sock, 'hi');
+  await sock.waitFor((f) => f.type === 'error' && f.code === 'model_retry', { from });
+  const r = await client.request('POST', `/api/threads/${sock.threadId}/stop`);
+  assert.equal(r.status, 200);
+  await stopped(sock, from);
+  await noMoreRequests(1, 2500);
+  assert.equal((await summary(sock.threadId)).stopped_by, 'user');
 });
 
 test('fallback: a Retry-After beyond 30 s is not waited for; the fallback is called at once', async (t) => {
@@ -883,6 +938,63 @@ test('dual_ai: sides alternate, each sees the other as a named user, and max_tur
   assert.deepEqual(stored.map((m) => [m.role, m.side ?? null]), [['user', null], ['assistant', 'a'], ['assistant', 'b'], ['assistant', 'a'], ['assistant', 'b']]);
 });
 
+test('dual_ai: a side\'s tool calls and results are its own; the other side sees only its words', async (t) => {
+  const d = await dualAgent({ max_turns: 3, promptA: { tools: ['get_current_time'] } });
+  const sock = await thread(t, d.agent);
+  model.push(
+    { toolCalls: [{ id: 'call_a_time', name: 'get_current_time', arguments: {} }] },
+    { text: 'It is late, says Alice.' },
+    { text: 'Then sleep, says Bob.' },
+    { text: 'Good night.' },
+  );
+  const from = sock.frames.length;
+  await send(sock, 'Chat.');
+  await stopped(sock, from);
+  await noMoreRequests(4);
+  assert.deepEqual(model.requests.map(systemOf), [d.systemA, d.systemA, d.systemB, d.systemA]);
+  assert.deepEqual(chat(model.requests[2]), [
+    { role: 'user', content: 'Chat.' },
+    { role: 'user', content: 'It is late, says Alice.', name: 'Alice' },
+  ]);
+  assert.equal(model.requests[2].body.tools, undefined, 'Bob has no tools');
+  const own = chat(model.requests[3]);
+  assert.deepEqual(own.map((m) => [m.role, m.tool_call_id ?? m.tool_calls?.[0]?.id ?? null]), [
+    ['user', null],
+    ['assistant', 'call_a_time'],
+    ['tool', 'call_a_time'],
+    ['assistant', null],
+    ['user', null],
+  ]);
+  assert.equal(own[4].name, 'Bob');
+  assert.equal((await summary(sock.threadId)).result, 'Good night.');
+});
+
+test('dual_ai on an Anthropic model: the other side\'s words join the user turn, and turns alternate', async (t) => {
+  const m = fresh('claude');
+  const pa = fresh('alice');
+  const pb = fresh('bob');
+  const id = fresh('dual');
+  await define({
+    models: [modelRow(m, { provider: 'anthropic', model: 'claude-scripted', api_key_secret: 'ANTHROPIC_API_KEY' })],
+    prompts: [promptRow(pa, m, { system: 'Alice here.' }), promptRow(pb, m, { system: 'Bob here.' })],
+    agents: [agentRow(id, { prompt: pa, label: 'Alice' }, { kind: 'dual_ai', max_turns: 3, side_b: { prompt: pb, label: 'Bob' } })],
+  });
+  const sock = await thread(t, id);
+  model.push({ text: 'A1' }, { text: 'B1' }, { text: 'A2' });
+  const from = sock.frames.length;
+  await send(sock, 'Topic.');
+  await stopped(sock, from);
+  await noMoreRequests(3);
+  assert.deepEqual(model.requests.map((r) => r.body.system), ['Alice here.', 'Bob here.', 'Alice here.']);
+  const text = (v) => ({ type: 'text', text: v });
+  assert.deepEqual(model.requests[1].body.messages, [{ role: 'user', content: [text('Topic.'), text('A1')] }]);
+  assert.deepEqual(model.requests[2].body.messages, [
+    { role: 'user', content: [text('Topic.')] },
+    { role: 'assistant', content: [text('A1')] },
+    { role: 'user', content: [text('B1')] },
+  ]);
+});
+
 test('dual_ai: a side\'s stop_tool ends the conversation with the stop_tool_response_property as the result', async (t) => {
   const d = await dualAgent({
     max_turns: 10,
@@ -1022,6 +1134,21 @@ test('history budget: with a small max_history_tokens the oldest messages are dr
   assert.ok(orphanDropped > 0, 'some cut fell between a call and its result, and the result was left out');
 });
 
+test('history budget smaller than one exchange: the latest call is still sent with its result', {
+  todo: 'engine bug: when the newest tool result fills max_history_tokens its call is cut, the orphaned result is then dropped, and the model gets no messages at all',
+}, async (t) => {
+  const d = await simpleAgent({ modelOpts: { max_history_tokens: 15 }, promptOpts: { tools: ['get_current_time'] } });
+  const sock = await thread(t, d.agent);
+  model.push({ toolCalls: [{ id: 'call_tiny', name: 'get_current_time', arguments: {} }] }, { text: 'Done.' });
+  await turn(sock, 'What time is it? ' + 'Please answer precisely. '.repeat(4), 1);
+  await noMoreRequests(2);
+  assert.ok(chat(model.requests[0]).length >= 1, 'the first request holds the question');
+  const sent = chat(model.requests[1]);
+  assertPaired(sent);
+  assert.ok(sent.length > 0, `the second request holds no message at all: ${JSON.stringify(model.requests[1].body.messages)}`);
+  assert.equal(sent.at(-1).tool_call_id, 'call_tiny');
+});
+
 // ---------------------------------------------------------------------------------------------
 // 8. Sub-prompts
 // ---------------------------------------------------------------------------------------------
@@ -1128,6 +1255,48 @@ test('sub-prompt with include_chat off sees only its input', async (t) => {
   assert.equal(chat(model.requests[2]).at(-1).content, 'Only that.');
 });
 
+test('sub-prompt: it may call its own registered tools; calls and results stay at depth 1', async (t) => {
+  const m = fresh('m');
+  const s = fresh('clock');
+  const p = fresh('main');
+  const a = fresh('a');
+  await define({
+    models: [modelRow(m)],
+    prompts: [
+      promptRow(s, m, { system: 'You read clocks.', tools: ['get_current_time'], include_chat: 0 }),
+      promptRow(p, m, { system: 'You are the main assistant.', tools: [s] }),
+    ],
+    agents: [agentRow(a, { prompt: p })],
+  });
+  const sock = await thread(t, a);
+  model.push(
+    { toolCalls: [{ id: 'call_clock', name: s, arguments: { input: 'What time is it?' } }] },
+    { toolCalls: [{ id: 'call_inner', name: 'get_current_time', arguments: {} }] },
+    (request) => ({ text: `The clock says ${chat(request).at(-1).content}.` }),
+    { text: 'Done.' },
+  );
+  const frames = await turn(sock, 'time please', 1);
+  await noMoreRequests(4);
+  const [, sub1, sub2, main2] = model.requests;
+  assert.equal(systemOf(sub1), 'You read clocks.');
+  assert.deepEqual(sub1.body.tools.map((x) => x.function.name), ['get_current_time']);
+  assert.deepEqual(chat(sub2).map((x) => [x.role, x.tool_call_id ?? x.tool_calls?.[0]?.id ?? null]), [
+    ['user', null],
+    ['assistant', 'call_inner'],
+    ['tool', 'call_inner'],
+  ]);
+  const time = chat(sub2)[2].content;
+  assert.match(time, ISO_UTC);
+  assert.equal(chat(main2).at(-1).content, `The clock says ${time}.`);
+  assert.ok(!frames.some((f) => f.type === 'tool' && f.tool_call_id === 'call_inner'), 'the inner call is not shown at depth 0');
+  const top = await allMessages(sock.threadId);
+  assert.deepEqual(top.map((x) => x.role), ['user', 'assistant', 'tool', 'assistant']);
+  const deep = await allMessages(sock.threadId, '&depth=1');
+  assert.deepEqual(deep.map((x) => [x.role, x.parent_tool_call_id]), [
+    ['user', 'call_clock'], ['assistant', 'call_clock'], ['tool', 'call_clock'], ['assistant', 'call_clock'],
+  ]);
+});
+
 test('sub-prompt: a failing sub-prompt becomes an error result the calling model reads', async (t) => {
   const d = await subPromptAgent({ include_chat: 0 });
   const sock = await thread(t, d.agent);
@@ -1230,6 +1399,80 @@ test('agent tool (dual_ai): the child conversation runs to its end and its final
     ['assistant', 'a', 'Tabs are one keystroke.'],
     ['assistant', 'b', 'Spaces look the same everywhere.'],
   ]);
+});
+
+test('agent tool (dual_ai): a child conversation that fails is an error result for the parent', async (t) => {
+  const m = fresh('m');
+  const ca = fresh('child-a');
+  const cb = fresh('child-b');
+  const c = fresh('debate');
+  const p = fresh('main');
+  const a = fresh('a');
+  await define({
+    models: [modelRow(m)],
+    prompts: [promptRow(ca, m), promptRow(cb, m), promptRow(p, m, { system: 'You are the moderator.', tools: [c] })],
+    agents: [
+      agentRow(c, { prompt: ca }, { kind: 'dual_ai', max_turns: 2, expose_as_tool: 1, side_b: { prompt: cb } }),
+      agentRow(a, { prompt: p }),
+    ],
+  });
+  const sock = await thread(t, a);
+  model.push(
+    { toolCalls: [{ id: 'call_child', name: c, arguments: { input: 'Argue.' } }] },
+    { error: { status: 400, message: 'child request rejected' } },
+    { text: 'The debate could not happen.' },
+  );
+  const frames = await turn(sock, 'go', 1);
+  await noMoreRequests(3);
+  assert.deepEqual(toolFrames(frames).filter(([, , st]) => st !== 'queued'), [['call_child', c, 'running'], ['call_child', c, 'error']]);
+  const result = chat(model.requests[2]).at(-1);
+  assert.equal(result.tool_call_id, 'call_child');
+  assert.match(result.content, /child request rejected/);
+});
+
+test('agent tool (dual_ai): stopping the parent stops its running child conversation', {
+  todo: 'engine bug: POST /stop on the parent leaves its dual_ai child thread running to max_turns',
+}, async (t) => {
+  const m = fresh('m');
+  const ca = fresh('child-a');
+  const cb = fresh('child-b');
+  const c = fresh('debate');
+  const p = fresh('main');
+  const a = fresh('a');
+  await define({
+    models: [modelRow(m)],
+    prompts: [promptRow(ca, m, { system: 'Child A.' }), promptRow(cb, m, { system: 'Child B.' }), promptRow(p, m, { system: 'Parent.', tools: [c] })],
+    agents: [
+      agentRow(c, { prompt: ca }, { kind: 'dual_ai', max_turns: 20, expose_as_tool: 1, side_b: { prompt: cb } }),
+      agentRow(a, { prompt: p }),
+    ],
+  });
+  const sock = await thread(t, a);
+  t.after(async () => {
+    // If the child is still talking, make its next request fail (400: no retry) so it ends
+    // here and does not eat the next test's script; then wait for silence.
+    model.reset();
+    model.push({ error: { status: 400, message: 'test over' } });
+    let seen = -1;
+    while (model.requests.length !== seen) {
+      seen = model.requests.length;
+      await sleep(1000);
+    }
+  });
+  const slow = { text: 'A slow contribution to an endless debate.', chunkSize: 4, chunkDelayMs: 30 };
+  model.push({ toolCalls: [{ id: 'call_long', name: c, arguments: { input: 'Debate forever.' } }] });
+  for (let i = 0; i < 20; i++) model.push({ ...slow });
+  const from = sock.frames.length;
+  await send(sock, 'go');
+  await model.waitForRequests(3, 10000);
+  const r = await client.request('POST', `/api/threads/${sock.threadId}/stop`);
+  assert.equal(r.status, 200);
+  await stopped(sock, from);
+  await sleep(700); // a reply in flight may finish
+  const settled = model.requests.length;
+  await sleep(1500);
+  assert.equal(model.requests.length, settled, `the child kept talking after the parent stopped: ${settled} → ${model.requests.length} requests`);
+  assert.ok(settled <= 5, `${settled} requests: the child went on after the stop`);
 });
 
 test('agent tool (ai_human): calling it hands the thread over; the next request uses the new agent\'s prompt', async (t) => {
