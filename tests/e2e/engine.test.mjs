@@ -1234,8 +1234,39 @@ test('sub-prompt: the sub-prompt runs with its own system text and the chat, and
     [1, d.subModel, 'ok'],
     [0, d.main, 'ok'],
   ]);
-  assert.ok(!frames.some((f) => f.type === 'message_chunk' && f.delta.includes('scattering makes')) ||
-    frames.filter((f) => f.type === 'message_chunk').every((c) => stored.find((m) => m.id === c.message_id)), 'sub-prompt text is not streamed to clients as a message of its own');
+  const topIds = new Set(stored.map((m) => m.id));
+  assert.ok(frames.filter((f) => f.type === 'message_chunk').every((c) => topIds.has(c.message_id)), 'only depth-0 messages stream to clients');
+  assert.ok(frames.filter((f) => f.type === 'message').every((f) => topIds.has(f.message.id)), 'only depth-0 messages are broadcast');
+});
+
+test('sub-prompt: two calls in one reply run concurrently and each result answers its own call', async (t) => {
+  const d = await subPromptAgent({ include_chat: 0 });
+  const sock = await thread(t, d.agent);
+  const echo = (request) => ({ text: `Answer to ${chat(request).at(-1).content}`, chunkSize: 2, chunkDelayMs: 80 }); // ~1.5 s each
+  model.push(
+    { toolCalls: [{ id: 'call_x', name: d.sub, arguments: { input: 'question X' } }, { id: 'call_y', name: d.sub, arguments: { input: 'question Y' } }] },
+    echo,
+    echo,
+    { text: 'Both answered.' },
+  );
+  const frames = await turn(sock, 'two questions', 1);
+  await noMoreRequests(4);
+  const subInputs = model.requests.slice(1, 3).map((r) => chat(r));
+  assert.deepEqual(subInputs.map((m) => m.map((x) => x.content)).sort(), [['question X'], ['question Y']]);
+  // Started together: both sub-prompt requests arrived before either answer finished.
+  assert.ok(model.requests[2].at - model.requests[1].at < 500, `the two sub-prompts ran concurrently (${model.requests[2].at - model.requests[1].at} ms apart)`);
+  const results = chat(model.requests[3]).filter((m) => m.role === 'tool');
+  assert.deepEqual(results.map((m) => [m.tool_call_id, m.content]), [
+    ['call_x', 'Answer to question X'],
+    ['call_y', 'Answer to question Y'],
+  ]);
+  assert.deepEqual(toolFrames(frames).filter(([, , st]) => st === 'success').map(([id]) => id), ['call_x', 'call_y']);
+  const deep = await allMessages(sock.threadId, '&depth=1');
+  for (const id of ['call_x', 'call_y']) {
+    const mine = deep.filter((m) => m.parent_tool_call_id === id).map((m) => m.content);
+    const q = id === 'call_x' ? 'question X' : 'question Y';
+    assert.deepEqual(mine, [q, `Answer to ${q}`]);
+  }
 });
 
 test('sub-prompt with include_chat off sees only its input', async (t) => {
