@@ -1474,7 +1474,8 @@ test('agent tool (dual_ai): stopping the parent stops its running child conversa
     models: [modelRow(m)],
     prompts: [promptRow(ca, m, { system: 'Child A.' }), promptRow(cb, m, { system: 'Child B.' }), promptRow(p, m, { system: 'Parent.', tools: [c] })],
     agents: [
-      agentRow(c, { prompt: ca }, { kind: 'dual_ai', max_turns: 20, expose_as_tool: 1, side_b: { prompt: cb } }),
+      // max_turns 8 keeps a runaway child short (it ends by itself ~3 s after the stop).
+      agentRow(c, { prompt: ca }, { kind: 'dual_ai', max_turns: 8, expose_as_tool: 1, side_b: { prompt: cb } }),
       agentRow(a, { prompt: p }),
     ],
   });
@@ -1485,14 +1486,14 @@ test('agent tool (dual_ai): stopping the parent stops its running child conversa
     model.reset();
     model.push({ error: { status: 400, message: 'test over' } });
     let seen = -1;
-    while (model.requests.length !== seen) {
+    for (let i = 0; i < 15 && model.requests.length !== seen; i++) {
       seen = model.requests.length;
       await sleep(1000);
     }
   });
   const slow = { text: 'A slow contribution to an endless debate.', chunkSize: 4, chunkDelayMs: 30 };
   model.push({ toolCalls: [{ id: 'call_long', name: c, arguments: { input: 'Debate forever.' } }] });
-  for (let i = 0; i < 20; i++) model.push({ ...slow });
+  for (let i = 0; i < 8; i++) model.push({ ...slow });
   const from = sock.frames.length;
   await send(sock, 'go');
   await model.waitForRequests(3, 10000);
