@@ -106,6 +106,27 @@ impl ProviderError {
         }
     }
 
+    /// The same error with `f` applied to its text (to redact secrets before it is shown).
+    pub fn map_text(self, f: impl Fn(&str) -> String) -> Self {
+        match self {
+            ProviderError::Http {
+                status,
+                message,
+                retry_after_ms,
+            } => ProviderError::Http {
+                status,
+                message: f(&message),
+                retry_after_ms,
+            },
+            ProviderError::Network(m) => ProviderError::Network(f(&m)),
+            ProviderError::Timeout(m) => ProviderError::Timeout(f(&m)),
+            ProviderError::Truncated => ProviderError::Truncated,
+            ProviderError::Stream(m) => ProviderError::Stream(f(&m)),
+            ProviderError::Malformed(m) => ProviderError::Malformed(f(&m)),
+            ProviderError::Config(m) => ProviderError::Config(f(&m)),
+        }
+    }
+
     /// A stable machine-readable code for `error` frames.
     pub fn code(&self) -> &'static str {
         match self {

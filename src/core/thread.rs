@@ -512,6 +512,8 @@ impl<'a> Thread<'a> {
         };
         let message = Message {
             tool_calls: vec![call.clone()],
+            // Its result is stored with the running side, so both belong to that side.
+            side: Some(t.current_side),
             ..Message::new(Role::Assistant, "", now)
         };
         self.store.append_message(&message)?;

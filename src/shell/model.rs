@@ -241,13 +241,16 @@ pub(crate) async fn run_chain(
             }
             Err(e) => e,
         };
+        // Providers echo keys back in error texts; nothing past this point sees the raw text
+        // (the log, `error` frames, `last_error`).
         let secret = model
             .api_key_secret
             .as_deref()
             .and_then(|s| env.secret(s).ok())
             .map(|s| s.to_string());
+        let error = error.map_text(|t| redact(t, secret.as_deref()));
         log.status = "error".into();
-        log.error = Some(redact(&error.to_string(), secret.as_deref()));
+        log.error = Some(error.to_string());
         if let ProviderError::Http { status, .. } = &error {
             log.http_status = Some(*status);
         }

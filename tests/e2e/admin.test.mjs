@@ -84,12 +84,13 @@ test('lists are ordered by name and GET one returns the seeded definitions', asy
   assert.equal(models.status, 200);
   const names = models.body.models.map((m) => m.name);
   assert.deepEqual(names, [...names].sort());
-  assert.deepEqual(names, ['aa_first', 'default', 'zz_last']);
+  assert.deepEqual(names, ['aa_first', 'claude', 'default', 'zz_last']);
 
   const prompts = await api('GET', '/api/prompts');
-  assert.deepEqual(prompts.body.prompts.map((p) => p.name), ['support']);
+  assert.deepEqual(prompts.body.prompts.map((p) => p.name), ['reviewer', 'summarize', 'support', 'writer']);
   const agents = await api('GET', '/api/agents');
-  assert.deepEqual(agents.body, { agents: [{ ...AGENT_DEFAULTS, id: 'support', description: 'Customer support assistant.', side_a: { ...SIDE_DEFAULTS, prompt: 'support' } }] });
+  assert.deepEqual(agents.body.agents.map((a) => a.id), ['review', 'support']);
+  assert.deepEqual(agents.body.agents[1], { ...AGENT_DEFAULTS, id: 'support', description: 'Customer support assistant.', side_a: { ...SIDE_DEFAULTS, prompt: 'support' } });
 
   const p = await api('GET', '/api/prompts/support');
   assert.equal(p.status, 200);
@@ -154,7 +155,7 @@ test('each kind is created (201), replaced (200), read back and deleted', async 
 });
 
 test('DELETE refuses a definition something refers to (409 in_use naming the referrer)', async (t) => {
-  assertApiError(await api('DELETE', '/api/models/default'), 409, 'in_use', 'prompt "support"');
+  assertApiError(await api('DELETE', '/api/models/default'), 409, 'in_use', 'prompt "');
   assertApiError(await api('DELETE', '/api/prompts/support'), 409, 'in_use', 'agent "support"');
 
   await cleanup(t, '/api/prompts/boss', '/api/agents/helper_agent', '/api/prompts/sub', '/api/models/backup', '/api/models/primary');
@@ -331,24 +332,31 @@ function runSeed(args, env) {
 test('seed.mjs --remote loads agents/*.toml through PUT /api/config, idempotently', async (t) => {
   const before = (await api('GET', '/api/models/default')).body;
   // The seed points the default model back at OpenAI; the other tests need the model server.
-  t.after(() => api('PUT', '/api/models/default', before));
+  const claude = (await api('GET', '/api/models/claude')).body;
+  t.after(async () => {
+    await api('PUT', '/api/models/default', before);
+    await api('PUT', '/api/models/claude', claude);
+  });
 
   const args = ['--remote', '--url', worker.url, '--skip-migrations'];
   const first = await runSeed(args, { EDGENT_API_KEY: API_KEY });
   assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /models: 0 created, 1 updated, 0 unchanged/);
-  assert.match(first.stdout, /prompts: 0 created, 0 updated, 1 unchanged/);
+  // Both example models pointed at the model server by the test setup go back to their URLs.
+  assert.match(first.stdout, /models: 0 created, 2 updated, 0 unchanged/);
+  assert.match(first.stdout, /prompts: 0 created, 0 updated, 4 unchanged/);
 
   // What D1 holds is what the TOML files say, with the API's defaults.
   const defs = toDefinitions(join(ROOT, 'agents'));
-  assert.deepEqual((await api('GET', '/api/models/default')).body, { ...MODEL_DEFAULTS, ...defs.models[0] });
-  assert.deepEqual((await api('GET', '/api/prompts/support')).body, { ...PROMPT_DEFAULTS, ...defs.prompts[0] });
-  const agent = defs.agents[0];
+  const named = (list, key, name) => list.find((d) => d[key] === name);
+  assert.deepEqual((await api('GET', '/api/models/default')).body, { ...MODEL_DEFAULTS, ...named(defs.models, 'name', 'default') });
+  assert.deepEqual((await api('GET', '/api/prompts/support')).body, { ...PROMPT_DEFAULTS, ...named(defs.prompts, 'name', 'support') });
+  const agent = named(defs.agents, 'id', 'support');
   assert.deepEqual((await api('GET', '/api/agents/support')).body, { ...AGENT_DEFAULTS, ...agent, side_a: { ...SIDE_DEFAULTS, ...agent.side_a } });
 
   const second = await runSeed(args, { EDGENT_API_KEY: API_KEY });
   assert.equal(second.code, 0, second.stderr);
-  for (const kind of ['models', 'prompts', 'agents']) assert.match(second.stdout, new RegExp(`${kind}: 0 created, 0 updated, 1 unchanged`));
+  const counts = { models: defs.models.length, prompts: defs.prompts.length, agents: defs.agents.length };
+  for (const [kind, n] of Object.entries(counts)) assert.match(second.stdout, new RegExp(`${kind}: 0 created, 0 updated, ${n} unchanged`));
 
   // EDGENT_URL works in place of --url.
   const viaEnv = await runSeed(['--remote', '--skip-migrations'], { EDGENT_URL: worker.url, EDGENT_API_KEY: API_KEY });

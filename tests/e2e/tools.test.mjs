@@ -18,7 +18,9 @@ import { startWeatherServer, CELSIUS, FAHRENHEIT } from '../support/weather-serv
 const WEATHER_KEY = 'owm-test-key-7d3f0c2a9b1e';
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$/;
 const AGENT_TOOLS = ['get_current_time', 'lookup_customer', 'get_weather', 'process_order', 'update_context', 'conversation_stats'];
-const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification'];
+// The support prompt also offers a prompt (run as a sub-prompt) and an agent (a child thread).
+const DELEGATES = ['summarize', 'review'];
+const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification', 'approve_draft'];
 const ADA = { id: 'cus_1001', name: 'Ada Lovelace', email: 'ada@example.com', plan: 'enterprise' };
 const GRACE = { id: 'cus_1002', name: 'Grace Hopper', email: 'grace@example.com', plan: 'pro' };
 
@@ -139,7 +141,7 @@ function sentMessages(i) {
 // Tool catalogue
 // ---------------------------------------------------------------------------------------------
 
-test('GET /api/tools lists all seven tools with schemas, and the model is offered the agent six with the same schemas', async (t) => {
+test('GET /api/tools lists every registered tool with schemas, and the model is offered the prompt\'s tools with the same schemas', async (t) => {
   const r = await client.request('GET', '/api/tools');
   assert.equal(r.status, 200, JSON.stringify(r.body));
   const tools = r.body.tools;
@@ -156,6 +158,7 @@ test('GET /api/tools lists all seven tools with schemas, and the model is offere
   }
   assert.ok(!('returns' in byName.get_current_time), 'get_current_time returns plain text and declares no schema');
   assert.ok(!('returns' in byName.send_notification));
+  assert.equal(typeof byName.approve_draft.returns, 'object', 'approve_draft declares what it returns');
 
   // The schemas say what the handlers accept.
   assert.deepEqual(Object.keys(byName.get_current_time.parameters.properties ?? {}), []);
@@ -173,8 +176,12 @@ test('GET /api/tools lists all seven tools with schemas, and the model is offere
   await rpcOk(sock, 'send_message', { content: 'hi' });
   await idle(sock, from, 1);
   const offered = model.requests[0].body.tools;
-  assert.deepEqual(offered.map((x) => x.function.name).sort(), [...AGENT_TOOLS].sort());
-  for (const o of offered) {
+  assert.deepEqual(offered.map((x) => x.function.name).sort(), [...AGENT_TOOLS, ...DELEGATES].sort());
+  for (const o of offered.filter((x) => DELEGATES.includes(x.function.name))) {
+    assert.deepEqual(o.function.parameters.required, ['input'], `${o.function.name} takes one input`);
+    assert.ok(o.function.description.length > 20, `${o.function.name} has its TOML description`);
+  }
+  for (const o of offered.filter((x) => !DELEGATES.includes(x.function.name))) {
     assert.equal(o.type, 'function');
     assert.deepEqual(o.function.parameters, byName[o.function.name].parameters, o.function.name);
     assert.equal(o.function.description, byName[o.function.name].description, o.function.name);
@@ -362,7 +369,7 @@ test('a tool the agent does not offer (send_notification, or an invented one) is
     assert.ok(content.includes(`"${name}"`), content);
     const available = content.split('available tools:')[1];
     assert.ok(available, `the result lists the available tools: ${content}`);
-    assert.deepEqual(available.split(',').map((s) => s.trim().replace(/[.;]$/, '')).sort(), [...AGENT_TOOLS].sort());
+    assert.deepEqual(available.split(',').map((s) => s.trim().replace(/[.;]$/, '')).sort(), [...AGENT_TOOLS, ...DELEGATES].sort());
   }
   assert.ok(!frames.some((f) => f.type === 'event'), 'send_notification did not run');
   const sent = sentMessages(1).filter((m) => m.role === 'tool');

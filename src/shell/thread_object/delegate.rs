@@ -129,6 +129,15 @@ impl DurableThread {
             Ok(m) => m,
             Err(e) => return CallToolResult::error(format!("could not read the sub-prompt: {e}")),
         };
+        // Re-run after a restart that came between the sub-prompt's answer and storing the
+        // call's result: the answer stands, the model is not asked again.
+        if let Some(done) = existing.last().filter(|m| {
+            m.role == Role::Assistant
+                && m.tool_calls.is_empty()
+                && m.status == MessageStatus::Completed
+        }) {
+            return CallToolResult::text(done.content.clone());
+        }
         if existing.is_empty() {
             if let Err(e) = stored(&sub_message(Role::User, input)) {
                 return e;
