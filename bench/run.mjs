@@ -8,6 +8,7 @@ import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { startWorker, ROOT } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
+import { seed } from '../scripts/lib/d1.mjs';
 
 const TURNS = Number(process.argv[2] ?? process.env.TURNS ?? 200);
 const WARMUP = 10;
@@ -29,7 +30,16 @@ function summary(label, xs) {
 const model = await startModelServer({ fallback: { text: 'ok, noted.' } });
 const worker = await startWorker({ modelUrl: `${model.url}/v1` });
 try {
-  const id = await worker.client.createThread('support');
+  // The support prompt without the default limit of 25 turns per thread.
+  await seed(worker.db, {
+    models: [],
+    prompts: [],
+    agents: [{
+      id: 'bench_support', kind: 'ai_human', description: '', max_turns: 100000, expose_as_tool: 0,
+      tool_description: '', hooks: '[]', side_a: JSON.stringify({ prompt: 'support' }), side_b: null,
+    }],
+  });
+  const id = await worker.client.createThread('bench_support');
   const sock = await worker.client.connect(id);
   const times = [];
   for (let i = 0; i < TURNS + WARMUP; i++) {
