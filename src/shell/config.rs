@@ -37,125 +37,113 @@ fn bad_row(why: String) -> worker::Error {
     worker::Error::RustError(format!("invalid configuration row: {why}"))
 }
 
-/// Rows of `table` whose `key` is one of `names` (a JSON array bound as one parameter).
-async fn rows_named(
-    env: &Env,
-    table: &str,
-    key: &str,
-    names: &[String],
-) -> worker::Result<Vec<Value>> {
-    if names.is_empty() {
-        return Ok(Vec::new());
-    }
-    let list = serde_json::to_string(names).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    // Table and key names come from our own code, never from input.
-    let result = db(env)?
-        .prepare(format!(
-            "SELECT * FROM {table} WHERE {key} IN (SELECT value FROM json_each(?1))"
-        ))
-        .bind(&[list.into()])?
-        .all()
-        .await?;
-    result.results()
-}
-
-/// The models named, each followed by its fallbacks, in order, without repeats.
-async fn model_chains(
-    env: &Env,
-    wanted: &[String],
-) -> worker::Result<std::collections::HashMap<String, Vec<ModelConfig>>> {
-    let mut known: Vec<ModelConfig> = Vec::new();
-    let mut missing: Vec<String> = wanted.to_vec();
-    // Two rounds: the models, then their fallbacks (fallbacks of fallbacks are not walked).
-    for _ in 0..2 {
-        missing.retain(|n| !known.iter().any(|m| &m.name == n));
-        missing.dedup();
-        for row in rows_named(env, "models", "name", &missing).await? {
-            known.push(rows::model(row).map_err(bad_row)?);
-        }
-        missing = known.iter().flat_map(|m| m.fallbacks.clone()).collect();
-    }
-    let find = |n: &str| known.iter().find(|m| m.name == n).cloned();
-    Ok(wanted
-        .iter()
-        .filter_map(|name| {
-            let primary = find(name)?;
-            let mut chain = vec![primary.clone()];
-            for f in &primary.fallbacks {
-                if let Some(m) = find(f) {
-                    if !chain.iter().any(|c| c.name == m.name) {
-                        chain.push(m);
-                    }
-                }
-            }
-            Some((name.clone(), chain))
-        })
-        .collect())
-}
-
 /// Everything a turn needs for one side of `agent_id`; `Err` says what is missing.
+///
+/// One D1 round trip: a batch of four statements whose subqueries follow the references (the
+/// side's prompt, the prompts and agents its tools name, their models and those models'
+/// fallbacks), so a turn start costs the same however the agent is built.
 pub(crate) async fn load_agent(
     env: &Env,
     agent_id: &str,
     side: Side,
 ) -> worker::Result<Result<AgentConfig, String>> {
-    let Some(agent) = agent_def(env, agent_id).await? else {
+    // The column name comes from this match, never from input.
+    let column = match side {
+        Side::A => "side_a",
+        Side::B => "side_b",
+    };
+    let prompt = format!("SELECT json_extract({column}, '$.prompt') FROM agents WHERE id = ?1");
+    let tools =
+        format!("SELECT value FROM json_each((SELECT tools FROM prompts WHERE name = ({prompt})))");
+    let models = format!("SELECT model FROM prompts WHERE name = ({prompt}) OR name IN ({tools})");
+    let db = db(env)?;
+    let bind = |sql: String| db.prepare(sql).bind(&[agent_id.into()]);
+    let results = db
+        .batch(vec![
+            bind("SELECT * FROM agents WHERE id = ?1".into())?,
+            bind(format!(
+                "SELECT * FROM prompts WHERE name = ({prompt}) OR name IN ({tools})"
+            ))?,
+            bind(format!(
+                "SELECT * FROM agents WHERE expose_as_tool = 1 AND id IN ({tools})"
+            ))?,
+            bind(format!(
+                "SELECT * FROM models WHERE name IN ({models})
+                 OR name IN (SELECT f.value FROM models m, json_each(m.fallbacks) f
+                             WHERE m.name IN ({models}))"
+            ))?,
+        ])
+        .await?;
+    let mut sets = Vec::with_capacity(4);
+    for r in results {
+        sets.push(r.results::<Value>()?);
+    }
+    let [agents, prompts, sub_agents, models]: [Vec<Value>; 4] = sets.try_into().map_err(|_| {
+        worker::Error::RustError("D1 batch returned the wrong number of results".into())
+    })?;
+    let Some(agent) = agents.into_iter().next() else {
         return Ok(Err(format!("agent {agent_id:?} does not exist in D1")));
     };
-    let side_config = match (side, &agent.side_b) {
-        (Side::A, _) => &agent.side_a,
-        (Side::B, Some(b)) => b,
+    let agent = rows::agent(agent).map_err(bad_row)?;
+    let prompt_name = match (side, &agent.side_b) {
+        (Side::A, _) => agent.side_a.prompt.clone(),
+        (Side::B, Some(b)) => b.prompt.clone(),
         (Side::B, None) => return Ok(Err(format!("agent {agent_id:?} has no side b"))),
     };
-    let prompt_name = side_config.prompt.clone();
-    let Some(prompt) = rows_named(env, "prompts", "name", std::slice::from_ref(&prompt_name))
-        .await?
+    let prompts: Vec<PromptConfig> = prompts
         .into_iter()
-        .next()
-    else {
+        .map(rows::prompt)
+        .collect::<Result<_, _>>()
+        .map_err(bad_row)?;
+    let models: Vec<ModelConfig> = models
+        .into_iter()
+        .map(rows::model)
+        .collect::<Result<_, _>>()
+        .map_err(bad_row)?;
+    let Some(prompt) = prompts.iter().find(|p| p.name == prompt_name).cloned() else {
         return Ok(Err(format!(
             "prompt {prompt_name:?} (side {} of agent {agent_id:?}) does not exist in D1",
             side.as_str()
         )));
     };
-    let prompt = rows::prompt(prompt).map_err(bad_row)?;
-    let sub_prompts: Vec<PromptConfig> = rows_named(env, "prompts", "name", &prompt.tools)
-        .await?
-        .into_iter()
-        .map(rows::prompt)
-        .collect::<Result<_, _>>()
-        .map_err(bad_row)?;
-    let sub_agents: Vec<AgentDef> = rows_named(env, "agents", "id", &prompt.tools)
-        .await?
-        .into_iter()
-        .map(rows::agent)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(bad_row)?
-        .into_iter()
-        .filter(|a| a.expose_as_tool)
-        .collect();
-    let mut wanted = vec![prompt.model.clone()];
-    wanted.extend(sub_prompts.iter().map(|p| p.model.clone()));
-    let chains = model_chains(env, &wanted).await?;
-    let Some(models) = chains.get(&prompt.model).cloned() else {
+    let chain = |name: &str| -> Vec<ModelConfig> {
+        let find = |n: &str| models.iter().find(|m| m.name == n).cloned();
+        let Some(primary) = find(name) else {
+            return Vec::new();
+        };
+        let mut chain = vec![primary.clone()];
+        // Direct fallbacks only, in order; fallbacks of fallbacks are not walked.
+        for f in &primary.fallbacks {
+            if let Some(m) = find(f) {
+                if !chain.iter().any(|c| c.name == m.name) {
+                    chain.push(m);
+                }
+            }
+        }
+        chain
+    };
+    let models_of_prompt = chain(&prompt.model);
+    if models_of_prompt.is_empty() {
         return Ok(Err(format!(
             "model {:?} (prompt {prompt_name:?}) does not exist in D1",
             prompt.model
         )));
-    };
+    }
     let mut delegates = Vec::new();
-    for p in sub_prompts {
-        let chain = chains.get(&p.model).cloned().unwrap_or_default();
-        delegates.push((Delegate::Prompt(p), chain));
+    for p in prompts.iter().filter(|p| prompt.tools.contains(&p.name)) {
+        delegates.push((Delegate::Prompt(p.clone()), chain(&p.model)));
     }
     for a in sub_agents {
-        delegates.push((Delegate::Agent(a), Vec::new()));
+        delegates.push((
+            Delegate::Agent(rows::agent(a).map_err(bad_row)?),
+            Vec::new(),
+        ));
     }
     Ok(Ok(AgentConfig {
         agent,
         side,
         prompt,
-        models,
+        models: models_of_prompt,
         delegates,
     }))
 }
