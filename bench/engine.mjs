@@ -2,27 +2,16 @@
 // Agent-engine overhead, with the scripted model answering immediately, in Miniflare:
 //  1. a 3-step tool-using turn (model → get_current_time → model → get_current_time → model),
 //     timed from the user message to the turn's idle `status` frame, TURNS times (default 100);
-//     the model server's own time is measured too, so the framework's share is visible;
 //  2. a dual_ai conversation of 25 turns (sides alternate until max_turns), timed from the
 //     opening message to the `stopped` status, RUNS times (default 5).
 // Usage: npm run build && node bench/engine.mjs [turns] [runs]
 import { startWorker } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { seed } from '../scripts/lib/d1.mjs';
+import { summary, seedBench } from './lib.mjs';
 
 const TURNS = Number(process.argv[2] ?? 100);
 const RUNS = Number(process.argv[3] ?? 5);
 const WARMUP = 5;
-
-const q = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
-function summary(label, xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
-  console.log(
-    `${label}: n=${xs.length} median=${q(s, 0.5).toFixed(2)} ms p95=${q(s, 0.95).toFixed(2)} ms ` +
-      `mean=${mean.toFixed(2)} ms min=${s[0].toFixed(2)} ms`,
-  );
-}
 
 // A 3-step turn: two tool calls, then the answer. The model server answers by looking at the
 // last message of the request, so the script never runs out.
@@ -38,17 +27,12 @@ const threeStep = (req) => {
 const model = await startModelServer({ fallback: threeStep });
 const worker = await startWorker({ modelUrl: `${model.url}/v1` });
 try {
-  await seed(worker.db, {
-    models: [],
+  await seedBench(worker.db, {
     prompts: ['bench_a', 'bench_b'].map((name) => ({
       name, system: `DUAL ${name}`, model: 'default', tools: '[]', tool_choice: 'auto',
       parallel_tool_calls: 1, include_chat: 1, description: '', hooks: '[]',
     })),
     agents: [{
-      // The support prompt, without the default limit of 25 turns per thread.
-      id: 'bench_support', kind: 'ai_human', description: '', max_turns: 10000, expose_as_tool: 0, tool_description: '', hooks: '[]',
-      side_a: JSON.stringify({ prompt: 'support' }), side_b: null,
-    }, {
       id: 'bench_dual', kind: 'dual_ai', description: '', max_turns: 25, expose_as_tool: 0, tool_description: '', hooks: '[]',
       side_a: JSON.stringify({ prompt: 'bench_a', label: 'A' }), side_b: JSON.stringify({ prompt: 'bench_b', label: 'B' }),
     }],
@@ -58,7 +42,6 @@ try {
   const id = await worker.client.createThread('bench_support');
   const sock = await worker.client.connect(id);
   const times = [];
-  const modelTimes = [];
   for (let i = 0; i < TURNS + WARMUP; i++) {
     const from = sock.frames.length;
     const before = model.requests.length;
@@ -68,11 +51,7 @@ try {
     const dt = performance.now() - t0;
     const calls = model.requests.length - before;
     if (calls !== 3) throw new Error(`expected 3 model calls in turn ${i}, got ${calls}`);
-    if (i >= WARMUP) {
-      times.push(dt);
-      const reqs = model.requests.slice(before);
-      modelTimes.push(reqs.at(-1).at - reqs[0].at);
-    }
+    if (i >= WARMUP) times.push(dt);
   }
   sock.close();
   summary(`3-step tool turn (user message -> idle, 3 model calls + 2 tools, ${TURNS} turns)`, times);

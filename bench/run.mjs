@@ -8,7 +8,7 @@ import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { startWorker, ROOT } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { seed } from '../scripts/lib/d1.mjs';
+import { summary, seedBench } from './lib.mjs';
 
 const TURNS = Number(process.argv[2] ?? process.env.TURNS ?? 200);
 const WARMUP = 10;
@@ -17,28 +17,10 @@ const wasm = readFileSync(join(ROOT, 'build', 'index_bg.wasm'));
 const kb = (n) => `${(n / 1024).toFixed(1)} KiB`;
 console.log(`wasm size: ${kb(wasm.length)} raw, ${kb(gzipSync(wasm, { level: 9 }).length)} gzip -9`);
 
-const q = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
-function summary(label, xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
-  console.log(
-    `${label}: n=${xs.length} median=${q(s, 0.5).toFixed(2)} ms p95=${q(s, 0.95).toFixed(2)} ms ` +
-      `mean=${mean.toFixed(2)} ms min=${s[0].toFixed(2)} ms max=${s.at(-1).toFixed(2)} ms`,
-  );
-}
-
 const model = await startModelServer({ fallback: { text: 'ok, noted.' } });
 const worker = await startWorker({ modelUrl: `${model.url}/v1` });
 try {
-  // The support prompt without the default limit of 25 turns per thread.
-  await seed(worker.db, {
-    models: [],
-    prompts: [],
-    agents: [{
-      id: 'bench_support', kind: 'ai_human', description: '', max_turns: 100000, expose_as_tool: 0,
-      tool_description: '', hooks: '[]', side_a: JSON.stringify({ prompt: 'support' }), side_b: null,
-    }],
-  });
+  await seedBench(worker.db);
   const id = await worker.client.createThread('bench_support');
   const sock = await worker.client.connect(id);
   const times = [];

@@ -6,18 +6,13 @@
 //      stored messages: it should stay flat, because pages come from an index and totals
 //      from counters.
 // Usage: npm run build && node bench/tools.mjs [tools=500] [big=100000]
+import { summary } from './lib.mjs';
 import WebSocket from 'ws';
 import { startWorker, API_KEY } from '../tests/support/worker.mjs';
 
 const TOOLS = Number(process.argv[2] ?? 500);
 const BIG = Number(process.argv[3] ?? 100_000);
 const SAMPLES = 200;
-
-const q = (s, p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
-function summary(label, xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  console.log(`${label}: n=${xs.length} median=${q(s, 0.5).toFixed(2)} ms p95=${q(s, 0.95).toFixed(2)} ms max=${s.at(-1).toFixed(2)} ms`);
-}
 
 /** A bare socket: counts frames by predicate without keeping them (100k frames must not pile up). */
 async function open(url, threadId) {
