@@ -13,6 +13,20 @@ use super::sse::SseParser;
 use super::stream::{FinishReason, ProviderError, StreamEvent};
 use crate::tool::{Content, SourceKind};
 
+/// Tools in the chat-completions `{"type": "function", "function": …}` shape (also what
+/// Workers AI takes).
+pub fn function_tools(tools: &[ToolSpec]) -> Value {
+    tools
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "function",
+                "function": { "name": t.name, "description": t.description, "parameters": t.parameters },
+            })
+        })
+        .collect()
+}
+
 /// Builds a streaming chat-completions request body for a model row: the messages and tools,
 /// plus the row's output limit and the prompt's tool settings.
 ///
@@ -89,15 +103,7 @@ pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[To
         "stream_options": { "include_usage": true },
     });
     if !tools.is_empty() {
-        body["tools"] = tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": { "name": t.name, "description": t.description, "parameters": t.parameters },
-                })
-            })
-            .collect();
+        body["tools"] = function_tools(tools);
     }
     body
 }

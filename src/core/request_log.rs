@@ -6,8 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::config::ModelConfig;
 use super::sql::{Row, Sql, SqlError};
 use super::store::Order;
+use super::stream::Completion;
 
 /// One attempt at a model call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +46,18 @@ pub struct ModelRequestLog {
     pub depth: u32,
     /// When the attempt started, ms since the epoch.
     pub created_at: i64,
+}
+
+impl ModelRequestLog {
+    /// Fills in the token counts of a successful attempt and their cost at the prices of the
+    /// model it used (one of `models`).
+    pub fn add_usage(&mut self, completion: &Completion, models: &[ModelConfig]) {
+        self.input_tokens = completion.input_tokens;
+        self.output_tokens = completion.output_tokens;
+        if let Some(m) = models.iter().find(|m| m.name == self.model) {
+            self.cost = m.cost(self.input_tokens, self.output_tokens);
+        }
+    }
 }
 
 /// A page of the log.

@@ -681,7 +681,7 @@ impl<'a> Thread<'a> {
             let Some(call) = self.store.next_tool_call()? else {
                 return Ok(None);
             };
-            if call.status == "running" && call.attempts >= MAX_TOOL_ATTEMPTS {
+            if worn_out(&call) {
                 // Started this often and never finished: the tool kills the Worker (a panic,
                 // an exceeded limit). Record that instead of crashing in a loop.
                 let why = format!(
@@ -699,7 +699,7 @@ impl<'a> Thread<'a> {
                 .pending_tool_calls()?
                 .into_iter()
                 .filter(|c| c.message_id == call.message_id && c.origin == CallOrigin::Model)
-                .filter(|c| !(c.status == "running" && c.attempts >= MAX_TOOL_ATTEMPTS))
+                .filter(|c| !worn_out(c))
                 .collect();
             return Ok(Some(if batch.len() > 1 {
                 Action::RunTools(batch)
@@ -989,6 +989,11 @@ pub fn repair_history(history: Vec<Message>) -> Vec<Message> {
         }
     }
     out
+}
+
+/// A call started [`MAX_TOOL_ATTEMPTS`] times without finishing: it is abandoned, not run.
+fn worn_out(call: &StoredToolCall) -> bool {
+    call.status == "running" && call.attempts >= MAX_TOOL_ATTEMPTS
 }
 
 /// The final answer of a stop tool: `property` of its result (when the result is a JSON

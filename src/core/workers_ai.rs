@@ -27,16 +27,7 @@ pub fn build_request(req: &ModelRequest) -> Value {
     // The binding has no `tool_choice`; leaving the tools out is the only way to be sure of
     // "none". "required" cannot be enforced and is sent like "auto".
     if !req.tools.is_empty() && req.tool_choice != ToolChoice::None {
-        input["tools"] = req
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": { "name": t.name, "description": t.description, "parameters": t.parameters },
-                })
-            })
-            .collect();
+        input["tools"] = super::openai::function_tools(req.tools);
     }
     if let Some(limit) = req.model.max_output_tokens {
         input["max_tokens"] = Value::from(limit);

@@ -303,23 +303,13 @@ impl DurableThread {
     }
 
     fn messages(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
-        let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
-        let pairs: Vec<(String, String)> = url
-            .query_pairs()
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
-        let q = PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        let q = page_query(req)?;
         let page = self.with_thread(|t| t.messages_query(&q))?;
         Ok((200, json!(page)))
     }
 
     fn logs(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
-        let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
-        let pairs: Vec<(String, String)> = url
-            .query_pairs()
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
-        let q = PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+        let q = page_query(req)?;
         let page = self.with_thread(|t| {
             t.summary()?;
             Ok(crate::core::request_log::page(
@@ -450,6 +440,16 @@ impl DurableThread {
             worker::console_error!("could not schedule the turn: {e}");
         }
     }
+}
+
+/// The paging query of a request (`limit`, `offset`, `order`, …), validated.
+fn page_query(req: &Request) -> std::result::Result<PageQuery, ApiError> {
+    let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
+    let pairs: Vec<(String, String)> = url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
 fn send(ws: &WebSocket, frame: &ServerFrame) {

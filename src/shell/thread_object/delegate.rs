@@ -67,11 +67,7 @@ impl ChainSink for SubSink<'_, '_> {
         log.depth = 1;
         log.message_id = Some(self.parent_tool_call_id.to_owned());
         if failure.is_none() {
-            log.input_tokens = self.completion.input_tokens;
-            log.output_tokens = self.completion.output_tokens;
-            if let Some(m) = self.models.iter().find(|m| m.name == log.model) {
-                log.cost = m.cost(log.input_tokens, log.output_tokens);
-            }
+            log.add_usage(&self.completion, self.models);
         }
         record(self.thread, &log);
     }
@@ -114,11 +110,12 @@ impl DurableThread {
         let sql = self.sql();
         let thread = Thread::open_migrated(&sql);
         let store = thread.store();
-        let sub_message = |role, content: String| Message {
+        // Every message of the sub-prompt sits at depth 1, linked to the call it answers.
+        let in_sub_prompt = |m: Message| Message {
             depth: 1,
             parent_message_id: Some(call.message_id.clone()),
             parent_tool_call_id: Some(call.call.id.clone()),
-            ..Message::new(role, content, now())
+            ..m
         };
         let stored = |m: &Message| {
             store.append_message(m).map_err(|e| {
@@ -139,7 +136,7 @@ impl DurableThread {
             return CallToolResult::text(done.content.clone());
         }
         if existing.is_empty() {
-            if let Err(e) = stored(&sub_message(Role::User, input)) {
+            if let Err(e) = stored(&in_sub_prompt(Message::new(Role::User, input, now()))) {
                 return e;
             }
         }
@@ -192,11 +189,11 @@ impl DurableThread {
             if let Err(e) = outcome.and_then(|()| completion.validate()) {
                 return CallToolResult::error(format!("prompt {:?} failed: {e}", prompt.name));
             }
-            let reply = Message {
+            let reply = in_sub_prompt(Message {
                 tool_calls: completion.tool_calls.clone(),
                 side: Some(summary.current_side),
-                ..sub_message(Role::Assistant, completion.text.clone())
-            };
+                ..Message::new(Role::Assistant, completion.text.clone(), now())
+            });
             if let Err(e) = stored(&reply) {
                 return e;
             }
@@ -224,13 +221,10 @@ impl DurableThread {
                             .join(", ")
                     )),
                 };
-                let m = Message {
-                    depth: 1,
-                    parent_message_id: Some(call.message_id.clone()),
-                    parent_tool_call_id: Some(call.call.id.clone()),
+                let m = in_sub_prompt(Message {
                     side: Some(summary.current_side),
                     ..Message::tool_result(tc, result.to_model_text(), now())
-                };
+                });
                 if let Err(e) = stored(&m) {
                     return e;
                 }

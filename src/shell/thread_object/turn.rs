@@ -106,11 +106,7 @@ impl ChainSink for MainSink<'_, '_> {
     fn attempt_done(&mut self, mut log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>) {
         log.message_id = Some(self.call.message_id.clone());
         if failure.is_none() {
-            log.input_tokens = self.call.completion.input_tokens;
-            log.output_tokens = self.call.completion.output_tokens;
-            if let Some(m) = self.models.iter().find(|m| m.name == log.model) {
-                log.cost = m.cost(log.input_tokens, log.output_tokens);
-            }
+            log.add_usage(&self.call.completion, self.models);
         }
         record(self.thread, &log);
         if let Some((
