@@ -39,9 +39,12 @@ pub mod prelude {
     pub use crate::core::time::rfc3339_from_ms;
     pub use crate::hook::{Hook, HookContext, HookError};
     pub use crate::tool::{
-        emit_thread_event, force_turn, get_messages, inject_message, queue_tool, CallToolResult,
-        Content, FlowState, HttpRequest, HttpResponse, Json, Source, Tool, ToolError, ToolStatus,
+        emit_thread_event, force_turn, get_messages, inject_message, queue_tool,
+        queue_tool_with_bindings, CallToolResult, Content, FlowState, HttpRequest, HttpResponse,
+        Json, LimitScope, RateLimit, RetryPolicy, Source, Tool, ToolError, ToolStatus,
+        WebhookEvent,
     };
+    pub use std::time::Duration;
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
 }

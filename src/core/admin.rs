@@ -56,6 +56,7 @@ pub const PROMPT_COLUMNS: &[&str] = &[
     "include_chat",
     "description",
     "hooks",
+    "tool_bindings",
 ];
 
 /// `agents` columns written by the API, in bind order (`updated_at` follows).

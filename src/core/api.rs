@@ -259,6 +259,22 @@ pub struct QueueToolParams {
     /// Arguments object (`{}` when absent).
     #[serde(default = "empty_object")]
     pub args: Value,
+    /// Runtime bindings for the call (`flow.bindings`), kept apart from the arguments.
+    #[serde(default)]
+    pub bindings: Option<serde_json::Map<String, Value>>,
+}
+
+/// Parameters of the `approve_tool` rpc and body of the approve/reject routes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalParams {
+    /// The call waiting for approval.
+    pub tool_call_id: String,
+    /// Run it (true) or reject it (false).
+    pub approved: bool,
+    /// Why it was rejected; the model sees it.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 fn empty_object() -> Value {

@@ -190,6 +190,10 @@ pub struct PromptConfig {
     /// Hook names (files in `agents/hooks/`).
     #[serde(default)]
     pub hooks: Vec<String>,
+    /// Runtime context per tool (`{"weather_brief": {"account": "acme"}}`): given to the
+    /// tool or workflow as `flow.bindings`, never shown to the model.
+    #[serde(default)]
+    pub tool_bindings: serde_json::Map<String, serde_json::Value>,
 }
 
 impl PromptConfig {
@@ -208,6 +212,16 @@ impl PromptConfig {
         }
         for h in &self.hooks {
             check_name("hook name", h)?;
+        }
+        for (tool, b) in &self.tool_bindings {
+            if !self.tools.contains(tool) {
+                return Err(format!(
+                    "tool_bindings names {tool:?}, which is not in this prompt's tools"
+                ));
+            }
+            if !b.is_object() {
+                return Err(format!("tool_bindings.{tool} must be an object"));
+            }
         }
         Ok(())
     }
@@ -552,7 +566,14 @@ pub mod rows {
     use super::{AgentDef, ModelConfig, PromptConfig};
 
     /// Columns holding JSON text.
-    const JSON_COLUMNS: &[&str] = &["fallbacks", "tools", "hooks", "side_a", "side_b"];
+    const JSON_COLUMNS: &[&str] = &[
+        "fallbacks",
+        "tools",
+        "hooks",
+        "side_a",
+        "side_b",
+        "tool_bindings",
+    ];
     /// Columns holding 0/1.
     const BOOL_COLUMNS: &[&str] = &["parallel_tool_calls", "include_chat", "expose_as_tool"];
 

@@ -28,6 +28,23 @@ pub fn new_id() -> String {
     uuid_v4_from_bytes(bytes)
 }
 
+/// A 256-bit random token as 64 hex characters (webhook URLs), or `None` when the platform has
+/// no secure random source: a guessable token must never be handed out.
+pub fn secret_token() -> Option<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::getrandom(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A random number in 0..1 (retry jitter; not for secrets).
+pub fn random_unit() -> f64 {
+    let mut bytes = [0u8; 4];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        return 0.5;
+    }
+    f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX)
+}
+
 #[cold]
 fn fallback_bytes() -> [u8; 16] {
     // Only reachable if the runtime has no crypto source at all; ids stay unique per process

@@ -58,8 +58,22 @@ pub enum ServerFrame {
         tool_call_id: String,
         /// Tool name.
         name: String,
-        /// `queued`, `running`, `success` or `error`.
+        /// `queued`, `running`, `retrying`, `sleeping`, `waiting`, `rate_limited`, `success`
+        /// or `error`.
         status: String,
+        /// A parked call's wake time (ms since the epoch).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        wake_at: Option<i64>,
+        /// What a parked call waits for: `{"sleep"}`, `{"webhook", "url"}`,
+        /// `{"approval": "pending"}` or `{"rate_limit"}`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        waiting_for: Option<Value>,
+        /// The attempt this frame is about (from 1).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        attempt: Option<i64>,
+        /// Why the last attempt failed (`retrying`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// The thread's state.
     Status {
@@ -116,6 +130,19 @@ impl ServerFrame {
             data,
             timestamp,
         })
+    }
+
+    /// A `tool` frame with only the status.
+    pub fn tool(tool_call_id: &str, name: &str, status: &str) -> Self {
+        ServerFrame::Tool {
+            tool_call_id: tool_call_id.into(),
+            name: name.into(),
+            status: status.into(),
+            wake_at: None,
+            waiting_for: None,
+            attempt: None,
+            error: None,
+        }
     }
 
     /// An `error` frame.

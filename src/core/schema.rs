@@ -117,6 +117,67 @@ pub const MIGRATIONS: &[&[&str]] = &[
             created_at INTEGER NOT NULL
         )",
     ],
+    // v4: durable tools. A call's status is one of queued, running, retrying, sleeping,
+    // waiting, rate_limited, success, error (`done` rows from v1-v3 mean finished). A
+    // suspended call sleeps until `wake_at` (one alarm serves them all through the partial
+    // index); `interruptions` counts runs cut short by a crash or eviction; `detail` says what
+    // a call waits for; `bindings` are the caller's runtime context; `deadline_at` is a
+    // workflow's whole-run limit. Recorded workflow steps, webhooks (looked up by their
+    // unguessable token), every attempt (also the rate-limit window) and cached results.
+    &[
+        "ALTER TABLE tool_calls ADD COLUMN wake_at INTEGER",
+        "ALTER TABLE tool_calls ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE tool_calls ADD COLUMN detail TEXT",
+        "ALTER TABLE tool_calls ADD COLUMN approval TEXT",
+        "ALTER TABLE tool_calls ADD COLUMN bindings TEXT",
+        "ALTER TABLE tool_calls ADD COLUMN deadline_at INTEGER",
+        "ALTER TABLE tool_calls ADD COLUMN first_started_at INTEGER",
+        "ALTER TABLE tool_calls ADD COLUMN last_error TEXT",
+        "CREATE INDEX tool_calls_waking ON tool_calls (wake_at) WHERE wake_at IS NOT NULL",
+        "ALTER TABLE thread ADD COLUMN public_url TEXT",
+        "CREATE TABLE tool_steps (
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            value TEXT,
+            wake_at INTEGER,
+            started_at INTEGER NOT NULL,
+            finished_at INTEGER,
+            PRIMARY KEY (call_id, name)
+        )",
+        "CREATE TABLE webhooks (
+            token TEXT PRIMARY KEY,
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'open',
+            deadline_at INTEGER,
+            body TEXT,
+            created_at INTEGER NOT NULL,
+            received_at INTEGER,
+            UNIQUE (call_id, name)
+        )",
+        "CREATE TABLE tool_attempts (
+            seq INTEGER PRIMARY KEY,
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            started_at INTEGER NOT NULL,
+            finished_at INTEGER,
+            outcome TEXT,
+            error TEXT
+        )",
+        "CREATE INDEX tool_attempts_by_call ON tool_attempts (call_id, seq)",
+        "CREATE INDEX tool_attempts_by_tool ON tool_attempts (name, started_at)",
+        "CREATE TABLE tool_cache (
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            result TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            PRIMARY KEY (tool, arguments)
+        )",
+    ],
 ];
 
 /// The schema version this build expects.

@@ -141,19 +141,30 @@ pub struct MessagePage {
     pub has_more: bool,
 }
 
-/// A tool call waiting to run, running, or done.
+/// A tool call waiting to run, running, suspended, or finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredToolCall {
     /// The call as the model wrote it.
     pub call: ToolCall,
     /// The assistant message that asked for it.
     pub message_id: String,
-    /// `queued`, `running` or `done`.
+    /// `queued`, `running`, `retrying`, `sleeping`, `waiting`, `rate_limited`, `success` or
+    /// `error` (see [`super::tool_calls::CallStatus`]).
     pub status: String,
     /// Who asked for it: the model, or the application (`queue_tool` from a tool or client).
     pub origin: CallOrigin,
-    /// How many times it was started (more than once means runs were interrupted).
+    /// Attempts started (a retry is a new attempt; resuming a suspended workflow is not).
     pub attempts: i64,
+    /// Runs cut short by a crash or an eviction.
+    pub interruptions: i64,
+    /// A suspended call's time to run again (ms since the epoch).
+    pub wake_at: Option<i64>,
+    /// `pending`, `approved` or `rejected` for tools that need approval.
+    pub approval: Option<String>,
+    /// The caller's runtime bindings (a JSON object), kept apart from the arguments.
+    pub bindings: Option<String>,
+    /// A workflow's whole-run deadline (ms since the epoch), set at its first start.
+    pub deadline_at: Option<i64>,
 }
 
 /// Who asked for a tool call. The model may only call its agent's tools; the application may
@@ -167,7 +178,8 @@ pub enum CallOrigin {
 }
 
 impl CallOrigin {
-    fn as_str(self) -> &'static str {
+    /// `model` or `queue`.
+    pub fn as_str(self) -> &'static str {
         match self {
             CallOrigin::Model => "model",
             CallOrigin::Queue => "queue",
@@ -310,6 +322,19 @@ impl<'a> Store<'a> {
     pub fn set_result(&self, result: &str) -> Result<(), SqlError> {
         self.sql
             .exec("UPDATE thread SET result = ?", &[result.into()])?;
+        Ok(())
+    }
+
+    /// The public origin clients reach this Worker at (`https://host`), for webhook URLs.
+    pub fn public_url(&self) -> Result<Option<String>, SqlError> {
+        let rows = self.sql.exec("SELECT public_url FROM thread", &[])?;
+        Ok(rows.first().map(|r| r.opt_text(0)).transpose()?.flatten())
+    }
+
+    /// Records the public origin (from the request that created the thread).
+    pub fn set_public_url(&self, url: &str) -> Result<(), SqlError> {
+        self.sql
+            .exec("UPDATE thread SET public_url = ?", &[url.into()])?;
         Ok(())
     }
 
@@ -705,46 +730,210 @@ impl<'a> Store<'a> {
         Ok(())
     }
 
-    /// The oldest tool call not yet done (queued, or running when a crash interrupted it).
-    pub fn next_tool_call(&self) -> Result<Option<StoredToolCall>, SqlError> {
+    /// The oldest tool call that can run at `now`: queued, running when a crash interrupted
+    /// it, or suspended with its wake time passed.
+    pub fn next_tool_call(&self, now: i64) -> Result<Option<StoredToolCall>, SqlError> {
         let rows = self.sql.exec(
-            "SELECT id, name, arguments, message_id, status, origin, attempts FROM tool_calls
-             WHERE status IN ('queued', 'running') ORDER BY seq ASC LIMIT 1",
-            &[],
+            &format!(
+                "SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
+                 WHERE status IN ('queued', 'running') OR (wake_at IS NOT NULL AND wake_at <= ?)
+                 ORDER BY seq ASC LIMIT 1"
+            ),
+            &[now.into()],
         )?;
         rows.first().map(tool_call_from_row).transpose()
     }
 
-    /// Calls not yet done (queued, or running), in run order.
+    /// Calls without a result (queued, running or suspended), in run order.
     pub fn pending_tool_calls(&self) -> Result<Vec<StoredToolCall>, SqlError> {
         let rows = self.sql.exec(
-            "SELECT id, name, arguments, message_id, status, origin, attempts FROM tool_calls
-             WHERE status IN ('queued', 'running') ORDER BY seq ASC",
+            &format!(
+                "SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE status IN ({PENDING}) ORDER BY seq ASC"
+            ),
             &[],
         )?;
         rows.iter().map(tool_call_from_row).collect()
     }
 
-    /// Marks a tool call as running.
-    pub fn start_tool_call(&self, now: i64, call_id: &str) -> Result<(), SqlError> {
+    /// Stores a call's runtime bindings.
+    pub fn set_tool_call_bindings(&self, call_id: &str, bindings: &Value) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE tool_calls SET status = 'running', started_at = ?, attempts = attempts + 1
+            "UPDATE tool_calls SET bindings = ? WHERE id = ?",
+            &[bindings.to_string().into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Ids of the calls without a result.
+    pub fn pending_tool_call_ids(&self) -> Result<Vec<String>, SqlError> {
+        let rows = self.sql.exec(
+            &format!("SELECT id FROM tool_calls WHERE status IN ({PENDING})"),
+            &[],
+        )?;
+        rows.iter().map(|r| r.text(0)).collect()
+    }
+
+    /// Whether a call of a model reply has no result yet (the model waits for it).
+    pub fn has_pending_model_calls(&self) -> Result<bool, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT 1 FROM tool_calls WHERE status IN ({PENDING}) AND origin = 'model' LIMIT 1"
+            ),
+            &[],
+        )?;
+        Ok(!rows.is_empty())
+    }
+
+    /// One call by id.
+    pub fn tool_call(&self, call_id: &str) -> Result<Option<StoredToolCall>, SqlError> {
+        let rows = self.sql.exec(
+            &format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE id = ?"),
+            &[call_id.into()],
+        )?;
+        rows.first().map(tool_call_from_row).transpose()
+    }
+
+    /// Marks a tool call as running; `new_attempt` counts a first start or a retry (not the
+    /// resumption of a suspended workflow) and records it in `tool_attempts`.
+    pub fn start_tool_call(
+        &self,
+        now: i64,
+        call: &StoredToolCall,
+        new_attempt: bool,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET status = 'running', started_at = ?, wake_at = NULL,
+                 first_started_at = COALESCE(first_started_at, ?), attempts = attempts + ?
              WHERE id = ?",
+            &[
+                now.into(),
+                now.into(),
+                i64::from(new_attempt).into(),
+                call.call.id.as_str().into(),
+            ],
+        )?;
+        if new_attempt {
+            self.sql.exec(
+                "INSERT INTO tool_attempts (call_id, name, attempt, started_at) VALUES (?, ?, ?, ?)",
+                &[
+                    call.call.id.as_str().into(),
+                    call.call.name.as_str().into(),
+                    (call.attempts + 1).into(),
+                    now.into(),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Closes the latest attempt of a call with its outcome (`success`, `error`, `failed`,
+    /// `timeout`).
+    pub fn end_attempt(
+        &self,
+        now: i64,
+        call_id: &str,
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_attempts SET finished_at = ?, outcome = ?, error = ?
+             WHERE seq = (SELECT MAX(seq) FROM tool_attempts WHERE call_id = ?)
+               AND finished_at IS NULL",
+            &[now.into(), outcome.into(), error.into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Counts a run that a crash or an eviction cut short.
+    pub fn count_interruption(&self, call_id: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET interruptions = interruptions + 1 WHERE id = ?",
+            &[call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Suspends a call: `status` until `wake_at` (none: until something outside wakes it),
+    /// with `detail` saying why.
+    pub fn suspend_tool_call(
+        &self,
+        call_id: &str,
+        status: &str,
+        wake_at: Option<i64>,
+        detail: Option<&Value>,
+        last_error: Option<&str>,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET status = ?, wake_at = ?, detail = ?,
+                 last_error = COALESCE(?, last_error)
+             WHERE id = ?",
+            &[
+                status.into(),
+                wake_at.into(),
+                detail.map(Value::to_string).into(),
+                last_error.into(),
+                call_id.into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Makes a suspended call due now (a webhook arrived, a client approved it).
+    pub fn wake_tool_call(&self, now: i64, call_id: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            &format!("UPDATE tool_calls SET wake_at = ? WHERE id = ? AND status IN ({PENDING})"),
             &[now.into(), call_id.into()],
         )?;
         Ok(())
     }
 
-    /// Marks a tool call done and links its result message.
+    /// Records a client's decision on a call that needs approval.
+    pub fn set_approval(&self, call_id: &str, approval: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET approval = ? WHERE id = ?",
+            &[approval.into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Sets a workflow's whole-run deadline, once.
+    pub fn set_deadline(&self, call_id: &str, deadline_at: i64) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET deadline_at = COALESCE(deadline_at, ?) WHERE id = ?",
+            &[deadline_at.into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The earliest wake time of a suspended call, for the thread's alarm.
+    pub fn next_wake(&self) -> Result<Option<i64>, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT MIN(wake_at) FROM tool_calls WHERE wake_at IS NOT NULL AND status IN ({PENDING})"
+            ),
+            &[],
+        )?;
+        rows.first().map(|r| r.opt_int(0)).transpose().map(Option::flatten)
+    }
+
+    /// Closes a tool call with its result (`success` or `error`) and links the message.
     pub fn finish_tool_call(
         &self,
         now: i64,
         call_id: &str,
+        status: &str,
         result_message_id: &str,
     ) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE tool_calls SET status = 'done', finished_at = ?, result_message_id = ? WHERE id = ?",
-            &[now.into(), result_message_id.into(), call_id.into()],
+            "UPDATE tool_calls SET status = ?, finished_at = ?, result_message_id = ?,
+                 wake_at = NULL, detail = NULL
+             WHERE id = ?",
+            &[
+                status.into(),
+                now.into(),
+                result_message_id.into(),
+                call_id.into(),
+            ],
         )?;
         Ok(())
     }
@@ -844,6 +1033,13 @@ fn list_from_column<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// Statuses of a call without a result.
+pub(crate) const PENDING: &str =
+    "'queued', 'running', 'retrying', 'sleeping', 'waiting', 'rate_limited'";
+
+const TOOL_CALL_COLUMNS: &str = "id, name, arguments, message_id, status, origin, attempts, \
+     interruptions, wake_at, approval, bindings, deadline_at";
+
 fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
     Ok(StoredToolCall {
         call: ToolCall {
@@ -859,6 +1055,11 @@ fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
             CallOrigin::Model
         },
         attempts: r.int(6)?,
+        interruptions: r.int(7)?,
+        wake_at: r.opt_int(8)?,
+        approval: r.opt_text(9)?,
+        bindings: r.opt_text(10)?,
+        deadline_at: r.opt_int(11)?,
     })
 }
 

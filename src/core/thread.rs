@@ -29,6 +29,7 @@ use super::store::{
 };
 use super::stream::{Completion, ProviderError, StreamEvent};
 use crate::hook::{HookContext, HookFailure, Hooks};
+use super::durable::{CallStatus, Suspension};
 use crate::tool::{CallToolResult, Registry};
 use std::rc::Rc;
 
@@ -76,8 +77,9 @@ impl std::fmt::Display for ThreadError {
 
 impl std::error::Error for ThreadError {}
 
-/// Starts of one tool call after which an interrupted call is abandoned with an error result.
-pub const MAX_TOOL_ATTEMPTS: i64 = 3;
+/// Interruptions (the Worker stopped while the call ran) after which a call is abandoned with
+/// an error result.
+pub const MAX_TOOL_INTERRUPTIONS: i64 = 3;
 
 /// A message stored by `inject_message` (from a tool or a client).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -244,6 +246,9 @@ pub enum Action {
     /// Run these calls of one reply concurrently; report each with [`Thread::finish_tool`],
     /// in this order.
     RunTools(Vec<StoredToolCall>),
+    /// The turn waits for parked tool calls (sleeping, waiting, retrying, rate limited):
+    /// nothing to do before [`Store::next_wake`] or an outside event (webhook, approval).
+    Wait,
 }
 
 /// An in-flight model call: the pending assistant message and the reply assembled so far.
@@ -475,6 +480,14 @@ impl<'a> Thread<'a> {
         let t = self.summary()?;
         if t.status != ThreadStatus::Stopped {
             self.conclude(now, by)?;
+            // Parked and queued calls will not run: each gets its error result now, so the
+            // history stays whole and no alarm wakes them. A running call finishes normally.
+            for call in self.store.pending_tool_calls()? {
+                if call.status != CallStatus::Running.as_str() {
+                    let why = format!("cancelled: the thread was stopped (by {by})");
+                    self.finish_tool(now, &call, &CallToolResult::error(why))?;
+                }
+            }
         }
         Ok(())
     }
@@ -490,6 +503,19 @@ impl<'a> Thread<'a> {
         registry: &Registry,
         name: &str,
         arguments: Value,
+    ) -> Result<String, ThreadError> {
+        self.queue_tool_with_bindings(now, registry, name, arguments, None)
+    }
+
+    /// [`Thread::queue_tool`] with runtime bindings for the call (`flow.bindings`), kept
+    /// apart from the arguments.
+    pub fn queue_tool_with_bindings(
+        &mut self,
+        now: i64,
+        registry: &Registry,
+        name: &str,
+        arguments: Value,
+        bindings: Option<&serde_json::Map<String, Value>>,
     ) -> Result<String, ThreadError> {
         let t = self.summary()?;
         if t.status == ThreadStatus::Stopped {
@@ -523,12 +549,13 @@ impl<'a> Thread<'a> {
             std::slice::from_ref(&call),
             CallOrigin::Queue,
         )?;
+        if let Some(b) = bindings.filter(|b| !b.is_empty()) {
+            self.store
+                .set_tool_call_bindings(&call.id, &Value::Object(b.clone()))?;
+        }
         self.frames.push_back(ServerFrame::Message { message });
-        self.frames.push_back(ServerFrame::Tool {
-            tool_call_id: call.id.clone(),
-            name: call.name,
-            status: "queued".into(),
-        });
+        self.frames
+            .push_back(ServerFrame::tool(&call.id, &call.name, "queued"));
         if t.status == ThreadStatus::Idle {
             self.store.begin_turn(now)?;
             self.push_status()?;
@@ -602,9 +629,16 @@ impl<'a> Thread<'a> {
     /// Order: queued tool calls first (model calls, then calls queued by tools and clients,
     /// in queue order), then the model if it is owed a call, else the turn ends.
     pub fn next_action(&mut self, now: i64, max_steps: u32) -> Result<Action, ThreadError> {
-        let Some(t) = self.store.thread()? else {
+        let Some(mut t) = self.store.thread()? else {
             return Ok(Action::Idle);
         };
+        if t.status == ThreadStatus::Idle && self.store.next_tool_call(now)?.is_some() {
+            // A parked call (a queued workflow's sleep, a webhook) is due on an idle thread:
+            // it runs in a turn of its own, as a freshly queued call would.
+            self.store.begin_turn(now)?;
+            self.push_status()?;
+            t.status = ThreadStatus::Running;
+        }
         if t.status != ThreadStatus::Running {
             return Ok(Action::Idle);
         }
@@ -649,6 +683,10 @@ impl<'a> Thread<'a> {
             }
             AgentKind::AiHuman => history,
         };
+        // Calls still parked (queued workflows that sleep or wait) have no result yet: the
+        // model does not see them until they finish.
+        let parked = self.store.pending_tool_call_ids()?;
+        let history = without_calls(history, &parked);
         let mut history = repair_history(history);
         if let Some((hooks, ctx)) = self.hooks(0) {
             let (filtered, failures) = hooks.prefilter_llm_history(&ctx, history);
@@ -675,32 +713,43 @@ impl<'a> Thread<'a> {
     }
 
     /// The next tool call(s) to run, abandoning calls that keep killing the Worker. With
-    /// parallel tool calls, every pending call of the same model reply runs together.
+    /// parallel tool calls, every due call of the same model reply runs together. A parked
+    /// call holds nothing but its own reply: when the only calls left of a model reply are
+    /// parked, the turn waits ([`Action::Wait`]) for the earliest wake time.
     fn next_tools(&mut self, now: i64) -> Result<Option<Action>, ThreadError> {
         loop {
-            let Some(call) = self.store.next_tool_call()? else {
-                return Ok(None);
+            let Some(call) = self.store.next_tool_call(now)? else {
+                return Ok(self.store.has_pending_model_calls()?.then_some(Action::Wait));
             };
-            if worn_out(&call) {
-                // Started this often and never finished: the tool kills the Worker (a panic,
-                // an exceeded limit). Record that instead of crashing in a loop.
-                let why = format!(
-                    "this tool call was interrupted {} times (the Worker stopped while it ran) and was abandoned",
-                    call.attempts
-                );
-                self.finish_tool(now, &call, &CallToolResult::error(why))?;
-                continue;
+            if call.status == CallStatus::Running.as_str() {
+                // It was running when the Worker stopped (a crash, an eviction, a deploy).
+                self.store.count_interruption(&call.call.id)?;
+                if worn_out(&call) {
+                    // Cut short this often: the tool itself kills the Worker (a panic, an
+                    // exceeded limit). Record that instead of crashing in a loop.
+                    let why = format!(
+                        "this tool call was interrupted {} times (the Worker stopped while it ran) and was abandoned",
+                        call.interruptions + 1
+                    );
+                    self.finish_tool(now, &call, &CallToolResult::error(why))?;
+                    continue;
+                }
             }
             if !(self.rules.parallel_tool_calls && call.origin == CallOrigin::Model) {
                 return Ok(Some(Action::RunTool(call)));
             }
-            let batch: Vec<StoredToolCall> = self
-                .store
-                .pending_tool_calls()?
-                .into_iter()
-                .filter(|c| c.message_id == call.message_id && c.origin == CallOrigin::Model)
-                .filter(|c| !worn_out(c))
-                .collect();
+            let mut batch = vec![call.clone()];
+            for other in self.store.pending_tool_calls()? {
+                let due = matches!(other.status.as_str(), "queued")
+                    || other.wake_at.is_some_and(|w| w <= now);
+                if other.call.id != call.call.id
+                    && other.message_id == call.message_id
+                    && other.origin == CallOrigin::Model
+                    && due
+                {
+                    batch.push(other);
+                }
+            }
             return Ok(Some(if batch.len() > 1 {
                 Action::RunTools(batch)
             } else {
@@ -812,11 +861,7 @@ impl<'a> Thread<'a> {
         let queued: Vec<ServerFrame> = message
             .tool_calls
             .iter()
-            .map(|c| ServerFrame::Tool {
-                tool_call_id: c.id.clone(),
-                name: c.name.clone(),
-                status: "queued".into(),
-            })
+            .map(|c| ServerFrame::tool(&c.id, &c.name, "queued"))
             .collect();
         self.frames.push_back(ServerFrame::Message { message });
         self.frames.extend(queued);
@@ -855,13 +900,56 @@ impl<'a> Thread<'a> {
         Ok(())
     }
 
-    /// Marks a tool call running.
-    pub fn start_tool(&mut self, now: i64, call: &StoredToolCall) -> Result<(), ThreadError> {
-        self.store.start_tool_call(now, &call.call.id)?;
+    /// Marks a tool call running; `new_attempt` is false when a parked workflow resumes.
+    pub fn start_tool(
+        &mut self,
+        now: i64,
+        call: &StoredToolCall,
+        new_attempt: bool,
+    ) -> Result<(), ThreadError> {
+        self.store.start_tool_call(now, call, new_attempt)?;
+        let attempt = call.attempts + i64::from(new_attempt);
         self.frames.push_back(ServerFrame::Tool {
             tool_call_id: call.call.id.clone(),
             name: call.call.name.clone(),
-            status: "running".into(),
+            status: CallStatus::Running.as_str().into(),
+            wake_at: None,
+            waiting_for: None,
+            attempt: Some(attempt.max(1)),
+            error: None,
+        });
+        Ok(())
+    }
+
+    /// Parks a call (retrying, sleeping, waiting or rate limited) until its wake time.
+    /// `failure` is why the attempt that just ran failed (for `retrying`).
+    pub fn suspend_tool(
+        &mut self,
+        call: &StoredToolCall,
+        suspension: &Suspension,
+        failure: Option<(i64, &str, &str)>,
+    ) -> Result<(), ThreadError> {
+        let detail = (!suspension.detail.is_null()).then_some(&suspension.detail);
+        let error = failure.map(|(_, _, e)| e);
+        self.store.suspend_tool_call(
+            &call.call.id,
+            suspension.status.as_str(),
+            suspension.wake_at,
+            detail,
+            error,
+        )?;
+        if let Some((now, outcome, error)) = failure {
+            self.store
+                .end_attempt(now, &call.call.id, outcome, Some(error))?;
+        }
+        self.frames.push_back(ServerFrame::Tool {
+            tool_call_id: call.call.id.clone(),
+            name: call.call.name.clone(),
+            status: suspension.status.as_str().into(),
+            wake_at: suspension.wake_at,
+            waiting_for: detail.cloned(),
+            attempt: Some(call.attempts),
+            error: error.map(str::to_owned),
         });
         Ok(())
     }
@@ -895,8 +983,19 @@ impl<'a> Thread<'a> {
         let message = self.before_create(message);
         self.store.append_message(&message)?;
         self.after_create(&message);
+        let status = if result.is_error() {
+            CallStatus::Error
+        } else {
+            CallStatus::Success
+        };
         self.store
-            .finish_tool_call(now, &call.call.id, &message.id)?;
+            .finish_tool_call(now, &call.call.id, status.as_str(), &message.id)?;
+        self.store.end_attempt(
+            now,
+            &call.call.id,
+            status.as_str(),
+            result.is_error().then(|| message.content.as_str()),
+        )?;
         let is_stop_tool = call.origin == CallOrigin::Model
             && self.rules.stop_tool.as_deref() == Some(call.call.name.as_str());
         if is_stop_tool && !result.is_error() {
@@ -912,20 +1011,43 @@ impl<'a> Thread<'a> {
             // No model call after this; the reply's other calls still run.
             self.store.set_needs_model(false)?;
         }
-        self.frames.push_back(ServerFrame::Tool {
-            tool_call_id: call.call.id.clone(),
-            name: call.call.name.clone(),
-            status: if result.is_error() {
-                "error"
-            } else {
-                "success"
-            }
-            .into(),
-        });
+        self.frames.push_back(ServerFrame::tool(
+            &call.call.id,
+            &call.call.name,
+            status.as_str(),
+        ));
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
         });
         Ok(message)
+    }
+
+    /// A client's decision on a call waiting for approval: approved calls run, rejected ones
+    /// get an error result (with `reason`) the model sees. Both happen on the next drive.
+    pub fn decide_approval(
+        &mut self,
+        now: i64,
+        call_id: &str,
+        approved: bool,
+        reason: Option<&str>,
+    ) -> Result<(), ThreadError> {
+        self.summary()?;
+        let Some(call) = self.store.tool_call(call_id)? else {
+            return Err(ThreadError::Invalid(format!("no tool call {call_id:?} in this thread")));
+        };
+        if call.approval.as_deref() != Some("pending") {
+            return Err(ThreadError::Conflict(format!(
+                "tool call {call_id:?} is not waiting for approval (status {})",
+                call.status
+            )));
+        }
+        self.store
+            .set_approval(call_id, if approved { "approved" } else { "rejected" })?;
+        if let Some(reason) = reason.filter(|r| !approved && !r.trim().is_empty()) {
+            self.store.set_tool_call_error(call_id, reason)?;
+        }
+        self.store.wake_tool_call(now, call_id)?;
+        Ok(())
     }
 
     /// The next frame to broadcast to every socket of this thread.
@@ -991,9 +1113,27 @@ pub fn repair_history(history: Vec<Message>) -> Vec<Message> {
     out
 }
 
-/// A call started [`MAX_TOOL_ATTEMPTS`] times without finishing: it is abandoned, not run.
+/// The history without the tool calls in `ids` (and without assistant messages left empty).
+fn without_calls(history: Vec<Message>, ids: &[String]) -> Vec<Message> {
+    if ids.is_empty() {
+        return history;
+    }
+    history
+        .into_iter()
+        .filter_map(|mut m| {
+            if m.tool_calls.is_empty() {
+                return Some(m);
+            }
+            m.tool_calls.retain(|c| !ids.contains(&c.id));
+            (m.role != Role::Assistant || !m.tool_calls.is_empty() || !m.content.is_empty())
+                .then_some(m)
+        })
+        .collect()
+}
+
+/// A call cut short [`MAX_TOOL_INTERRUPTIONS`] times: it is abandoned, not run again.
 fn worn_out(call: &StoredToolCall) -> bool {
-    call.status == "running" && call.attempts >= MAX_TOOL_ATTEMPTS
+    call.interruptions + 1 >= MAX_TOOL_INTERRUPTIONS
 }
 
 /// The final answer of a stop tool: `property` of its result (when the result is a JSON

@@ -22,6 +22,14 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
     if method == Method::Get && segments == ["api", "health"] {
         return json(200, &json!({ "ok": true, "version": VERSION }));
     }
+    if let ["webhooks", thread_id, token] = segments.as_slice() {
+        // Authenticated by the unguessable token in the URL, not by the API key: the caller
+        // is the outside world a workflow is waiting for.
+        return match webhook(&mut req, &env, method, thread_id, token).await {
+            Ok(resp) => Ok(resp),
+            Err(e) => error(&e),
+        };
+    }
     if segments.first() != Some(&"api") {
         return error(&ApiError::not_found("not found; the API lives under /api"));
     }
@@ -35,12 +43,7 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
     }
 
     let outcome = match (method.clone(), &segments[1..]) {
-        (Method::Get, ["tools"]) => {
-            return match Registry::discovered() {
-                Ok(registry) => json(200, &json!({ "tools": registry.all_specs() })),
-                Err(e) => error(&registry_error(&e)),
-            };
-        }
+        (Method::Get, ["tools"]) => tools(&env).await,
         (Method::Post, ["threads"]) => create_thread(&mut req, &env).await,
         (Method::Put, ["config"]) => admin::put_config(&mut req, &env).await,
         (_, [plural, rest @ ..]) if Kind::from_plural(plural).is_some() => {
@@ -57,12 +60,25 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
                 (Method::Get, []) => Some("/summary"),
                 (Method::Get, ["messages"]) => Some("/messages"),
                 (Method::Get, ["logs"]) => Some("/logs"),
+                (Method::Get, ["tool-calls"]) => Some("/tool-calls"),
+                (Method::Get, ["tools"]) => Some("/tools"),
                 (Method::Post, ["messages"]) => Some("/messages"),
                 (Method::Post, ["stop"]) => Some("/stop"),
                 (Method::Get, ["stream"]) => Some("/stream"),
                 _ => None,
             };
+            let decision = match (method.clone(), rest) {
+                (Method::Post, ["tool-calls", call_id, "approve"]) => Some((*call_id, true)),
+                (Method::Post, ["tool-calls", call_id, "reject"]) => Some((*call_id, false)),
+                _ => None,
+            };
             match op {
+                None if decision.is_some() => match decision {
+                    Some((call_id, approved)) => {
+                        approve(&mut req, &env, id, call_id, approved).await
+                    }
+                    None => Err(method_or_route(&segments)),
+                },
                 None => Err(method_or_route(&segments)),
                 Some("/stream") => stream(&req, &env, id).await,
                 Some(op) => forward(&mut req, &env, id, method, op).await,
@@ -133,7 +149,118 @@ async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Resp
     }
     let thread_id = new_id();
     let internal = internal_request(Method::Post, "/create", &thread_id, Some(body))?;
+    if let Ok(url) = req.url() {
+        let _ = internal
+            .headers()
+            .set("x-edgent-origin", &url.origin().ascii_serialization());
+    }
     send_to(env, &thread_id, internal).await
+}
+
+/// `GET /api/tools`: every tool's schema, how it runs (timeout, retries, approval, limits)
+/// and its deployment-wide status (`rate_limited` when a per-deployment window is full).
+async fn tools(env: &Env) -> std::result::Result<Response, ApiError> {
+    let registry = Registry::discovered().map_err(|e| registry_error(&e))?;
+    let mut out = Vec::new();
+    for spec in registry.all_specs() {
+        let policy = registry
+            .get(&spec.name)
+            .map(|t| t.policy().clone())
+            .unwrap_or_default();
+        let mut status = "available";
+        if let Some(limit) = policy
+            .rate_limit
+            .filter(|l| l.scope == crate::tool::LimitScope::Deployment)
+        {
+            if let Ok(w) = super::rate_limiter::peek(env, &spec.name).await {
+                if w.used >= limit.per_minute {
+                    status = "rate_limited";
+                }
+            }
+        }
+        let mut v = serde_json::to_value(&spec).unwrap_or_default();
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("status".into(), json!(status));
+            obj.insert("policy".into(), policy_json(&policy));
+        }
+        out.push(v);
+    }
+    json(200, &json!({ "tools": out })).map_err(|e| logged("could not answer", e))
+}
+
+fn policy_json(p: &crate::tool::ToolPolicy) -> serde_json::Value {
+    json!({
+        "timeout_ms": p.timeout.as_millis() as u64,
+        "max_attempts": p.retry.max_attempts,
+        "needs_approval": p.needs_approval,
+        "rate_limit": p.rate_limit.map(|l| json!({
+            "per_minute": l.per_minute,
+            "when_limited": match l.when_limited { crate::tool::WhenLimited::Wait => "wait", crate::tool::WhenLimited::Fail => "fail" },
+            "scope": match l.scope { crate::tool::LimitScope::Thread => "thread", crate::tool::LimitScope::Deployment => "deployment" },
+        })),
+        "deadline_ms": p.deadline.map(|d| d.as_millis() as u64),
+        "cache_ms": p.cache_for.map(|d| d.as_millis() as u64),
+    })
+}
+
+/// `POST /api/threads/:id/tool-calls/:call/approve|reject` (optional body `{"reason"}`).
+async fn approve(
+    req: &mut Request,
+    env: &Env,
+    thread_id: &str,
+    call_id: &str,
+    approved: bool,
+) -> std::result::Result<Response, ApiError> {
+    if !is_uuid(thread_id) {
+        return Err(ApiError::not_found("thread not found"));
+    }
+    let body = read_body(req).await?;
+    let reason = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        let v: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
+        match v.get("reason") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(ApiError::invalid("\"reason\" must be a string")),
+        }
+    };
+    let payload = json!({ "tool_call_id": call_id, "approved": approved, "reason": reason });
+    let internal = internal_request(
+        Method::Post,
+        "/approval",
+        thread_id,
+        Some(payload.to_string().into_bytes()),
+    )?;
+    send_to(env, thread_id, internal).await
+}
+
+/// `POST /webhooks/:thread_id/:token`: a 64-hex-character token or 404, like any other
+/// wrong token (the thread's object answers for the rest).
+async fn webhook(
+    req: &mut Request,
+    env: &Env,
+    method: Method,
+    thread_id: &str,
+    token: &str,
+) -> std::result::Result<Response, ApiError> {
+    let well_formed = is_uuid(thread_id)
+        && token.len() == 64
+        && token.bytes().all(|b| b.is_ascii_hexdigit());
+    if !well_formed {
+        return Err(ApiError::not_found("no such webhook"));
+    }
+    if method != Method::Post {
+        return Err(ApiError::new(405, "method_not_allowed", "webhooks accept POST only"));
+    }
+    let body = read_body(req).await?;
+    let internal = internal_request(Method::Post, "/webhook", thread_id, Some(body))?;
+    internal
+        .headers()
+        .set("x-edgent-webhook-token", token)
+        .map_err(|e| logged("could not build the webhook request", e))?;
+    send_to(env, thread_id, internal).await
 }
 
 async fn forward(

@@ -17,6 +17,7 @@ use worker::{
 };
 
 mod delegate;
+mod tools;
 mod turn;
 
 use super::config::agent_has_side;
@@ -24,7 +25,8 @@ use super::do_sql::DoSql;
 use super::host::{broadcast, now, ShellHost};
 use super::http::{error, json, logged, read_body, registry_error};
 use crate::core::api::{
-    parse_params, ApiError, CreateThread, ForceTurnParams, PageQuery, PostMessage, QueueToolParams,
+    parse_params, ApiError, ApprovalParams, CreateThread, ForceTurnParams, PageQuery, PostMessage,
+    QueueToolParams,
 };
 use crate::core::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
@@ -97,6 +99,10 @@ impl DurableObject for DurableThread {
                 self.stop().await.map(|()| (200, json!({ "ok": true })))
             }
             (worker::Method::Get, "/logs") => self.logs(&req),
+            (worker::Method::Get, "/tool-calls") => self.tool_calls(&req),
+            (worker::Method::Get, "/tools") => self.tool_statuses(),
+            (worker::Method::Post, "/approval") => self.approval(&mut req).await,
+            (worker::Method::Post, "/webhook") => self.webhook(&mut req).await,
             (worker::Method::Post, "/run") => self
                 .run_to_end()
                 .await
@@ -281,6 +287,8 @@ impl DurableThread {
                 .find(|(k, _)| k == "parent")
                 .map(|(_, v)| v.into_owned())
         });
+        // Where clients reach us, for webhook URLs (set by the router from the request).
+        let origin = req.headers().get("x-edgent-origin").ok().flatten();
         // The first message may need the agent's hooks before any turn has loaded them.
         let config = super::config::load_agent(&self.env, &create.agent_id, Side::A)
             .await
@@ -290,6 +298,9 @@ impl DurableThread {
             let summary = t.create(now(), &thread_id, &create.agent_id, &create.tags)?;
             if let Some(parent) = &parent {
                 t.store().set_parent(parent)?;
+            }
+            if let Some(origin) = &origin {
+                t.store().set_public_url(origin)?;
             }
             if let Some(c) = &config {
                 t.set_hook_config(&c.prompt.name, c.hooks())?;
@@ -320,6 +331,78 @@ impl DurableThread {
             )?)
         })?;
         Ok((200, json!(page)))
+    }
+
+    fn tool_calls(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
+        let q = page_query(req)?;
+        let page = self.with_thread(|t| {
+            t.summary()?;
+            Ok(t.store().tool_call_page(q.limit, q.offset, q.order)?)
+        })?;
+        Ok((200, json!(page)))
+    }
+
+    /// Each tool's status in this thread: `busy` (a call is running or parked), `rate_limited`
+    /// (its window is full), `error` (its last call failed) or `available`.
+    fn tool_statuses(&self) -> std::result::Result<(u16, Value), ApiError> {
+        let host = self.host()?;
+        let statuses = self.with_thread(|t| {
+            let mut out = Vec::new();
+            for name in host.registry.names() {
+                let policy = tools::policy_for(&host, name);
+                let status = crate::core::durable::tool_status(t.store(), name, &policy, now())?;
+                out.push(json!({ "name": name, "status": status }));
+            }
+            Ok(out)
+        })?;
+        Ok((200, json!({ "tools": statuses })))
+    }
+
+    async fn approval(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+        let body = read_body(req).await?;
+        let value: Value = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
+        let p: ApprovalParams = parse_params(&value)?;
+        self.decide(&p).await?;
+        Ok((200, json!({ "tool_call_id": p.tool_call_id, "approved": p.approved })))
+    }
+
+    async fn decide(&self, p: &ApprovalParams) -> std::result::Result<(), ApiError> {
+        self.with_thread(|t| {
+            t.decide_approval(now(), &p.tool_call_id, p.approved, p.reason.as_deref())
+        })?;
+        self.schedule().await;
+        Ok(())
+    }
+
+    /// A POST to a webhook URL: wrong tokens get 404, a second delivery or a finished wait
+    /// 409, a body that is not JSON 400 (after the token check); nothing changes on refusal.
+    async fn webhook(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+        use crate::core::durable::{deliver_webhook, WebhookRefusal};
+        let token = req
+            .headers()
+            .get("x-edgent-webhook-token")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let not_found = || ApiError::not_found("no such webhook");
+        let sql = self.sql();
+        let thread = self.open(&sql, false).map_err(|_| not_found())?;
+        if thread.store().webhook_by_token(&token).ok().flatten().is_none() {
+            return Err(not_found());
+        }
+        let body = read_body(req).await?;
+        let outcome = deliver_webhook(thread.store(), &token, &body, now())
+            .map_err(|e| logged("webhook storage error", e))?;
+        match outcome {
+            Ok(call_id) => {
+                self.schedule().await;
+                Ok((202, json!({ "ok": true, "tool_call_id": call_id })))
+            }
+            Err(WebhookRefusal::Unknown) => Err(not_found()),
+            Err(WebhookRefusal::Closed(why)) => Err(ApiError::new(409, "webhook_closed", why)),
+            Err(WebhookRefusal::NotJson(why)) => Err(ApiError::new(400, "invalid_json", why)),
+        }
     }
 
     async fn post_message(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
@@ -376,10 +459,28 @@ impl DurableThread {
             "queue_tool" => {
                 let p: QueueToolParams = parse_params(params)?;
                 let registry = self.registry().map_err(|e| registry_error(&e))?;
-                let call_id =
-                    self.with_thread(|t| t.queue_tool(now(), &registry, &p.name, p.args))?;
+                let call_id = self.with_thread(|t| {
+                    t.queue_tool_with_bindings(now(), &registry, &p.name, p.args, p.bindings.as_ref())
+                })?;
                 self.schedule().await;
                 Ok(json!({ "tool_call_id": call_id }))
+            }
+            "approve_tool" => {
+                let p: ApprovalParams = parse_params(params)?;
+                self.decide(&p).await?;
+                Ok(json!({ "tool_call_id": p.tool_call_id, "approved": p.approved }))
+            }
+            "get_tool_calls" => {
+                let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(50).clamp(1, 200);
+                let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
+                let page = self.with_thread(|t| {
+                    Ok(t.store().tool_call_page(
+                        limit as u32,
+                        u32::try_from(offset).unwrap_or(u32::MAX),
+                        crate::core::store::Order::Asc,
+                    )?)
+                })?;
+                Ok(json!(page))
             }
             "force_turn" => {
                 let p: ForceTurnParams = parse_params(params)?;
@@ -401,7 +502,7 @@ impl DurableThread {
                 400,
                 "unknown_method",
                 format!(
-                    "unknown rpc method {other:?}; available: send_message, inject_message, queue_tool, get_messages, force_turn, stop"
+                    "unknown rpc method {other:?}; available: send_message, inject_message, queue_tool, get_messages, force_turn, stop, approve_tool, get_tool_calls"
                 ),
             )),
         }

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::utils::ToolError;
+use super::ToolError;
 use super::{BoxFuture, HttpRequest, HttpResponse, Registry};
 use crate::core::config::AgentConfig;
 use crate::core::protocol::ServerFrame;
@@ -81,6 +81,11 @@ pub struct FlowState {
     pub tool_call_id: String,
     /// When the call started, ms since the Unix epoch.
     pub now_ms: i64,
+    /// Runtime context from the caller (which account or connection to use): a JSON object
+    /// kept apart from the model-visible arguments. Empty unless the prompt's
+    /// `tool_bindings` or the `queue_tool` caller set it.
+    pub bindings: Map<String, Value>,
+    pub(crate) run: Rc<super::RunState>,
     root: Option<Rc<FlowState>>,
     host: Rc<dyn FlowHost>,
 }
@@ -124,9 +129,22 @@ impl FlowState {
             parent_message_id: None,
             tool_call_id: tool_call_id.to_owned(),
             now_ms: host.now_ms(),
+            bindings: Map::new(),
+            run: Rc::default(),
             root: None,
             host,
         }
+    }
+
+    /// The same flow with the caller's runtime bindings.
+    pub fn with_bindings(mut self, bindings: Map<String, Value>) -> Self {
+        self.bindings = bindings;
+        self
+    }
+
+    /// The state of this run (for [`super::run_until_suspended`]).
+    pub fn run_state(&self) -> &Rc<super::RunState> {
+        &self.run
     }
 
     /// The root flow (this one at the top level): where `queue_tool` queues.

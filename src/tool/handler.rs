@@ -5,7 +5,8 @@
 //! async fn f(flow: FlowState, args: T) -> R             // typed, validated arguments
 //! async fn f(flow: FlowState, args: T) -> Result<Json<O>, E>   // ... and a typed return schema
 //! ```
-//! `T: Deserialize + JsonSchema`, `R: IntoToolResult`, `E: Display`.
+//! `T: Deserialize + JsonSchema`, `R: IntoToolResult`, `E: Display`. An `Err` is a failure the thread may retry (see
+//! [`ToolError`]); an `Ok(CallToolResult::error(..))` is an answer and is not retried.
 
 use std::any::{Any, TypeId};
 use std::future::Future;
@@ -18,12 +19,24 @@ use serde_json::Value;
 
 use super::schema::schema_for;
 use super::validate::parse_args;
-use super::{BoxFuture, CallToolResult, FlowState};
+use super::{BoxFuture, CallToolResult, FlowState, ToolError};
+
+/// What one attempt of a handler produced: a result (success or an error the tool chose to
+/// answer with), or a failure the thread may retry.
+pub type Outcome = Result<CallToolResult, ToolError>;
 
 /// Turns a handler's return value into a [`CallToolResult`].
 pub trait IntoToolResult {
     /// The conversion.
     fn into_tool_result(self) -> CallToolResult;
+
+    /// The conversion, keeping a failure apart from a result so the thread can retry it.
+    fn into_outcome(self) -> Outcome
+    where
+        Self: Sized,
+    {
+        Ok(self.into_tool_result())
+    }
 
     /// The JSON Schema of what a successful call returns, when the type declares one
     /// ([`Json<T>`] does).
@@ -44,11 +57,23 @@ impl IntoToolResult for String {
     }
 }
 
-impl<R: IntoToolResult, E: std::fmt::Display> IntoToolResult for Result<R, E> {
+impl<R: IntoToolResult, E: std::fmt::Display + 'static> IntoToolResult for Result<R, E> {
     fn into_tool_result(self) -> CallToolResult {
         match self {
             Ok(r) => r.into_tool_result(),
             Err(e) => CallToolResult::error(e.to_string()),
+        }
+    }
+
+    /// `Err` is a failure: a [`ToolError`] keeps its retry advice, any other error is
+    /// retried under the tool's policy.
+    fn into_outcome(self) -> Outcome {
+        match self {
+            Ok(r) => Ok(r.into_tool_result()),
+            Err(e) => Err(match (&e as &dyn std::any::Any).downcast_ref::<ToolError>() {
+                Some(tool_error) => tool_error.clone(),
+                None => ToolError::new(e.to_string()),
+            }),
         }
     }
 
@@ -77,7 +102,7 @@ impl<T: Serialize + JsonSchema> IntoToolResult for Json<T> {
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
-pub(crate) type RunFn = Rc<dyn Fn(FlowState, Box<dyn Any>) -> BoxFuture<'static, CallToolResult>>;
+pub(crate) type RunFn = Rc<dyn Fn(FlowState, Box<dyn Any>) -> BoxFuture<'static, Outcome>>;
 
 /// What the registry knows about a tool's argument type.
 #[derive(Clone)]
@@ -140,7 +165,7 @@ where
             returns: R::return_schema(),
             run: Rc::new(move |flow, _args| {
                 let fut = (self)(flow);
-                Box::pin(async move { fut.await.into_tool_result() })
+                Box::pin(async move { fut.await.into_outcome() })
             }),
         }
     }
@@ -160,11 +185,11 @@ where
             run: Rc::new(move |flow, args| match args.downcast::<T>() {
                 Ok(args) => {
                     let fut = (self)(flow, *args);
-                    Box::pin(async move { fut.await.into_tool_result() })
+                    Box::pin(async move { fut.await.into_outcome() })
                 }
                 // Unreachable through `Tool::call`, which parses with this same type.
                 Err(_) => Box::pin(async {
-                    CallToolResult::error("internal error: arguments of the wrong type")
+                    Err(ToolError::fatal("internal error: arguments of the wrong type"))
                 }),
             }),
         }

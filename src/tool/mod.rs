@@ -32,9 +32,12 @@
 //! # let _ = tool();
 //! ```
 
+mod durable;
+mod error;
 mod flow;
 mod handler;
 mod http;
+mod policy;
 mod registry;
 mod result;
 pub mod schema;
@@ -49,12 +52,15 @@ use std::rc::Rc;
 use serde_json::Value;
 
 pub use flow::{Context, EventStream, FlowHost, FlowState, MessageHistory, Storage, ToolQueue};
-pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs};
+pub use durable::{run_until_suspended, RunState, WebhookEvent};
+pub use error::{Retry, ToolError};
+pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
+pub use policy::{LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT};
 pub use http::{HttpRequest, HttpResponse};
 pub use registry::{Registry, RegistryError};
 pub use result::{CallToolResult, Content, Source, SourceKind, ToolStatus};
 pub use utils::{
-    emit_thread_event, force_turn, get_messages, inject_message, queue_tool, ToolError,
+    emit_thread_event, force_turn, get_messages, inject_message, queue_tool, queue_tool_with_bindings,
 };
 
 use handler::{ArgsSpec, RunFn};
@@ -81,6 +87,7 @@ pub struct Tool {
     returns: Option<Value>,
     run: Option<RunFn>,
     refines: Vec<Refine>,
+    policy: ToolPolicy,
 }
 
 impl std::fmt::Debug for Tool {
@@ -102,7 +109,59 @@ impl Tool {
             returns: None,
             run: None,
             refines: Vec::new(),
+            policy: ToolPolicy::default(),
         }
+    }
+
+    /// Sets how failed attempts are retried (default: 3 attempts, 1 s then 2 s apart).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.policy.retry = retry;
+        self
+    }
+
+    /// Sets how long one attempt may take (default 30 s); a timed-out attempt is a failure
+    /// (retried under the retry policy).
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.policy.timeout = timeout;
+        self
+    }
+
+    /// Each call waits (status `waiting`) until a client approves or rejects it; a rejection
+    /// is the error result the model sees.
+    pub fn needs_approval(mut self) -> Self {
+        self.policy.needs_approval = true;
+        self
+    }
+
+    /// Limits calls per minute (per thread, or per deployment too).
+    pub fn rate_limit(mut self, limit: RateLimit) -> Self {
+        self.policy.rate_limit = Some(limit);
+        self
+    }
+
+    /// Limits a workflow's whole run, from its first start to its result, suspensions
+    /// included; past it the call fails with an error result.
+    pub fn deadline(mut self, deadline: std::time::Duration) -> Self {
+        self.policy.deadline = Some(deadline);
+        self
+    }
+
+    /// Reuses a successful result for the same arguments for `ttl` (for idempotent tools
+    /// and workflows): the call is answered from the thread's cache without running.
+    pub fn cache_results(mut self, ttl: std::time::Duration) -> Self {
+        self.policy.cache_for = Some(ttl);
+        self
+    }
+
+    /// How the thread runs this tool.
+    pub fn policy(&self) -> &ToolPolicy {
+        &self.policy
+    }
+
+    /// The same tool under another policy (operators' overrides).
+    pub fn with_policy(mut self, policy: ToolPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// Sets the handler. Its argument type (if any) gives the parameters schema, its return
@@ -178,19 +237,40 @@ impl Tool {
         Ok(parsed)
     }
 
-    /// Runs the tool with the raw argument text from the model. Never panics on bad input:
-    /// malformed JSON, schema violations and failed refine rules become `error` results that
-    /// say what was wrong, so the model can correct its call.
-    pub fn call(&self, flow: FlowState, raw_arguments: &str) -> BoxFuture<'static, CallToolResult> {
+    /// Runs one attempt with the raw argument text from the model. Never panics on bad
+    /// input: malformed JSON, schema violations and failed refine rules become `error`
+    /// results (not failures: retrying cannot fix them) that say what was wrong, so the
+    /// model can correct its call. A workflow's sleep or webhook wait parks the run: poll it
+    /// with [`run_until_suspended`].
+    pub fn attempt(&self, flow: FlowState, raw_arguments: &str) -> BoxFuture<'static, Outcome> {
         let parsed = validate::parse_json(raw_arguments).and_then(|v| self.parse(v));
         match (parsed, &self.run) {
             (Ok(args), Some(run)) => run(flow, args),
             (Err(why), _) => {
                 let text =
                     format!("invalid arguments: {why}. Fix the arguments and call the tool again.");
-                Box::pin(async move { CallToolResult::error(text) })
+                Box::pin(async move { Ok(CallToolResult::error(text)) })
             }
-            (Ok(_), None) => Box::pin(async { CallToolResult::error("this tool has no handler") }),
+            (Ok(_), None) => {
+                Box::pin(async { Ok(CallToolResult::error("this tool has no handler")) })
+            }
         }
+    }
+
+    /// Runs the tool once, without retries or suspension (sub-prompts, tests, workflow
+    /// steps): a failure becomes its error result, and a workflow that tries to sleep or wait
+    /// gets an error result saying it cannot here.
+    pub fn call(&self, flow: FlowState, raw_arguments: &str) -> BoxFuture<'static, CallToolResult> {
+        let state = flow.run_state().clone();
+        let attempt = self.attempt(flow, raw_arguments);
+        Box::pin(async move {
+            match run_until_suspended(attempt, &state).await {
+                crate::core::durable::Ran::Done(Ok(result)) => result,
+                crate::core::durable::Ran::Done(Err(e)) => CallToolResult::error(e.text()),
+                _ => CallToolResult::error(
+                    "this tool sleeps or waits for a webhook, which only a top-level tool call can do",
+                ),
+            }
+        })
     }
 }

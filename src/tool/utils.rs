@@ -4,56 +4,10 @@
 
 use serde::Serialize;
 
-use super::FlowState;
+use super::{FlowState, ToolError};
 use crate::core::message::Message;
-use crate::core::sql::SqlError;
 use crate::core::store::{MessagePage, Order, Side};
 use crate::core::thread::{InjectMessage, Thread, ThreadError};
-
-/// An error a tool can return with `?`; it becomes an `error` result with this text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolError(String);
-
-impl ToolError {
-    /// An error with this text (shown to the model: say what to do about it).
-    pub fn new(text: impl Into<String>) -> Self {
-        ToolError(text.into())
-    }
-}
-
-impl std::fmt::Display for ToolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ToolError {}
-
-impl From<String> for ToolError {
-    fn from(s: String) -> Self {
-        ToolError(s)
-    }
-}
-impl From<&str> for ToolError {
-    fn from(s: &str) -> Self {
-        ToolError(s.to_owned())
-    }
-}
-impl From<SqlError> for ToolError {
-    fn from(e: SqlError) -> Self {
-        ToolError(format!("storage error: {e}"))
-    }
-}
-impl From<ThreadError> for ToolError {
-    fn from(e: ThreadError) -> Self {
-        ToolError(e.to_string())
-    }
-}
-impl From<serde_json::Error> for ToolError {
-    fn from(e: serde_json::Error) -> Self {
-        ToolError(format!("JSON error: {e}"))
-    }
-}
 
 fn with_thread<T>(
     flow: &FlowState,
@@ -76,6 +30,22 @@ pub fn queue_tool(flow: &FlowState, name: &str, args: impl Serialize) -> Result<
     let root = flow.root();
     let registry = root.host().registry();
     with_thread(root, |t, now| t.queue_tool(now, registry, name, args))
+}
+
+/// [`queue_tool`] with runtime bindings for the queued call (its `flow.bindings`: which
+/// account or connection to use), kept apart from the model-visible arguments.
+pub fn queue_tool_with_bindings(
+    flow: &FlowState,
+    name: &str,
+    args: impl Serialize,
+    bindings: serde_json::Map<String, serde_json::Value>,
+) -> Result<String, ToolError> {
+    let args = serde_json::to_value(args)?;
+    let root = flow.root();
+    let registry = root.host().registry();
+    with_thread(root, |t, now| {
+        t.queue_tool_with_bindings(now, registry, name, args, Some(&bindings))
+    })
 }
 
 /// Stores a message without starting any work. See [`InjectMessage`] for the options

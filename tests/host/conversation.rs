@@ -126,7 +126,7 @@ fn a_tool_call_round_trip_feeds_the_result_back() {
         panic!("expected a tool run")
     };
     assert_eq!(tc.call.name, "get_current_time");
-    t.start_tool(T0 + 5, &tc).unwrap();
+    t.start_tool(T0 + 5, &tc, true).unwrap();
     host.now.set(T0 + 5);
     let flow = host.flow(&tc.call.id);
     let result = block_on(
@@ -206,7 +206,7 @@ fn a_crash_while_a_tool_runs_runs_it_again() {
         let Action::RunTool(tc) = t.next_action(T0, MAX_STEPS).unwrap() else {
             panic!()
         };
-        t.start_tool(T0, &tc).unwrap();
+        t.start_tool(T0, &tc, true).unwrap();
         // Crash before the result is stored.
     }
     let mut t = Thread::open(&db).unwrap();

@@ -217,7 +217,7 @@ fn parallel_calls_of_one_reply_come_as_one_batch_in_call_order() {
     let names: Vec<&str> = batch.iter().map(|c| c.call.name.as_str()).collect();
     assert_eq!(names, ["a", "b", "c"]);
     for c in &batch {
-        t.start_tool(T0, c).unwrap();
+        t.start_tool(T0, c, true).unwrap();
     }
     for c in &batch {
         t.finish_tool(T0, c, &CallToolResult::text(c.call.name.clone()))

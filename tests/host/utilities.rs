@@ -65,7 +65,7 @@ fn run_queue(host: &Rc<TestHost>) -> Vec<String> {
         let Action::RunTool(call) = t.next_action(T0, MAX_STEPS).unwrap() else {
             return ran;
         };
-        t.start_tool(T0, &call).unwrap();
+        t.start_tool(T0, &call, true).unwrap();
         let tool = host.registry.get(&call.call.name).unwrap();
         let result = block_on(tool.call(host.flow(&call.call.id), &call.call.arguments));
         assert!(!result.is_error(), "{}: {result:?}", call.call.name);
@@ -483,12 +483,12 @@ fn a_tool_that_keeps_killing_the_worker_is_abandoned_not_retried_forever() {
     let call = model_call(&mut t);
     reply(&mut t, call, "", &[("c1", "get_current_time", "{}")]);
     // Three starts that never finish (the process dies each time), then recovery gives up.
-    for attempt in 1..=edgent::core::thread::MAX_TOOL_ATTEMPTS {
+    for attempt in 1..=edgent::core::thread::MAX_TOOL_INTERRUPTIONS {
         let mut t = host.thread();
         let Action::RunTool(c) = t.next_action(T0, MAX_STEPS).unwrap() else {
             panic!("attempt {attempt}: expected the tool to run again")
         };
-        t.start_tool(T0, &c).unwrap();
+        t.start_tool(T0, &c, true).unwrap();
     }
     let mut t = host.thread();
     let call = model_call(&mut t);

@@ -24,7 +24,10 @@ export async function startWorker({ modelUrl, persistDir, bindings = {} } = {}) 
       { type: 'CompiledWasm', include: ['**/*.wasm'] },
     ],
     compatibilityDate: '2026-04-20',
-    durableObjects: { THREADS: { className: 'DurableThread', useSQLite: true } },
+    durableObjects: {
+      THREADS: { className: 'DurableThread', useSQLite: true },
+      RATE_LIMITER: { className: 'RateLimiter', useSQLite: true },
+    },
     d1Databases: { DB: 'edgent-test-db' },
     bindings: { EDGENT_API_KEY: API_KEY, OPENAI_API_KEY: 'sk-test-secret', ...bindings },
     durableObjectsPersist: persist,

@@ -4,21 +4,19 @@
 
 use std::rc::Rc;
 
-use futures_util::future::join_all;
-
 use super::DurableThread;
 use crate::core::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, ToolSpec};
 use crate::core::message::Message;
 use crate::core::provider::{build_request, ModelRequest};
 use crate::core::request_log::{self, ModelRequestLog};
 use crate::core::retry::Next;
-use crate::core::store::{CallOrigin, StoredToolCall, ThreadStatus, ThreadSummary};
+use crate::core::store::ThreadStatus;
 use crate::core::stream::{ProviderError, StreamEvent};
 use crate::core::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::shell::config::load_agent;
 use crate::shell::host::{now, ShellHost};
 use crate::shell::model::{run_chain, ChainSink};
-use crate::tool::{CallToolResult, FlowState, Registry};
+use crate::tool::Registry;
 
 /// How long a turn may go without progress before the watchdog alarm resumes it.
 const WATCHDOG_MS: i64 = 30_000;
@@ -199,7 +197,7 @@ impl DurableThread {
             let action = thread.next_action(now(), config.max_steps());
             self.flush(thread);
             match action {
-                Ok(Action::Idle) => break,
+                Ok(Action::Idle | Action::Wait) => break,
                 Ok(Action::Continue) => {}
                 Err(e) => {
                     worker::console_error!("turn loop error: {e}");
@@ -216,13 +214,24 @@ impl DurableThread {
             }
         }
         self.driving.set(false);
-        let _ = self.state.storage().delete_alarm().await;
-        // A message may have arrived while the alarm was being deleted: never strand it.
-        let still_running = self
+        // Parked calls need the alarm at their earliest wake time; otherwise none is left.
+        let wake = self
             .open(&sql, false)
-            .and_then(|t| t.summary())
-            .is_ok_and(|s| s.status == ThreadStatus::Running);
-        if still_running {
+            .and_then(|t| Ok(t.store().next_wake()?))
+            .ok()
+            .flatten();
+        let _ = match wake {
+            Some(at) => self.state.storage().set_alarm((at - now()).max(0)).await,
+            None => self.state.storage().delete_alarm().await,
+        };
+        // A message may have arrived while the alarm was being changed: never strand it.
+        let runnable = self.open(&sql, false).is_ok_and(|t| {
+            let running = t.summary().is_ok_and(|s| s.status == ThreadStatus::Running);
+            let blocked = t.store().has_pending_model_calls().unwrap_or(false);
+            let due = t.store().next_tool_call(now()).ok().flatten().is_some();
+            (running && !blocked) || due
+        });
+        if runnable {
             self.schedule().await;
         }
     }
@@ -262,74 +271,5 @@ impl DurableThread {
             worker::console_error!("could not store the model reply: {e}");
         }
         self.flush(thread);
-    }
-
-    /// Runs calls of one reply (concurrently when there are several) and stores the results
-    /// in call order.
-    async fn run_tools(
-        &self,
-        thread: &mut Thread<'_>,
-        host: &Rc<ShellHost>,
-        config: &Rc<AgentConfig>,
-        summary: &ThreadSummary,
-        calls: Vec<StoredToolCall>,
-    ) {
-        for call in &calls {
-            let _ = thread.start_tool(now(), call);
-        }
-        self.flush(thread);
-        let results = join_all(
-            calls
-                .iter()
-                .map(|call| self.execute_tool(host, config, summary, call)),
-        )
-        .await;
-        for (call, result) in calls.iter().zip(results) {
-            if let Err(e) = thread.finish_tool(now(), call, &result) {
-                worker::console_error!("could not store a tool result: {e}");
-            }
-        }
-        self.flush(thread);
-    }
-
-    /// Runs one call: a registered tool, a prompt or agent the prompt delegates to, or an
-    /// error result naming what the model may call.
-    async fn execute_tool(
-        &self,
-        host: &Rc<ShellHost>,
-        config: &Rc<AgentConfig>,
-        summary: &ThreadSummary,
-        call: &StoredToolCall,
-    ) -> CallToolResult {
-        // The model may call only its prompt's tools; the application (queue_tool) may run
-        // any registered tool.
-        let name = call.call.name.as_str();
-        let allowed = call.origin == CallOrigin::Queue || config.tools().iter().any(|t| t == name);
-        if allowed {
-            if let Some(tool) = host.registry.get(name) {
-                let flow =
-                    FlowState::top_level(host.clone(), summary, config.clone(), &call.call.id);
-                return tool.call(flow, &call.call.arguments).await;
-            }
-            if let Some((delegate, models)) = config.delegate(name) {
-                return match delegate {
-                    Delegate::Prompt(prompt) => {
-                        self.run_sub_prompt(host, config, summary, call, prompt, models)
-                            .await
-                    }
-                    Delegate::Agent(agent) => self.run_agent_tool(summary, call, agent).await,
-                };
-            }
-        }
-        let available: Vec<&str> = config
-            .tools()
-            .iter()
-            .map(String::as_str)
-            .filter(|n| host.registry.get(n).is_some() || config.delegate(n).is_some())
-            .collect();
-        CallToolResult::error(format!(
-            "unknown tool {name:?}; available tools: {}",
-            available.join(", ")
-        ))
     }
 }

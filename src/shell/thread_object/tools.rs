@@ -1,0 +1,234 @@
+//! Running tool calls durably: each due call passes its gate (approval, deadline, cache, rate
+//! limits), runs with its timeout (several at once for a parallel reply), and its outcome is
+//! settled under the tool's policy into a result, a retry or a parked workflow. Every state
+//! change is stored before anything else happens, so a kill at any point resumes correctly.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use serde_json::{json, Map, Value};
+
+use super::DurableThread;
+use crate::core::config::{AgentConfig, Delegate};
+use crate::core::durable::{self, CallStatus, Gate, Ran, Settle, Suspension};
+use crate::core::ids::random_unit;
+use crate::core::store::{CallOrigin, StoredToolCall, ThreadSummary};
+use crate::core::thread::Thread;
+use crate::shell::host::{now, ShellHost};
+use crate::shell::model::with_timeout;
+use crate::tool::{run_until_suspended, CallToolResult, FlowState, RetryPolicy, ToolPolicy};
+
+/// The policy a call runs under: the tool's own, with the operator's overrides from vars
+/// (`TOOL_<NAME>_TIMEOUT_MS`, `TOOL_<NAME>_MAX_ATTEMPTS`, `TOOL_<NAME>_RATE_PER_MINUTE`).
+/// Prompts and agents used as tools manage their own model retries and are not retried.
+pub(super) fn policy_for(host: &ShellHost, name: &str) -> ToolPolicy {
+    let Some(tool) = host.registry.get(name) else {
+        return ToolPolicy {
+            retry: RetryPolicy::none(),
+            timeout: Duration::from_secs(24 * 3600),
+            ..ToolPolicy::default()
+        };
+    };
+    let mut policy = tool.policy().clone();
+    let var = |suffix: &str| {
+        host.env
+            .var(&format!("TOOL_{}_{suffix}", name.to_ascii_uppercase()))
+            .ok()
+            .and_then(|v| v.to_string().trim().parse::<u64>().ok())
+    };
+    if let Some(ms) = var("TIMEOUT_MS") {
+        policy.timeout = Duration::from_millis(ms.max(1));
+    }
+    if let Some(n) = var("MAX_ATTEMPTS") {
+        policy.retry.max_attempts = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+    }
+    if let Some(n) = var("RATE_PER_MINUTE") {
+        let n = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        policy.rate_limit = Some(match policy.rate_limit {
+            Some(limit) => crate::tool::RateLimit {
+                per_minute: n,
+                ..limit
+            },
+            None => crate::tool::RateLimit::per_minute(n),
+        });
+    }
+    policy
+}
+
+impl DurableThread {
+    /// Runs calls of one reply (concurrently when there are several) and settles them in
+    /// call order.
+    pub(super) async fn run_tools(
+        &self,
+        thread: &mut Thread<'_>,
+        host: &Rc<ShellHost>,
+        config: &Rc<AgentConfig>,
+        summary: &ThreadSummary,
+        calls: Vec<StoredToolCall>,
+    ) {
+        let mut runs: Vec<(StoredToolCall, ToolPolicy)> = Vec::new();
+        for mut call in calls {
+            let policy = policy_for(host, &call.call.name);
+            let gate = match durable::gate(thread.store(), &call, &policy, now()) {
+                Ok(Gate::Run { new_attempt }) => {
+                    self.deployment_gate(&call, &policy, new_attempt)
+                        .await
+                        .unwrap_or(Gate::Run { new_attempt })
+                }
+                Ok(other) => other,
+                Err(e) => {
+                    worker::console_error!("tool gate: {e}");
+                    continue;
+                }
+            };
+            let stored = match gate {
+                Gate::Run { new_attempt } => {
+                    if let (Some(limit), None) = (policy.deadline, call.deadline_at) {
+                        let at = now().saturating_add(limit.as_millis() as i64);
+                        let _ = thread.store().set_deadline(&call.call.id, at);
+                        call.deadline_at = Some(at);
+                    }
+                    let started = thread.start_tool(now(), &call, new_attempt);
+                    call.attempts += i64::from(new_attempt);
+                    runs.push((call, policy));
+                    started
+                }
+                Gate::Suspend(s) => thread.suspend_tool(&call, &s, None),
+                Gate::Finish(result) => thread.finish_tool(now(), &call, &result).map(drop),
+            };
+            if let Err(e) = stored {
+                worker::console_error!("could not store a tool call's state: {e}");
+            }
+        }
+        self.flush(thread);
+        if runs.is_empty() {
+            return;
+        }
+        let ends = join_all(
+            runs.iter()
+                .map(|(call, policy)| self.execute_tool(host, config, summary, call, policy)),
+        )
+        .await;
+        for ((call, policy), ran) in runs.iter().zip(ends) {
+            let outcome = match &ran {
+                Ran::TimedOut => "timeout",
+                _ => "failed",
+            };
+            let settled = durable::settle(policy, call, call.attempts, ran, now(), random_unit());
+            let stored = match settled {
+                Settle::Finish(result) => {
+                    if policy.cache_for.is_some() && !result.is_error() {
+                        let _ = thread.store().cache_result(
+                            &call.call.name,
+                            &call.call.arguments,
+                            &result,
+                            now(),
+                        );
+                    }
+                    thread.finish_tool(now(), call, &result).map(drop)
+                }
+                Settle::Retry { wake_at, error } => {
+                    let parked = Suspension {
+                        status: CallStatus::Retrying,
+                        wake_at: Some(wake_at),
+                        detail: json!({ "retry": call.attempts + 1, "of": policy.retry.max_attempts }),
+                    };
+                    thread.suspend_tool(call, &parked, Some((now(), outcome, &error)))
+                }
+                Settle::Suspend(s) => thread.suspend_tool(call, &s, None),
+            };
+            if let Err(e) = stored {
+                worker::console_error!("could not store a tool outcome: {e}");
+            }
+        }
+        self.flush(thread);
+    }
+
+    /// Asks the deployment-wide counter when the tool's limit is per deployment; `None`
+    /// means no objection (or no counter reachable: the thread's own window still applies).
+    async fn deployment_gate(
+        &self,
+        call: &StoredToolCall,
+        policy: &ToolPolicy,
+        new_attempt: bool,
+    ) -> Option<Gate> {
+        let limit = policy.rate_limit?;
+        if !new_attempt || limit.scope != crate::tool::LimitScope::Deployment {
+            return None;
+        }
+        let window = crate::shell::rate_limiter::acquire(&self.env, &call.call.name, limit.per_minute)
+            .await
+            .map_err(|e| worker::console_error!("rate limiter: {e}"))
+            .ok()?;
+        durable::deployment_gate(policy, Some(window), now())
+    }
+
+    /// Runs one call: a registered tool (with its timeout, parking on sleeps and webhooks),
+    /// a prompt or agent the prompt delegates to, or an error result naming what the model
+    /// may call.
+    async fn execute_tool(
+        &self,
+        host: &Rc<ShellHost>,
+        config: &Rc<AgentConfig>,
+        summary: &ThreadSummary,
+        call: &StoredToolCall,
+        policy: &ToolPolicy,
+    ) -> Ran {
+        // The model may call only its prompt's tools; the application (queue_tool) may run
+        // any registered tool.
+        let name = call.call.name.as_str();
+        let allowed = call.origin == CallOrigin::Queue || config.tools().iter().any(|t| t == name);
+        if allowed {
+            if let Some(tool) = host.registry.get(name) {
+                let flow = FlowState::top_level(host.clone(), summary, config.clone(), &call.call.id)
+                    .with_bindings(bindings(call, config));
+                let state = flow.run_state().clone();
+                let attempt = tool.attempt(flow, &call.call.arguments);
+                return with_timeout(run_until_suspended(attempt, &state), policy.timeout)
+                    .await
+                    .unwrap_or(Ran::TimedOut);
+            }
+            if let Some((delegate, models)) = config.delegate(name) {
+                let result = match delegate {
+                    Delegate::Prompt(prompt) => {
+                        self.run_sub_prompt(host, config, summary, call, prompt, models)
+                            .await
+                    }
+                    Delegate::Agent(agent) => self.run_agent_tool(summary, call, agent).await,
+                };
+                return Ran::Done(Ok(result));
+            }
+        }
+        let available: Vec<&str> = config
+            .tools()
+            .iter()
+            .map(String::as_str)
+            .filter(|n| host.registry.get(n).is_some() || config.delegate(n).is_some())
+            .collect();
+        Ran::Done(Ok(CallToolResult::error(format!(
+            "unknown tool {name:?}; available tools: {}",
+            available.join(", ")
+        ))))
+    }
+}
+
+/// A call's runtime bindings: the prompt's `tool_bindings` for this tool, overridden key by
+/// key by the caller's (`queue_tool` with `bindings`).
+fn bindings(call: &StoredToolCall, config: &AgentConfig) -> Map<String, Value> {
+    let mut out = config
+        .prompt
+        .tool_bindings
+        .get(&call.call.name)
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(Value::Object(own)) = call
+        .bindings
+        .as_deref()
+        .and_then(|b| serde_json::from_str(b).ok())
+    {
+        out.extend(own);
+    }
+    out
+}

@@ -1,0 +1,264 @@
+//! Workflow tools: recorded steps, durable sleeps and webhooks on [`FlowState`].
+//!
+//! A workflow is a handler that calls these. Each run starts the handler from the top; a step
+//! recorded by an earlier run returns its stored value instead of running again, so completed
+//! steps never repeat. When the handler reaches a sleep that has not elapsed (or a webhook
+//! that has not arrived) the run ends there: the call is parked in SQLite with a wake time,
+//! nothing stays in memory, and the thread's alarm runs it again later.
+//!
+//! The determinism rule: between steps, a workflow must make the same decisions on every run.
+//! Anything that can change (the clock, random numbers, I/O, other tables) belongs inside a
+//! step, whose recorded value is what later runs see. Step names must be unique within a call.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::future::Future;
+use std::task::Poll;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::{FlowState, ToolError};
+use crate::core::durable::{CallStatus, Ran, Suspension};
+use crate::core::ids::secret_token;
+use crate::core::store::Store;
+
+/// What one run of a call has done that the runner must know: whether it parked, and the
+/// step names it used (a name used twice in one run is a bug in the workflow).
+#[derive(Debug, Default)]
+pub struct RunState {
+    suspension: RefCell<Option<Suspension>>,
+    used: RefCell<HashSet<String>>,
+}
+
+impl RunState {
+    fn claim(&self, name: &str) -> Result<(), ToolError> {
+        if name.trim().is_empty() {
+            return Err(ToolError::fatal("a workflow step needs a name"));
+        }
+        if !self.used.borrow_mut().insert(name.to_owned()) {
+            return Err(ToolError::fatal(format!(
+                "the workflow used the step name {name:?} twice; give each step, sleep and webhook its own name (e.g. with a loop index)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn park(&self, suspension: Suspension) {
+        *self.suspension.borrow_mut() = Some(suspension);
+    }
+
+    fn take(&self) -> Option<Suspension> {
+        self.suspension.borrow_mut().take()
+    }
+}
+
+/// Polls a run until it finishes or parks. A parked run's future is dropped: everything it
+/// needs to resume is in SQLite.
+pub async fn run_until_suspended<F>(run: F, state: &RunState) -> Ran
+where
+    F: Future<Output = Result<super::CallToolResult, ToolError>>,
+{
+    let mut run = std::pin::pin!(run);
+    std::future::poll_fn(|cx| match run.as_mut().poll(cx) {
+        Poll::Ready(outcome) => Poll::Ready(Ran::Done(outcome)),
+        Poll::Pending => match state.take() {
+            Some(s) => Poll::Ready(Ran::Suspended(s)),
+            None => Poll::Pending,
+        },
+    })
+    .await
+}
+
+/// How a wait for a webhook ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WebhookEvent {
+    /// Someone POSTed this JSON body to the webhook's URL.
+    Received(Value),
+    /// The timeout passed first.
+    TimedOut,
+}
+
+impl FlowState {
+    fn store(&self) -> Store<'_> {
+        Store::new(self.host().sql())
+    }
+
+    fn progress(&self, step: &str, kind: &str, status: &str, duration_ms: Option<i64>) {
+        // Progress is a courtesy to clients; a failure to send it never fails the step.
+        let _ = self.stream.emit(
+            "tool_progress",
+            &json!({
+                "tool_call_id": self.tool_call_id,
+                "step": step,
+                "kind": kind,
+                "status": status,
+                "duration_ms": duration_ms,
+            }),
+        );
+    }
+
+    /// Runs `f` once for this call and records its value: a later run of the workflow (after
+    /// a sleep, a webhook, a retry or a restart) gets the recorded value without running `f`.
+    /// A failure is not recorded; the workflow fails with `step "name" failed: …` and its
+    /// retry policy decides whether it runs again.
+    pub async fn step<T, F, Fut>(&self, name: &str, f: F) -> Result<T, ToolError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, ToolError>>,
+    {
+        self.run.claim(name)?;
+        let call = &self.tool_call_id;
+        if let Some(done) = self.store().step(call, name)?.filter(|s| s.status == "done") {
+            let value = done.value.unwrap_or_else(|| "null".into());
+            return serde_json::from_str(&value).map_err(|e| {
+                ToolError::fatal(format!(
+                    "step {name:?}: the recorded value no longer fits its type ({e}); did the workflow change?"
+                ))
+            });
+        }
+        let started = self.host().now_ms();
+        self.store()
+            .begin_step(call, name, "step", "running", None, started)?;
+        self.progress(name, "step", "running", None);
+        match f().await {
+            Ok(value) => {
+                let text = serde_json::to_string(&value)?;
+                let now = self.host().now_ms();
+                self.store().end_step(call, name, "done", Some(&text), now)?;
+                self.progress(name, "step", "done", Some(now - started));
+                Ok(value)
+            }
+            Err(e) => {
+                let now = self.host().now_ms();
+                self.store().end_step(call, name, "failed", None, now)?;
+                self.progress(name, "step", "failed", Some(now - started));
+                Err(e.context(format_args!("step {name:?} failed: ")))
+            }
+        }
+    }
+
+    /// Sleeps durably: the first run records the wake time and parks the call; the thread's
+    /// alarm runs the workflow again at that time, and this returns at once from then on.
+    /// Costs nothing while it waits (no memory, no CPU; one alarm serves every sleeping call).
+    pub async fn sleep(&self, name: &str, duration: Duration) -> Result<(), ToolError> {
+        self.run.claim(name)?;
+        let call = &self.tool_call_id;
+        let now = self.host().now_ms();
+        let wake_at = match self.store().step(call, name)? {
+            Some(s) if s.status == "done" => return Ok(()),
+            Some(s) => s.wake_at.unwrap_or(now),
+            None => {
+                let ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 2);
+                let wake_at = now.saturating_add(ms);
+                self.store()
+                    .begin_step(call, name, "sleep", "sleeping", Some(wake_at), now)?;
+                self.progress(name, "sleep", "sleeping", None);
+                wake_at
+            }
+        };
+        if now >= wake_at {
+            self.store().end_step(call, name, "done", None, now)?;
+            self.progress(name, "sleep", "done", None);
+            return Ok(());
+        }
+        self.run.park(Suspension {
+            status: CallStatus::Sleeping,
+            wake_at: Some(wake_at),
+            detail: json!({ "sleep": name, "until": wake_at }),
+        });
+        // Never completes: the runner sees the parked run and drops this future.
+        std::future::pending().await
+    }
+
+    /// The URL of webhook `name` of this call (created on first use; the same URL on every
+    /// run). Hand it to the outside world, then [`FlowState::wait_for_webhook`] with the same
+    /// name. `POST <url>` with a JSON body resumes the workflow; the URL carries a 256-bit
+    /// random token and needs no API key.
+    pub fn webhook_url(&self, name: &str) -> Result<String, ToolError> {
+        let hook = self.webhook(name)?;
+        Ok(self.webhook_address(&hook.token))
+    }
+
+    fn webhook(&self, name: &str) -> Result<crate::core::tool_records::WebhookRecord, ToolError> {
+        if let Some(hook) = self.store().webhook_for(&self.tool_call_id, name)? {
+            return Ok(hook);
+        }
+        let token = secret_token()
+            .ok_or_else(|| ToolError::new("no secure random source for a webhook token"))?;
+        Ok(self
+            .store()
+            .create_webhook(&self.tool_call_id, name, &token, self.host().now_ms())?)
+    }
+
+    fn webhook_address(&self, token: &str) -> String {
+        let base = self
+            .var("PUBLIC_URL")
+            .or_else(|| self.store().public_url().ok().flatten())
+            .unwrap_or_default();
+        format!(
+            "{}/webhooks/{}/{token}",
+            base.trim_end_matches('/'),
+            self.thread_id
+        )
+    }
+
+    /// Waits for a POST to webhook `name` (see [`FlowState::webhook_url`]) for at most
+    /// `timeout` from the first time the workflow got here. The call parks (status
+    /// `waiting`, its URL in the `tool` frame) until the body arrives or the time is up.
+    pub async fn wait_for_webhook(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<WebhookEvent, ToolError> {
+        self.run.claim(name)?;
+        let call = &self.tool_call_id;
+        let now = self.host().now_ms();
+        let hook = self.webhook(name)?;
+        let deadline = match hook.deadline_at {
+            Some(d) => d,
+            None => {
+                let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
+                let d = now.saturating_add(ms);
+                self.store().set_webhook_deadline(&hook.token, d)?;
+                self.store()
+                    .begin_step(call, name, "webhook", "waiting", Some(d), now)?;
+                self.progress(name, "webhook", "waiting", None);
+                d
+            }
+        };
+        match hook.status.as_str() {
+            "received" => {
+                let body = hook.body.as_deref().unwrap_or("null");
+                let value = serde_json::from_str(body).unwrap_or(Value::Null);
+                if self.store().step(call, name)?.is_some_and(|s| s.status != "done") {
+                    self.store().end_step(call, name, "done", None, now)?;
+                    self.progress(name, "webhook", "done", None);
+                }
+                return Ok(WebhookEvent::Received(value));
+            }
+            "timed_out" => return Ok(WebhookEvent::TimedOut),
+            _ => {}
+        }
+        if now >= deadline {
+            self.store().expire_webhook(&hook.token)?;
+            self.store().end_step(call, name, "timed_out", None, now)?;
+            self.progress(name, "webhook", "timed_out", None);
+            return Ok(WebhookEvent::TimedOut);
+        }
+        self.run.park(Suspension {
+            status: CallStatus::Waiting,
+            wake_at: Some(deadline),
+            detail: json!({
+                "webhook": name,
+                "url": self.webhook_address(&hook.token),
+                "until": deadline,
+            }),
+        });
+        // Never completes: the runner sees the parked run and drops this future.
+        std::future::pending().await
+    }
+}
