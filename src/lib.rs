@@ -44,7 +44,7 @@ pub mod prelude {
         Json, LimitScope, RateLimit, RetryPolicy, Source, Tool, ToolError, ToolStatus,
         WebhookEvent,
     };
-    pub use std::time::Duration;
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
+    pub use std::time::Duration;
 }

@@ -1,6 +1,9 @@
-//! `get_weather`: current weather for a city from OpenWeatherMap's current-weather API. Shows an
-//! outbound `fetch` with the key read from a secret, and every failure mapped to an error
-//! result the model can explain (bad key, unknown city, rate limit, outage, timeout).
+//! `get_weather`: current weather for a city from OpenWeatherMap's current-weather API. A step
+//! tool: an outbound `fetch` with the key read from a secret, and every failure classified
+//! for the retry policy. An outage or a timeout is retried (3 attempts, backoff with jitter),
+//! a 429 comes back after its `Retry-After`, and a bad key or an unknown city is fatal: no
+//! retry, the model explains it. Calls are limited to 60 a minute across the deployment, to
+//! protect the API key's quota.
 //!
 //! Configure with `wrangler secret put WEATHER_API_KEY` (`.dev.vars` locally). The base URL
 //! can be changed with the `WEATHER_API_URL` var (tests point it at a local server).
@@ -70,6 +73,9 @@ struct ApiCondition {
 pub fn tool() -> Tool {
     Tool::new("Gets the current weather (temperature, conditions, humidity) for a city.")
         .handler(get_weather)
+        .retry(RetryPolicy::attempts(3).backoff(Duration::from_millis(500)))
+        .timeout(Duration::from_secs(15))
+        .rate_limit(RateLimit::per_minute(60).per_deployment())
         .refine(|a: &GetWeather| {
             if a.city.trim().is_empty() {
                 Err("city must not be empty".into())
@@ -81,7 +87,7 @@ pub fn tool() -> Tool {
 
 async fn get_weather(flow: FlowState, args: GetWeather) -> Result<Json<Weather>, ToolError> {
     let Some(key) = flow.secret("WEATHER_API_KEY") else {
-        return Err(ToolError::new(
+        return Err(ToolError::fatal(
             "the weather service is not configured (no WEATHER_API_KEY secret); tell the user weather is unavailable",
         ));
     };
@@ -104,14 +110,20 @@ async fn get_weather(flow: FlowState, args: GetWeather) -> Result<Json<Weather>,
     })?;
     match response.status {
         200..=299 => {}
-        401 | 403 => return Err("the weather service rejected our API key; tell the user weather is unavailable".into()),
+        401 | 403 => return Err(ToolError::fatal("the weather service rejected our API key; tell the user weather is unavailable")),
         404 => {
-            return Err(ToolError::new(format!(
+            return Err(ToolError::fatal(format!(
                 "no city named {:?} was found; check the spelling or add a country code",
                 args.city.trim()
             )))
         }
-        429 => return Err("the weather service is rate limiting us; try again in a minute".into()),
+        429 => {
+            let text = "the weather service is rate limiting us; try again in a minute";
+            return Err(match response.retry_after() {
+                Some(after) => ToolError::retry_after(text, after),
+                None => ToolError::new(text),
+            });
+        }
         status => {
             return Err(ToolError::new(format!(
                 "the weather service failed (HTTP {status}); try again later"
@@ -120,7 +132,7 @@ async fn get_weather(flow: FlowState, args: GetWeather) -> Result<Json<Weather>,
     }
     let answer: ApiAnswer = response
         .json()
-        .map_err(|_| ToolError::new("the weather service sent an answer we could not read"))?;
+        .map_err(|_| ToolError::fatal("the weather service sent an answer we could not read"))?;
     Ok(Json(Weather {
         city: answer.name,
         temperature: answer.main.temp,

@@ -62,7 +62,7 @@ async fn lookup_customer(flow: FlowState, args: LookupCustomer) -> Result<Json<C
             (None, Some(email)) => format!("email {email:?}"),
             (None, None) => "that query".into(),
         };
-        return Err(ToolError::new(format!("no customer with {what}; check it with the user")));
+        return Err(ToolError::fatal(format!("no customer with {what}; check it with the user")));
     };
     let customer: Customer = serde_json::from_value(row.into())?;
     Ok(Json(customer))

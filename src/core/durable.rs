@@ -175,7 +175,13 @@ pub fn gate(
         if let Some(limit) = &policy.rate_limit {
             let window = store.calls_since(&call.call.name, now - WINDOW_MS)?;
             if window.used >= limit.per_minute {
-                return Ok(over_limit(limit.per_minute, limit.when_limited, window, now, "thread"));
+                return Ok(over_limit(
+                    limit.per_minute,
+                    limit.when_limited,
+                    window,
+                    now,
+                    "thread",
+                ));
             }
         }
     }
@@ -183,15 +189,20 @@ pub fn gate(
 }
 
 /// The gate of a deployment-wide limit, given the shared counter's answer.
-pub fn deployment_gate(
-    policy: &ToolPolicy,
-    window: Option<Window>,
-    now: i64,
-) -> Option<Gate> {
-    let limit = policy.rate_limit.filter(|l| l.scope == LimitScope::Deployment)?;
+pub fn deployment_gate(policy: &ToolPolicy, window: Option<Window>, now: i64) -> Option<Gate> {
+    let limit = policy
+        .rate_limit
+        .filter(|l| l.scope == LimitScope::Deployment)?;
     let window = window?;
-    (window.used >= limit.per_minute)
-        .then(|| over_limit(limit.per_minute, limit.when_limited, window, now, "deployment"))
+    (window.used >= limit.per_minute).then(|| {
+        over_limit(
+            limit.per_minute,
+            limit.when_limited,
+            window,
+            now,
+            "deployment",
+        )
+    })
 }
 
 fn over_limit(per_minute: u32, when: WhenLimited, window: Window, now: i64, scope: &str) -> Gate {
@@ -304,9 +315,12 @@ pub fn deliver_webhook(
     let Some(hook) = store.webhook_by_token(token)? else {
         return Ok(Err(WebhookRefusal::Unknown));
     };
-    let call_open = store
-        .tool_call(&hook.call_id)?
-        .is_some_and(|c| !matches!(CallStatus::parse(&c.status), CallStatus::Success | CallStatus::Error));
+    let call_open = store.tool_call(&hook.call_id)?.is_some_and(|c| {
+        !matches!(
+            CallStatus::parse(&c.status),
+            CallStatus::Success | CallStatus::Error
+        )
+    });
     match hook.status.as_str() {
         "open" if call_open => {}
         "received" => {
@@ -327,7 +341,11 @@ pub fn deliver_webhook(
     }
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return Ok(Err(WebhookRefusal::NotJson(format!("the body must be JSON: {e}")))),
+        Err(e) => {
+            return Ok(Err(WebhookRefusal::NotJson(format!(
+                "the body must be JSON: {e}"
+            ))))
+        }
     };
     if !store.receive_webhook(token, &value.to_string(), now)? {
         return Ok(Err(WebhookRefusal::Closed(

@@ -25,6 +25,6 @@ pub mod store;
 pub mod stream;
 pub mod thread;
 pub mod time;
-pub mod tool_records;
 pub mod tool_name;
+pub mod tool_records;
 pub mod workers_ai;

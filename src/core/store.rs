@@ -913,7 +913,10 @@ impl<'a> Store<'a> {
             ),
             &[],
         )?;
-        rows.first().map(|r| r.opt_int(0)).transpose().map(Option::flatten)
+        rows.first()
+            .map(|r| r.opt_int(0))
+            .transpose()
+            .map(Option::flatten)
     }
 
     /// Closes a tool call with its result (`success` or `error`) and links the message.

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::config::{AgentConfig, AgentKind, DEFAULT_MAX_HISTORY_TOKENS, DEFAULT_MAX_TURNS};
+use super::durable::{CallStatus, Suspension};
 use super::message::{Message, MessageStatus, Role, ToolCall};
 use super::protocol::ServerFrame;
 use super::schema::migrate;
@@ -29,7 +30,6 @@ use super::store::{
 };
 use super::stream::{Completion, ProviderError, StreamEvent};
 use crate::hook::{HookContext, HookFailure, Hooks};
-use super::durable::{CallStatus, Suspension};
 use crate::tool::{CallToolResult, Registry};
 use std::rc::Rc;
 
@@ -719,7 +719,10 @@ impl<'a> Thread<'a> {
     fn next_tools(&mut self, now: i64) -> Result<Option<Action>, ThreadError> {
         loop {
             let Some(call) = self.store.next_tool_call(now)? else {
-                return Ok(self.store.has_pending_model_calls()?.then_some(Action::Wait));
+                return Ok(self
+                    .store
+                    .has_pending_model_calls()?
+                    .then_some(Action::Wait));
             };
             if call.status == CallStatus::Running.as_str() {
                 // It was running when the Worker stopped (a crash, an eviction, a deploy).
@@ -994,7 +997,7 @@ impl<'a> Thread<'a> {
             now,
             &call.call.id,
             status.as_str(),
-            result.is_error().then(|| message.content.as_str()),
+            result.is_error().then_some(message.content.as_str()),
         )?;
         let is_stop_tool = call.origin == CallOrigin::Model
             && self.rules.stop_tool.as_deref() == Some(call.call.name.as_str());
@@ -1033,7 +1036,9 @@ impl<'a> Thread<'a> {
     ) -> Result<(), ThreadError> {
         self.summary()?;
         let Some(call) = self.store.tool_call(call_id)? else {
-            return Err(ThreadError::Invalid(format!("no tool call {call_id:?} in this thread")));
+            return Err(ThreadError::Invalid(format!(
+                "no tool call {call_id:?} in this thread"
+            )));
         };
         if call.approval.as_deref() != Some("pending") {
             return Err(ThreadError::Conflict(format!(

@@ -212,7 +212,11 @@ impl Store<'_> {
     // ---- webhooks ------------------------------------------------------------------------
 
     /// The webhook `name` of a call, if created.
-    pub fn webhook_for(&self, call_id: &str, name: &str) -> Result<Option<WebhookRecord>, SqlError> {
+    pub fn webhook_for(
+        &self,
+        call_id: &str,
+        name: &str,
+    ) -> Result<Option<WebhookRecord>, SqlError> {
         let rows = self.sql().exec(
             &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE call_id = ? AND name = ?"),
             &[call_id.into(), name.into()],
@@ -302,7 +306,11 @@ impl Store<'_> {
     ) -> Result<Option<CallToolResult>, SqlError> {
         let rows = self.sql().exec(
             "SELECT result FROM tool_cache WHERE tool = ? AND arguments = ? AND created_at >= ?",
-            &[tool.into(), canonical_arguments(arguments).into(), since.into()],
+            &[
+                tool.into(),
+                canonical_arguments(arguments).into(),
+                since.into(),
+            ],
         )?;
         Ok(rows
             .first()
@@ -412,14 +420,14 @@ impl Store<'_> {
                 tool: r.text(1)?,
                 arguments: serde_json::from_str(&arguments).unwrap_or(Value::String(arguments)),
                 origin: r.text(3)?,
-                status: super::durable::CallStatus::parse(&r.text(4)?).as_str().to_owned(),
+                status: super::durable::CallStatus::parse(&r.text(4)?)
+                    .as_str()
+                    .to_owned(),
                 result: r.opt_text(5)?,
                 attempts: r.int(6)?,
                 interruptions: r.int(7)?,
                 last_error: r.opt_text(8)?,
-                waiting_for: r
-                    .opt_text(9)?
-                    .and_then(|d| serde_json::from_str(&d).ok()),
+                waiting_for: r.opt_text(9)?.and_then(|d| serde_json::from_str(&d).ok()),
                 wake_at: r.opt_int(10)?,
                 created_at: r.int(11)?,
                 started_at,

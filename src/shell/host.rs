@@ -124,6 +124,7 @@ async fn fetch(request: HttpRequest) -> Result<HttpResponse, String> {
             .await
             .map_err(|e| format!("request failed: {e}"))?;
         let status = resp.status_code();
+        let headers: Vec<(String, String)> = resp.headers().entries().collect();
         let body = resp
             .text()
             .await
@@ -134,7 +135,11 @@ async fn fetch(request: HttpRequest) -> Result<HttpResponse, String> {
                 HttpResponse::MAX_BODY
             ));
         }
-        Ok(HttpResponse { status, body })
+        Ok(HttpResponse {
+            status,
+            body,
+            headers,
+        })
     };
     match with_timeout(exchange, limit).await {
         Some(out) => out,

@@ -3,7 +3,9 @@
 //! it before each new attempt of a tool limited `per_deployment`.
 
 use serde::{Deserialize, Serialize};
-use worker::{durable_object, DurableObject, Env, Method, Request, RequestInit, Response, Result, State};
+use worker::{
+    durable_object, DurableObject, Env, Method, Request, RequestInit, Response, Result, State,
+};
 
 use super::do_sql::DoSql;
 use super::host::now;
@@ -38,11 +40,15 @@ impl DurableObject for RateLimiter {
         let sql = DoSql(self.state.storage().sql());
         let now = now();
         let run = |q: &str, p: &[crate::core::sql::SqlValue]| {
-            sql.exec(q, p).map_err(|e| worker::Error::RustError(e.to_string()))
+            sql.exec(q, p)
+                .map_err(|e| worker::Error::RustError(e.to_string()))
         };
         run("CREATE TABLE IF NOT EXISTS hits (at INTEGER NOT NULL)", &[])?;
         run("CREATE INDEX IF NOT EXISTS hits_at ON hits (at)", &[])?;
-        run("DELETE FROM hits WHERE at <= ?", &[(now - WINDOW_MS).into()])?;
+        run(
+            "DELETE FROM hits WHERE at <= ?",
+            &[(now - WINDOW_MS).into()],
+        )?;
         let rows = run("SELECT COUNT(*), MIN(at) FROM hits", &[])?;
         let (used, oldest) = rows
             .first()
@@ -69,8 +75,7 @@ pub(crate) async fn acquire(env: &Env, tool: &str, per_minute: u32) -> Result<Wi
         .get_stub()?;
     let body = serde_json::to_string(&Acquire { per_minute })?;
     let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_body(Some(body.into()));
+    init.with_method(Method::Post).with_body(Some(body.into()));
     let req = Request::new_with_init("https://rate-limiter.internal/acquire", &init)?;
     let answer: Answer = stub.fetch_with_request(req).await?.json().await?;
     Ok(Window {

@@ -245,14 +245,17 @@ async fn webhook(
     thread_id: &str,
     token: &str,
 ) -> std::result::Result<Response, ApiError> {
-    let well_formed = is_uuid(thread_id)
-        && token.len() == 64
-        && token.bytes().all(|b| b.is_ascii_hexdigit());
+    let well_formed =
+        is_uuid(thread_id) && token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit());
     if !well_formed {
         return Err(ApiError::not_found("no such webhook"));
     }
     if method != Method::Post {
-        return Err(ApiError::new(405, "method_not_allowed", "webhooks accept POST only"));
+        return Err(ApiError::new(
+            405,
+            "method_not_allowed",
+            "webhooks accept POST only",
+        ));
     }
     let body = read_body(req).await?;
     let internal = internal_request(Method::Post, "/webhook", thread_id, Some(body))?;

@@ -364,7 +364,10 @@ impl DurableThread {
             .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
         let p: ApprovalParams = parse_params(&value)?;
         self.decide(&p).await?;
-        Ok((200, json!({ "tool_call_id": p.tool_call_id, "approved": p.approved })))
+        Ok((
+            200,
+            json!({ "tool_call_id": p.tool_call_id, "approved": p.approved }),
+        ))
     }
 
     async fn decide(&self, p: &ApprovalParams) -> std::result::Result<(), ApiError> {
@@ -388,7 +391,13 @@ impl DurableThread {
         let not_found = || ApiError::not_found("no such webhook");
         let sql = self.sql();
         let thread = self.open(&sql, false).map_err(|_| not_found())?;
-        if thread.store().webhook_by_token(&token).ok().flatten().is_none() {
+        if thread
+            .store()
+            .webhook_by_token(&token)
+            .ok()
+            .flatten()
+            .is_none()
+        {
             return Err(not_found());
         }
         let body = read_body(req).await?;

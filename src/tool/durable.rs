@@ -112,7 +112,11 @@ impl FlowState {
     {
         self.run.claim(name)?;
         let call = &self.tool_call_id;
-        if let Some(done) = self.store().step(call, name)?.filter(|s| s.status == "done") {
+        if let Some(done) = self
+            .store()
+            .step(call, name)?
+            .filter(|s| s.status == "done")
+        {
             let value = done.value.unwrap_or_else(|| "null".into());
             return serde_json::from_str(&value).map_err(|e| {
                 ToolError::fatal(format!(
@@ -128,7 +132,8 @@ impl FlowState {
             Ok(value) => {
                 let text = serde_json::to_string(&value)?;
                 let now = self.host().now_ms();
-                self.store().end_step(call, name, "done", Some(&text), now)?;
+                self.store()
+                    .end_step(call, name, "done", Some(&text), now)?;
                 self.progress(name, "step", "done", Some(now - started));
                 Ok(value)
             }
@@ -138,6 +143,32 @@ impl FlowState {
                 self.progress(name, "step", "failed", Some(now - started));
                 Err(e.context(format_args!("step {name:?} failed: ")))
             }
+        }
+    }
+
+    /// Runs the registered tool `name` once with `args` (validated as if the model had sent
+    /// them) and returns its result; a failure keeps its retry advice. Meant for the inside
+    /// of a [`FlowState::step`], which records the result so a later run does not repeat the
+    /// call. The tool gets this call's flow (same call id and bindings) but its own steps.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        args: Value,
+    ) -> Result<super::CallToolResult, ToolError> {
+        let registry = self.host().registry();
+        let Some(tool) = registry.get(name) else {
+            return Err(ToolError::fatal(format!(
+                "no tool named {name:?} is registered"
+            )));
+        };
+        let mut flow = self.clone();
+        flow.run = std::rc::Rc::default();
+        let state = flow.run.clone();
+        match run_until_suspended(tool.attempt(flow, &args.to_string()), &state).await {
+            Ran::Done(outcome) => outcome,
+            _ => Err(ToolError::fatal(format!(
+                "tool {name:?} sleeps or waits, which it cannot do inside another tool's step"
+            ))),
         }
     }
 
@@ -234,7 +265,11 @@ impl FlowState {
             "received" => {
                 let body = hook.body.as_deref().unwrap_or("null");
                 let value = serde_json::from_str(body).unwrap_or(Value::Null);
-                if self.store().step(call, name)?.is_some_and(|s| s.status != "done") {
+                if self
+                    .store()
+                    .step(call, name)?
+                    .is_some_and(|s| s.status != "done")
+                {
                     self.store().end_step(call, name, "done", None, now)?;
                     self.progress(name, "webhook", "done", None);
                 }

@@ -70,10 +70,12 @@ impl<R: IntoToolResult, E: std::fmt::Display + 'static> IntoToolResult for Resul
     fn into_outcome(self) -> Outcome {
         match self {
             Ok(r) => Ok(r.into_tool_result()),
-            Err(e) => Err(match (&e as &dyn std::any::Any).downcast_ref::<ToolError>() {
-                Some(tool_error) => tool_error.clone(),
-                None => ToolError::new(e.to_string()),
-            }),
+            Err(e) => Err(
+                match (&e as &dyn std::any::Any).downcast_ref::<ToolError>() {
+                    Some(tool_error) => tool_error.clone(),
+                    None => ToolError::new(e.to_string()),
+                },
+            ),
         }
     }
 
@@ -189,7 +191,9 @@ where
                 }
                 // Unreachable through `Tool::call`, which parses with this same type.
                 Err(_) => Box::pin(async {
-                    Err(ToolError::fatal("internal error: arguments of the wrong type"))
+                    Err(ToolError::fatal(
+                        "internal error: arguments of the wrong type",
+                    ))
                 }),
             }),
         }

@@ -70,11 +70,30 @@ pub struct HttpResponse {
     pub status: u16,
     /// The body as text (a body over [`HttpResponse::MAX_BODY`] bytes is refused with an error).
     pub body: String,
+    /// Response headers, names in lowercase.
+    pub headers: Vec<(String, String)>,
 }
 
 impl HttpResponse {
     /// Largest body accepted: 1 MiB.
     pub const MAX_BODY: usize = 1024 * 1024;
+
+    /// A header's value (name matched case-insensitively).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `Retry-After` in seconds, when the server sent it as a number.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.header("retry-after")?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(std::time::Duration::from_secs)
+    }
 
     /// Whether the status is 2xx.
     pub fn ok(&self) -> bool {

@@ -51,16 +51,17 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-pub use flow::{Context, EventStream, FlowHost, FlowState, MessageHistory, Storage, ToolQueue};
 pub use durable::{run_until_suspended, RunState, WebhookEvent};
 pub use error::{Retry, ToolError};
+pub use flow::{Context, EventStream, FlowHost, FlowState, MessageHistory, Storage, ToolQueue};
 pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
-pub use policy::{LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT};
 pub use http::{HttpRequest, HttpResponse};
+pub use policy::{LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT};
 pub use registry::{Registry, RegistryError};
 pub use result::{CallToolResult, Content, Source, SourceKind, ToolStatus};
 pub use utils::{
-    emit_thread_event, force_turn, get_messages, inject_message, queue_tool, queue_tool_with_bindings,
+    emit_thread_event, force_turn, get_messages, inject_message, queue_tool,
+    queue_tool_with_bindings,
 };
 
 use handler::{ArgsSpec, RunFn};

@@ -17,10 +17,14 @@ use crate::core::store::{CallOrigin, StoredToolCall, ThreadSummary};
 use crate::core::thread::Thread;
 use crate::shell::host::{now, ShellHost};
 use crate::shell::model::with_timeout;
-use crate::tool::{run_until_suspended, CallToolResult, FlowState, RetryPolicy, ToolPolicy};
+use crate::tool::{
+    run_until_suspended, CallToolResult, FlowState, LimitScope, RetryPolicy, ToolPolicy,
+    WhenLimited,
+};
 
 /// The policy a call runs under: the tool's own, with the operator's overrides from vars
-/// (`TOOL_<NAME>_TIMEOUT_MS`, `TOOL_<NAME>_MAX_ATTEMPTS`, `TOOL_<NAME>_RATE_PER_MINUTE`).
+/// (`TOOL_<NAME>_TIMEOUT_MS`, `_MAX_ATTEMPTS`, `_RATE_PER_MINUTE`, `_WHEN_LIMITED` = wait|fail,
+/// `_RATE_SCOPE` = thread|deployment).
 /// Prompts and agents used as tools manage their own model retries and are not retried.
 pub(super) fn policy_for(host: &ShellHost, name: &str) -> ToolPolicy {
     let Some(tool) = host.registry.get(name) else {
@@ -53,6 +57,24 @@ pub(super) fn policy_for(host: &ShellHost, name: &str) -> ToolPolicy {
             None => crate::tool::RateLimit::per_minute(n),
         });
     }
+    let text = |suffix: &str| {
+        host.env
+            .var(&format!("TOOL_{}_{suffix}", name.to_ascii_uppercase()))
+            .ok()
+            .map(|v| v.to_string().trim().to_ascii_lowercase())
+    };
+    if let Some(limit) = policy.rate_limit.as_mut() {
+        match text("WHEN_LIMITED").as_deref() {
+            Some("fail") => limit.when_limited = WhenLimited::Fail,
+            Some("wait") => limit.when_limited = WhenLimited::Wait,
+            _ => {}
+        }
+        match text("RATE_SCOPE").as_deref() {
+            Some("deployment") => limit.scope = LimitScope::Deployment,
+            Some("thread") => limit.scope = LimitScope::Thread,
+            _ => {}
+        }
+    }
     policy
 }
 
@@ -71,11 +93,10 @@ impl DurableThread {
         for mut call in calls {
             let policy = policy_for(host, &call.call.name);
             let gate = match durable::gate(thread.store(), &call, &policy, now()) {
-                Ok(Gate::Run { new_attempt }) => {
-                    self.deployment_gate(&call, &policy, new_attempt)
-                        .await
-                        .unwrap_or(Gate::Run { new_attempt })
-                }
+                Ok(Gate::Run { new_attempt }) => self
+                    .deployment_gate(&call, &policy, new_attempt)
+                    .await
+                    .unwrap_or(Gate::Run { new_attempt }),
                 Ok(other) => other,
                 Err(e) => {
                     worker::console_error!("tool gate: {e}");
@@ -157,10 +178,11 @@ impl DurableThread {
         if !new_attempt || limit.scope != crate::tool::LimitScope::Deployment {
             return None;
         }
-        let window = crate::shell::rate_limiter::acquire(&self.env, &call.call.name, limit.per_minute)
-            .await
-            .map_err(|e| worker::console_error!("rate limiter: {e}"))
-            .ok()?;
+        let window =
+            crate::shell::rate_limiter::acquire(&self.env, &call.call.name, limit.per_minute)
+                .await
+                .map_err(|e| worker::console_error!("rate limiter: {e}"))
+                .ok()?;
         durable::deployment_gate(policy, Some(window), now())
     }
 
@@ -181,8 +203,9 @@ impl DurableThread {
         let allowed = call.origin == CallOrigin::Queue || config.tools().iter().any(|t| t == name);
         if allowed {
             if let Some(tool) = host.registry.get(name) {
-                let flow = FlowState::top_level(host.clone(), summary, config.clone(), &call.call.id)
-                    .with_bindings(bindings(call, config));
+                let flow =
+                    FlowState::top_level(host.clone(), summary, config.clone(), &call.call.id)
+                        .with_bindings(bindings(call, config));
                 let state = flow.run_state().clone();
                 let attempt = tool.attempt(flow, &call.call.arguments);
                 return with_timeout(run_until_suspended(attempt, &state), policy.timeout)
