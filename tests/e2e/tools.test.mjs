@@ -20,7 +20,9 @@ const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$/;
 const AGENT_TOOLS = ['get_current_time', 'lookup_customer', 'get_weather', 'process_order', 'update_context', 'conversation_stats'];
 // The support prompt also offers a prompt (run as a sub-prompt) and an agent (a child thread).
 const DELEGATES = ['summarize', 'review'];
-const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification', 'approve_draft'];
+// The durable examples (docs/durable-tools.md) are registered too; no prompt offers them.
+const DURABLE_TOOLS = ['compare_weather', 'issue_refund', 'remind_later', 'retry_with_cooldown', 'schedule_reminder', 'wait_for_callback'];
+const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification', 'approve_draft', ...DURABLE_TOOLS];
 const ADA = { id: 'cus_1001', name: 'Ada Lovelace', email: 'ada@example.com', plan: 'enterprise' };
 const GRACE = { id: 'cus_1002', name: 'Grace Hopper', email: 'grace@example.com', plan: 'pro' };
 
@@ -54,6 +56,10 @@ beforeEach(() => {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
+
+function byNameOf(tools) {
+  return Object.fromEntries(tools.map((x) => [x.name, x]));
+}
 
 /** Creates a thread and opens a socket on it that is closed when the test ends. */
 async function thread(t) {
@@ -150,7 +156,16 @@ test('GET /api/tools lists every registered tool with schemas, and the model is 
     assert.equal(typeof tool.description, 'string', tool.name);
     assert.ok(tool.description.length > 10, tool.name);
     assert.equal(tool.parameters?.type, 'object', `${tool.name} parameters: ${JSON.stringify(tool.parameters)}`);
+    assert.equal(tool.status, 'available', `${tool.name}: deployment status`);
+    assert.equal(typeof tool.policy?.timeout_ms, 'number', `${tool.name}: policy`);
   }
+  // How each tool runs is listed with it.
+  assert.deepEqual(byNameOf(tools).get_weather.policy, {
+    timeout_ms: 15000, max_attempts: 3, needs_approval: false, deadline_ms: null, cache_ms: null,
+    rate_limit: { per_minute: 60, when_limited: 'wait', scope: 'deployment' },
+  });
+  assert.equal(byNameOf(tools).issue_refund.policy.needs_approval, true);
+  assert.equal(byNameOf(tools).get_current_time.policy.timeout_ms, 30000, 'the default timeout is 30 s');
   const byName = Object.fromEntries(tools.map((x) => [x.name, x]));
   for (const name of ['process_order', 'lookup_customer', 'get_weather', 'conversation_stats', 'update_context']) {
     assert.equal(typeof byName[name].returns, 'object', `${name} declares what it returns`);
@@ -675,29 +690,33 @@ test('get_weather: fahrenheit asks for imperial units and city names are encoded
   await assertKeyNotLeaked(sock);
 });
 
-test('get_weather: each service failure becomes an error result the model can explain, without the key', async (t) => {
+test('get_weather: each service failure becomes an error result the model can explain, without the key; outages are retried, answers are not', async (t) => {
   const sock = await thread(t);
+  // [status, body, reason, requests]: fatal answers are asked once; outages 3 times (the
+  // tool's retry policy), with `retrying` frames in between.
   const cases = [
-    [401, { cod: 401, message: `Invalid API key ${WEATHER_KEY}` }, /rejected our API key/],
-    [403, { cod: 403, message: 'forbidden' }, /rejected our API key/],
-    [404, { cod: '404', message: 'city not found' }, /no city named "Atlantis"/],
-    [429, { cod: 429, message: 'too many requests' }, /rate limiting/],
-    [500, { cod: 500, message: 'internal error' }, /HTTP 500/],
-    [503, 'Service Unavailable', /HTTP 503/],
-    [200, 'this is not JSON', /could not read/],
-    [200, { name: 'Atlantis', weather: [] }, /could not read/],
-    ['dropped', null, /did not answer/],
+    [401, { cod: 401, message: `Invalid API key ${WEATHER_KEY}` }, /rejected our API key/, 1],
+    [403, { cod: 403, message: 'forbidden' }, /rejected our API key/, 1],
+    [404, { cod: '404', message: 'city not found' }, /no city named "Atlantis"/, 1],
+    [429, { cod: 429, message: 'too many requests' }, /rate limiting/, 3],
+    [500, { cod: 500, message: 'internal error' }, /HTTP 500/, 3],
+    [503, 'Service Unavailable', /HTTP 503/, 3],
+    [200, 'this is not JSON', /could not read/, 1],
+    [200, { name: 'Atlantis', weather: [] }, /could not read/, 1],
+    ['dropped', null, /did not answer/, 3],
   ];
-  for (const [status, body, reason] of cases) {
+  for (const [status, body, reason, asked] of cases) {
     weather.reply(() => (status === 'dropped' ? { destroy: true } : { status, body }));
     const before = weather.requests.length;
     const run = await runQueued(sock, 'get_weather', { city: 'Atlantis' });
     const label = `${status} ${JSON.stringify(body)}`;
-    assert.ok(weather.requests.length >= before + 1, `${label}: the service was asked`);
-    if (status !== 'dropped') assert.equal(weather.requests.length, before + 1, `${label}: one request, no retries`);
+    assert.equal(weather.requests.length, before + asked, `${label}: ${asked} request(s)`);
     assert.equal(run.status, 'error', `${label}: ${run.message.content}`);
     assert.match(run.message.content, /^Error: /, label);
     assert.match(run.message.content, reason, `${label}: ${run.message.content}`);
+    const retrying = run.frames.filter((f) => f.type === 'tool' && f.status === 'retrying');
+    assert.equal(retrying.length, asked - 1, `${label}: retrying frames`);
+    if (asked > 1) assert.match(run.message.content, /gave up after 3 attempts/, label);
     const final = run.frames.filter((f) => f.type === 'tool').at(-1);
     assert.deepEqual(final, { type: 'tool', tool_call_id: run.callId, name: 'get_weather', status: 'error' });
   }
@@ -705,8 +724,29 @@ test('get_weather: each service failure becomes an error result the model can ex
   await assertKeyNotLeaked(sock);
 });
 
-test('get_weather: a service that never answers times out after about 8 s', async (t) => {
+test('get_weather: a 429 with Retry-After is retried after that delay', async (t) => {
   const sock = await thread(t);
+  let n = 0;
+  weather.reply(() => (++n === 1 ? { status: 429, body: { cod: 429 }, headers: { 'retry-after': '2' } } : { status: 200, body: { name: 'Lisbon', main: { temp: 20, humidity: 50 }, weather: [{ description: 'clear sky' }] } }));
+  const run = await runQueued(sock, 'get_weather', { city: 'Lisbon' });
+  assert.equal(run.status, 'success', run.message.content);
+  const retrying = run.frames.find((f) => f.type === 'tool' && f.status === 'retrying');
+  const running = run.frames.filter((f) => f.type === 'tool' && f.status === 'running');
+  assert.ok(retrying, 'a retrying frame');
+  assert.equal(running.length, 2);
+  const gap = weather.requests[1].at - weather.requests[0].at;
+  assert.ok(gap >= 1900 && gap < 6000, `second request ${gap} ms after the first`);
+});
+
+test('get_weather: a service that never answers times out after about 8 s (one attempt when the operator sets TOOL_GET_WEATHER_MAX_ATTEMPTS=1)', async (t) => {
+  const single = await startWorker({
+    modelUrl: `${model.url}/v1`,
+    bindings: { WEATHER_API_URL: weather.url, WEATHER_API_KEY: WEATHER_KEY, TOOL_GET_WEATHER_MAX_ATTEMPTS: '1' },
+  });
+  t.after(() => single.dispose());
+  const id = await single.client.createThread('support');
+  const sock = await single.client.connect(id);
+  t.after(() => sock.close());
   weather.reply(() => ({ hang: true }));
   const started = Date.now();
   const run = await runQueued(sock, 'get_weather', { city: 'Nowhere' }, { timeout: 20000 });
@@ -716,7 +756,6 @@ test('get_weather: a service that never answers times out after about 8 s', asyn
   assert.match(run.message.content, /8000 ms/);
   assert.ok(elapsed >= 7500 && elapsed < 15000, `timed out after ${elapsed} ms`);
   assert.equal(weather.requests.length, 1);
-  await assertKeyNotLeaked(sock);
 
   // The thread is usable afterwards.
   weather.reply();

@@ -6,7 +6,7 @@
 //
 // By default it answers 200 with an OpenWeatherMap-shaped body for the city asked for (the
 // temperature depends on the units). `reply(fn)` replaces the answer for the following
-// requests: `fn(request)` returns `{ status, body }` (body: object → JSON, string → as is) or
+// requests: `fn(request)` returns `{ status, body, headers? }` (body: object → JSON, string → as is) or
 // `{ hang: true }` (never answered; close() cuts it) or `{ destroy: true }` (the connection
 // drops without an answer). Every request is recorded in `requests`
 // as `{ method, path, query, url, at }`, with the query decoded into an object.
@@ -60,7 +60,7 @@ export async function startWeatherServer() {
     if (answer.hang) return; // never answered
     if (answer.destroy) return req.socket.destroy(); // the connection drops without an answer
     const body = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body ?? {});
-    res.writeHead(answer.status ?? 200, { 'content-type': 'application/json' });
+    res.writeHead(answer.status ?? 200, { 'content-type': 'application/json', ...(answer.headers ?? {}) });
     res.end(body);
   });
   server.on('connection', (socket) => {

@@ -161,7 +161,21 @@ impl DurableThread {
             let Ok(summary) = thread.summary() else {
                 break; // an object without a thread has nothing to do
             };
-            if summary.status != ThreadStatus::Running {
+            // An idle thread still runs a parked call that is due (next_action starts a turn).
+            let due = || {
+                thread
+                    .store()
+                    .next_tool_call(now())
+                    .ok()
+                    .flatten()
+                    .is_some()
+            };
+            let work = match summary.status {
+                ThreadStatus::Running => true,
+                ThreadStatus::Idle => due(),
+                ThreadStatus::Stopped => false,
+            };
+            if !work {
                 break;
             }
             let stale = agent
