@@ -170,7 +170,9 @@ pub fn gate(
             return Ok(Gate::Finish(hit));
         }
     }
-    let new_attempt = !status.is_suspended_run();
+    // A call parked before it ever ran (waiting for approval) starts its first attempt; only
+    // a run that started and then parked resumes without one.
+    let new_attempt = !status.is_suspended_run() || call.attempts == 0;
     if new_attempt {
         if let Some(limit) = &policy.rate_limit {
             let window = store.calls_since(&call.call.name, now - WINDOW_MS)?;

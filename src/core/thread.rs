@@ -1040,7 +1040,12 @@ impl<'a> Thread<'a> {
                 "no tool call {call_id:?} in this thread"
             )));
         };
-        if call.approval.as_deref() != Some("pending") {
+        // A pending approval of a finished call (cancelled by a stop) is no longer open.
+        let finished = matches!(
+            CallStatus::parse(&call.status),
+            CallStatus::Success | CallStatus::Error
+        );
+        if finished || call.approval.as_deref() != Some("pending") {
             return Err(ThreadError::Conflict(format!(
                 "tool call {call_id:?} is not waiting for approval (status {})",
                 call.status

@@ -12,6 +12,7 @@ mod admin;
 mod anthropic_stream;
 mod conversation;
 mod discovery;
+mod durable;
 mod engine;
 mod flow_host;
 mod hooks;
