@@ -164,15 +164,17 @@ pub fn gate(
             return Ok(Gate::Finish(deadline_error(policy)));
         }
     }
-    if let Some(ttl) = policy.cache_for {
+    // A call parked before it ever ran (waiting for approval) starts its first attempt; only
+    // a run that started and then parked resumes without one.
+    let new_attempt = !status.is_suspended_run() || call.attempts == 0;
+    // Only a call that never ran is answered from the cache: a parked workflow has handed
+    // out webhooks and recorded steps, and must finish its own run.
+    if let (Some(ttl), 0) = (policy.cache_for, call.attempts) {
         let since = now - ttl.as_millis().min(i64::MAX as u128) as i64;
         if let Some(hit) = store.cached_result(&call.call.name, &call.call.arguments, since)? {
             return Ok(Gate::Finish(hit));
         }
     }
-    // A call parked before it ever ran (waiting for approval) starts its first attempt; only
-    // a run that started and then parked resumes without one.
-    let new_attempt = !status.is_suspended_run() || call.attempts == 0;
     if new_attempt {
         if let Some(limit) = &policy.rate_limit {
             let window = store.calls_since(&call.call.name, now - WINDOW_MS)?;
@@ -340,6 +342,13 @@ pub fn deliver_webhook(
                 "the tool call waiting for this webhook has finished".into(),
             )))
         }
+    }
+    if hook.deadline_at.is_some_and(|d| now >= d) {
+        // The wait is over even if the alarm has not run yet: the workflow gets TimedOut.
+        store.expire_webhook(token)?;
+        return Ok(Err(WebhookRefusal::Closed(
+            "this webhook's wait timed out".into(),
+        )));
     }
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,

@@ -724,15 +724,19 @@ impl<'a> Thread<'a> {
                     .has_pending_model_calls()?
                     .then_some(Action::Wait));
             };
+            let mut call = call;
             if call.status == CallStatus::Running.as_str() {
                 // It was running when the Worker stopped (a crash, an eviction, a deploy).
                 self.store.count_interruption(&call.call.id)?;
+                self.store
+                    .end_attempt(now, &call.call.id, "interrupted", None)?;
+                call.interruptions += 1;
                 if worn_out(&call) {
                     // Cut short this often: the tool itself kills the Worker (a panic, an
                     // exceeded limit). Record that instead of crashing in a loop.
                     let why = format!(
                         "this tool call was interrupted {} times (the Worker stopped while it ran) and was abandoned",
-                        call.interruptions + 1
+                        call.interruptions
                     );
                     self.finish_tool(now, &call, &CallToolResult::error(why))?;
                     continue;
@@ -1143,7 +1147,7 @@ fn without_calls(history: Vec<Message>, ids: &[String]) -> Vec<Message> {
 
 /// A call cut short [`MAX_TOOL_INTERRUPTIONS`] times: it is abandoned, not run again.
 fn worn_out(call: &StoredToolCall) -> bool {
-    call.interruptions + 1 >= MAX_TOOL_INTERRUPTIONS
+    call.interruptions >= MAX_TOOL_INTERRUPTIONS
 }
 
 /// The final answer of a stop tool: `property` of its result (when the result is a JSON
