@@ -15,7 +15,7 @@ use std::rc::Rc;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::schema::schema_for;
 use super::validate::parse_args;
@@ -124,6 +124,16 @@ impl ArgsSpec {
         }
     }
 
+    /// Arguments described by a JSON Schema alone, with no Rust type (TOML workflows): any
+    /// JSON object parses, as a `Map`; [`check_schema`] (run as a refine rule) holds it to
+    /// the schema.
+    pub(crate) fn schema_only(schema: Value) -> Self {
+        ArgsSpec {
+            schema,
+            ..Self::of::<Map<String, Value>>()
+        }
+    }
+
     pub(crate) fn of<T: DeserializeOwned + JsonSchema + 'static>() -> Self {
         ArgsSpec {
             type_id: TypeId::of::<T>(),
@@ -131,6 +141,111 @@ impl ArgsSpec {
             schema: schema_for::<T>(),
             parse: parse_boxed::<T>,
         }
+    }
+}
+
+/// Checks an arguments object against the top level of its JSON Schema: `required` keys,
+/// `additionalProperties = false`, and each given property's `type` (one or a list of
+/// `string`, `number`, `integer`, `boolean`, `array`, `object`, `null`) and `enum`. Nested
+/// values are not checked: the tools they are passed on to check their own arguments. The
+/// errors read like serde's, which typed tools report.
+pub(crate) fn check_schema(schema: &Value, args: &Map<String, Value>) -> Result<(), String> {
+    let empty = Map::new();
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required = schema.get("required").and_then(Value::as_array);
+    for key in required.into_iter().flatten().filter_map(Value::as_str) {
+        if !args.contains_key(key) {
+            return Err(format!("missing field `{key}`"));
+        }
+    }
+    if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+        if let Some(extra) = args.keys().find(|k| !properties.contains_key(*k)) {
+            let expected = match properties
+                .keys()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+            {
+                keys if keys.is_empty() => "there are no fields".to_owned(),
+                keys => format!("expected one of {}", keys.join(", ")),
+            };
+            return Err(format!("unknown field `{extra}`, {expected}"));
+        }
+    }
+    for (key, value) in args {
+        let Some(property) = properties.get(key) else {
+            continue;
+        };
+        let types: Vec<&str> = match property.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if !types.is_empty() && !types.iter().any(|t| has_type(value, t)) {
+            let expected: Vec<&str> = types.iter().map(|t| a_type(t)).collect();
+            return Err(format!(
+                "at `{key}`: invalid type: {}, expected {}",
+                describe(value),
+                expected.join(" or ")
+            ));
+        }
+        if let Some(allowed) = property.get("enum").and_then(Value::as_array) {
+            if !allowed.contains(value) {
+                let shown = |v: &Value| match v {
+                    Value::String(s) => format!("`{s}`"),
+                    other => other.to_string(),
+                };
+                let allowed: Vec<String> = allowed.iter().map(shown).collect();
+                return Err(format!(
+                    "at `{key}`: unknown variant {}, expected one of {}",
+                    shown(value),
+                    allowed.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `value` is of JSON Schema type `name` (an integer is a number without a
+/// fractional part, `2.0` included).
+fn has_type(value: &Value, name: &str) -> bool {
+    match name {
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.as_f64().is_some_and(|n| n.fract() == 0.0),
+        "boolean" => value.is_boolean(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "null" => value.is_null(),
+        _ => true, // not a type this check knows: leave it to the tool
+    }
+}
+
+fn a_type(name: &str) -> &str {
+    match name {
+        "string" => "a string",
+        "number" => "a number",
+        "integer" => "an integer",
+        "boolean" => "a boolean",
+        "array" => "an array",
+        "object" => "an object",
+        other => other,
+    }
+}
+
+/// A value as serde names it in "invalid type" errors.
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
+        Value::Number(n) => format!("integer `{n}`"),
+        Value::String(s) => format!("string {s:?}"),
+        Value::Array(_) => "sequence".to_owned(),
+        Value::Object(_) => "map".to_owned(),
     }
 }
 

@@ -43,6 +43,7 @@ mod result;
 pub mod schema;
 mod utils;
 pub mod validate;
+mod workflow_toml;
 
 use std::any::{Any, TypeId};
 use std::future::Future;
@@ -112,6 +113,21 @@ impl Tool {
             refines: Vec::new(),
             policy: ToolPolicy::default(),
         }
+    }
+
+    /// A tool whose arguments are described by a JSON Schema alone, with no Rust type behind
+    /// them (TOML workflows). `run` receives the arguments as a `serde_json::Map<String,
+    /// Value>`, already checked against the schema's top level (required keys, unknown keys
+    /// when `additionalProperties` is false, property types and enums); bad arguments become
+    /// the same `invalid arguments` error results as a typed tool's.
+    pub(crate) fn from_schema(description: impl Into<String>, schema: Value, run: RunFn) -> Self {
+        let rules = schema.clone();
+        Tool {
+            args: ArgsSpec::schema_only(schema),
+            run: Some(run),
+            ..Tool::new(description)
+        }
+        .refine(move |args: &serde_json::Map<String, Value>| handler::check_schema(&rules, args))
     }
 
     /// Sets how failed attempts are retried (default: 3 attempts, 1 s then 2 s apart).

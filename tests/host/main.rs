@@ -19,6 +19,7 @@ mod hooks;
 mod openai_stream;
 mod sqlite;
 mod store;
+mod toml_workflows;
 mod tools;
 mod utilities;
 mod workers_ai;
