@@ -31,6 +31,9 @@ use crate::core::store::Store;
 pub struct RunState {
     suspension: RefCell<Option<Suspension>>,
     used: RefCell<HashSet<String>>,
+    /// The step running now and how many tools it called through `call_tool`: a nested
+    /// call's records are keyed by both, which replays identically on every run.
+    step: RefCell<(String, u32)>,
 }
 
 impl RunState {
@@ -128,6 +131,7 @@ impl FlowState {
         self.store()
             .begin_step(call, name, "step", "running", None, started)?;
         self.progress(name, "step", "running", None);
+        *self.run.step.borrow_mut() = (name.to_owned(), 0);
         match f().await {
             Ok(value) => {
                 let text = serde_json::to_string(&value)?;
@@ -149,7 +153,8 @@ impl FlowState {
     /// Runs the registered tool `name` once with `args` (validated as if the model had sent
     /// them) and returns its result; a failure keeps its retry advice. Meant for the inside
     /// of a [`FlowState::step`], which records the result so a later run does not repeat the
-    /// call. The tool gets this call's flow (same call id and bindings) but its own steps.
+    /// call. The tool gets this call's flow and bindings; its own steps are recorded under
+    /// `<call id>/<step name>/<n>` (the n-th call inside that step), apart from the caller's.
     pub async fn call_tool(
         &self,
         name: &str,
@@ -163,6 +168,14 @@ impl FlowState {
         };
         let mut flow = self.clone();
         flow.run = std::rc::Rc::default();
+        // Its own record space: a nested workflow's step names cannot clash with ours. The
+        // n-th nested call of a run gets the same id on every run (the determinism rule).
+        let key = {
+            let mut step = self.run.step.borrow_mut();
+            step.1 += 1;
+            format!("{}/{}/{}", self.tool_call_id, step.0, step.1)
+        };
+        flow.tool_call_id = key;
         let state = flow.run.clone();
         match run_until_suspended(tool.attempt(flow, &args.to_string()), &state).await {
             Ran::Done(outcome) => outcome,

@@ -21,7 +21,7 @@ const AGENT_TOOLS = ['get_current_time', 'lookup_customer', 'get_weather', 'proc
 // The support prompt also offers a prompt (run as a sub-prompt) and an agent (a child thread).
 const DELEGATES = ['summarize', 'review'];
 // The durable examples (docs/durable-tools.md) are registered too; no prompt offers them.
-const DURABLE_TOOLS = ['compare_weather', 'issue_refund', 'remind_later', 'retry_with_cooldown', 'schedule_reminder', 'wait_for_callback'];
+const DURABLE_TOOLS = ['compare_weather', 'issue_refund', 'remind_later', 'retry_with_cooldown', 'schedule_reminder', 'wait_for_callback', 'weather_brief'];
 const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification', 'approve_draft', ...DURABLE_TOOLS];
 const ADA = { id: 'cus_1001', name: 'Ada Lovelace', email: 'ada@example.com', plan: 'enterprise' };
 const GRACE = { id: 'cus_1002', name: 'Grace Hopper', email: 'grace@example.com', plan: 'pro' };
