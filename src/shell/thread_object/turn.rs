@@ -141,6 +141,9 @@ impl DurableThread {
     /// The turn loop: performs actions until the thread has nothing to do.
     pub(super) async fn drive(&self) {
         if self.driving.replace(true) {
+            // The watchdog fired while a long step runs in this instance: keep one armed, or
+            // a crash after this point would leave nothing to resume the turn.
+            let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
             return;
         }
         self.stop_requested.set(false);
