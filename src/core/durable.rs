@@ -367,22 +367,23 @@ pub fn deliver_webhook(
     Ok(Ok(hook.call_id))
 }
 
-/// A tool's status in one thread, like an orchestrator's: `busy` (a call is running or
-/// parked), `rate_limited` (its window is full), `error` (its last finished call failed) or
-/// `available`.
+/// A tool's status in one thread, like an orchestrator's: `rate_limited` (its window is
+/// full), `busy` (a call is running or parked), `error` (its last finished call failed) or
+/// `available`, in that order of precedence.
 pub fn tool_status(
     store: &Store<'_>,
     tool: &str,
     policy: &ToolPolicy,
     now: i64,
 ) -> Result<&'static str, SqlError> {
-    if store.tool_busy(tool)? {
-        return Ok("busy");
-    }
+    // A full window says more than "busy": calls parked for it are waiting on the limit.
     if let Some(limit) = &policy.rate_limit {
         if store.calls_since(tool, now - WINDOW_MS)?.used >= limit.per_minute {
             return Ok("rate_limited");
         }
+    }
+    if store.tool_busy(tool)? {
+        return Ok("busy");
     }
     Ok(match store.last_tool_status(tool)?.as_deref() {
         Some("error") => "error",

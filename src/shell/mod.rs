@@ -7,6 +7,7 @@ mod do_sql;
 mod host;
 mod http;
 mod model;
+mod policy;
 mod rate_limiter;
 mod router;
 mod thread_object;

@@ -163,10 +163,7 @@ async fn tools(env: &Env) -> std::result::Result<Response, ApiError> {
     let registry = Registry::discovered().map_err(|e| registry_error(&e))?;
     let mut out = Vec::new();
     for spec in registry.all_specs() {
-        let policy = registry
-            .get(&spec.name)
-            .map(|t| t.policy().clone())
-            .unwrap_or_default();
+        let policy = super::policy::policy_for(env, &registry, &spec.name);
         let mut status = "available";
         if let Some(limit) = policy
             .rate_limit

@@ -349,7 +349,7 @@ impl DurableThread {
         let statuses = self.with_thread(|t| {
             let mut out = Vec::new();
             for name in host.registry.names() {
-                let policy = tools::policy_for(&host, name);
+                let policy = super::policy::policy_for(&host.env, &host.registry, name);
                 let status = crate::core::durable::tool_status(t.store(), name, &policy, now())?;
                 out.push(json!({ "name": name, "status": status }));
             }

@@ -577,13 +577,11 @@ test('rate limit (wait): of 5 calls 3 run at once and 2 park as rate_limited unt
   within(ranIn, 0, 3000, 'the first three ran at once');
   assert.ok(!toolFrames(sock.frames.slice(from), ids[3]).some((f) => f.status === 'running'));
 
-  // The thread's tool statuses: a tool with parked calls is `busy` (core::durable::tool_status:
-  // "busy (a call is running or parked)"), even when they wait for its window; `rate_limited`
-  // shows once nothing is parked (see the fail-mode test).
+  // The thread's tool statuses: a full window wins over "busy" (calls are parked for it).
   const tools = await w.client.request('GET', `/api/threads/${sock.threadId}/tools`);
   assert.equal(tools.status, 200, JSON.stringify(tools.body));
   const status = tools.body.tools.find((x) => x.name === 'get_current_time')?.status;
-  assert.equal(status, 'busy');
+  assert.equal(status, 'rate_limited');
   assert.equal(tools.body.tools.find((x) => x.name === 'get_weather')?.status, 'available');
   console.log(`rate limit (wait): 3 calls ran within ${ranIn} ms; calls 4-5 rate_limited, wake_at = first start + ${limited[0].wake_at - firstStart} ms; GET /tools says get_current_time is "${status}"`);
 });
@@ -626,7 +624,7 @@ test('rate limit (deployment scope): 2 calls in thread A and 2 in thread B; the 
   assert.equal((await runQueued(c, 'get_current_time', {})).status, 'error');
 });
 
-test('GET /api/tools lists the effective policy and deployment status under operator overrides', { todo: 'GET /api/tools reads each tool\'s own policy and ignores TOOL_<NAME>_* overrides (src/shell/router.rs tools())' }, async (t) => {
+test('GET /api/tools lists the effective policy and deployment status under operator overrides', async (t) => {
   const w = await extraWorker(t, {
     TOOL_GET_CURRENT_TIME_RATE_PER_MINUTE: '3',
     TOOL_GET_CURRENT_TIME_WHEN_LIMITED: 'fail',

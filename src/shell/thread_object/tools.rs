@@ -4,7 +4,6 @@
 //! change is stored before anything else happens, so a kill at any point resumes correctly.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
@@ -17,66 +16,8 @@ use crate::core::store::{CallOrigin, StoredToolCall, ThreadSummary};
 use crate::core::thread::Thread;
 use crate::shell::host::{now, ShellHost};
 use crate::shell::model::with_timeout;
-use crate::tool::{
-    run_until_suspended, CallToolResult, FlowState, LimitScope, RetryPolicy, ToolPolicy,
-    WhenLimited,
-};
-
-/// The policy a call runs under: the tool's own, with the operator's overrides from vars
-/// (`TOOL_<NAME>_TIMEOUT_MS`, `_MAX_ATTEMPTS`, `_RATE_PER_MINUTE`, `_WHEN_LIMITED` = wait|fail,
-/// `_RATE_SCOPE` = thread|deployment).
-/// Prompts and agents used as tools manage their own model retries and are not retried.
-pub(super) fn policy_for(host: &ShellHost, name: &str) -> ToolPolicy {
-    let Some(tool) = host.registry.get(name) else {
-        return ToolPolicy {
-            retry: RetryPolicy::none(),
-            timeout: Duration::from_secs(24 * 3600),
-            ..ToolPolicy::default()
-        };
-    };
-    let mut policy = tool.policy().clone();
-    let var = |suffix: &str| {
-        host.env
-            .var(&format!("TOOL_{}_{suffix}", name.to_ascii_uppercase()))
-            .ok()
-            .and_then(|v| v.to_string().trim().parse::<u64>().ok())
-    };
-    if let Some(ms) = var("TIMEOUT_MS") {
-        policy.timeout = Duration::from_millis(ms.max(1));
-    }
-    if let Some(n) = var("MAX_ATTEMPTS") {
-        policy.retry.max_attempts = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
-    }
-    if let Some(n) = var("RATE_PER_MINUTE") {
-        let n = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
-        policy.rate_limit = Some(match policy.rate_limit {
-            Some(limit) => crate::tool::RateLimit {
-                per_minute: n,
-                ..limit
-            },
-            None => crate::tool::RateLimit::per_minute(n),
-        });
-    }
-    let text = |suffix: &str| {
-        host.env
-            .var(&format!("TOOL_{}_{suffix}", name.to_ascii_uppercase()))
-            .ok()
-            .map(|v| v.to_string().trim().to_ascii_lowercase())
-    };
-    if let Some(limit) = policy.rate_limit.as_mut() {
-        match text("WHEN_LIMITED").as_deref() {
-            Some("fail") => limit.when_limited = WhenLimited::Fail,
-            Some("wait") => limit.when_limited = WhenLimited::Wait,
-            _ => {}
-        }
-        match text("RATE_SCOPE").as_deref() {
-            Some("deployment") => limit.scope = LimitScope::Deployment,
-            Some("thread") => limit.scope = LimitScope::Thread,
-            _ => {}
-        }
-    }
-    policy
-}
+use crate::shell::policy::policy_for;
+use crate::tool::{run_until_suspended, CallToolResult, FlowState, LimitScope, ToolPolicy};
 
 impl DurableThread {
     /// Runs calls of one reply (concurrently when there are several) and settles them in
@@ -91,7 +32,7 @@ impl DurableThread {
     ) {
         let mut runs: Vec<(StoredToolCall, ToolPolicy)> = Vec::new();
         for mut call in calls {
-            let policy = policy_for(host, &call.call.name);
+            let policy = policy_for(&host.env, &host.registry, &call.call.name);
             let gate = match durable::gate(thread.store(), &call, &policy, now()) {
                 Ok(Gate::Run { new_attempt }) => self
                     .deployment_gate(&call, &policy, new_attempt)
@@ -175,7 +116,7 @@ impl DurableThread {
         new_attempt: bool,
     ) -> Option<Gate> {
         let limit = policy.rate_limit?;
-        if !new_attempt || limit.scope != crate::tool::LimitScope::Deployment {
+        if !new_attempt || limit.scope != LimitScope::Deployment {
             return None;
         }
         let window =
