@@ -1,5 +1,5 @@
 //! `remind_later`: the "schedule reminder" pattern. Sleeps durably, then posts the reminder
-//! into the conversation and gives the assistant the turn. Queued by `schedule_reminder`
+//! into the conversation as an assistant message and a `reminder` event. Queued by `schedule_reminder`
 //! (not called by the model directly), so the conversation goes on while it sleeps: a parked
 //! queued call holds nothing else up.
 

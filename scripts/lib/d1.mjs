@@ -68,7 +68,7 @@ export function toDefinitions(root) {
 const MODEL_FIELDS = ['name', 'provider', 'model', 'base_url', 'api_key_secret', 'fallbacks', 'input_price_per_mtok',
   'output_price_per_mtok', 'first_chunk_timeout_ms', 'stall_timeout_ms', 'max_history_tokens', 'max_output_tokens'];
 const PROMPT_FIELDS = ['name', 'system', 'model', 'tools', 'tool_choice', 'parallel_tool_calls', 'include_chat',
-  'description', 'hooks'];
+  'description', 'hooks', 'tool_bindings'];
 const AGENT_FIELDS = ['id', 'kind', 'description', 'side_a', 'side_b', 'max_turns', 'expose_as_tool',
   'tool_description', 'hooks'];
 
@@ -122,6 +122,7 @@ export function toRows(defs) {
       include_chat: d.include_chat === false ? 0 : 1,
       description: d.description ?? '',
       hooks: JSON.stringify(d.hooks ?? []),
+      tool_bindings: JSON.stringify(d.tool_bindings ?? {}),
     };
   });
   const agents = defs.agents.map((d) => {

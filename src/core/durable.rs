@@ -171,7 +171,8 @@ pub fn gate(
     // out webhooks and recorded steps, and must finish its own run.
     if let (Some(ttl), 0) = (policy.cache_for, call.attempts) {
         let since = now - ttl.as_millis().min(i64::MAX as u128) as i64;
-        if let Some(hit) = store.cached_result(&call.call.name, &call.call.arguments, since)? {
+        let key = cache_key(call);
+        if let Some(hit) = store.cached_result(&call.call.name, &key, since)? {
             return Ok(Gate::Finish(hit));
         }
     }
@@ -289,6 +290,16 @@ pub fn settle(
     Settle::Retry {
         wake_at,
         error: failure.text().to_owned(),
+    }
+}
+
+/// What identifies "the same input" for the result cache: the arguments and the runtime
+/// bindings (two accounts asking the same question get their own answers).
+pub fn cache_key(call: &StoredToolCall) -> String {
+    let args = canonical_arguments(&call.call.arguments);
+    match call.bindings.as_deref() {
+        Some(b) => format!("{args}|{}", canonical_arguments(b)),
+        None => args,
     }
 }
 

@@ -480,14 +480,6 @@ impl<'a> Thread<'a> {
         let t = self.summary()?;
         if t.status != ThreadStatus::Stopped {
             self.conclude(now, by)?;
-            // Parked and queued calls will not run: each gets its error result now, so the
-            // history stays whole and no alarm wakes them. A running call finishes normally.
-            for call in self.store.pending_tool_calls()? {
-                if call.status != CallStatus::Running.as_str() {
-                    let why = format!("cancelled: the thread was stopped (by {by})");
-                    self.finish_tool(now, &call, &CallToolResult::error(why))?;
-                }
-            }
         }
         Ok(())
     }
@@ -798,7 +790,28 @@ impl<'a> Thread<'a> {
             }
         }
         self.store.set_stopped(now, reason)?;
+        // Parked and queued calls will not run on a stopped thread: each gets its error result
+        // now, so the history stays whole and no alarm wakes them. A running call finishes
+        // normally (and is not parked again: see `cancel_if_stopped`).
+        for call in self.store.pending_tool_calls()? {
+            if call.status != CallStatus::Running.as_str() {
+                let why = format!("cancelled: the thread was stopped (by {reason})");
+                self.finish_tool(now, &call, &CallToolResult::error(why))?;
+            }
+        }
         self.push_status()
+    }
+
+    /// The result for a call whose run ended after the thread stopped and would otherwise be
+    /// parked (retry, sleep, wait): a stopped thread parks nothing.
+    pub fn cancel_if_stopped(&self) -> Result<Option<CallToolResult>, ThreadError> {
+        let t = self.summary()?;
+        Ok((t.status == ThreadStatus::Stopped).then(|| {
+            CallToolResult::error(format!(
+                "cancelled: the thread was stopped (by {})",
+                t.stopped_by.as_deref().unwrap_or("user")
+            ))
+        }))
     }
 
     /// Feeds one stream event; text becomes a `message_chunk` frame.

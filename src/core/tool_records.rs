@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::durable::{canonical_arguments, Window, WINDOW_MS};
+use super::durable::{Window, WINDOW_MS};
 use super::sql::{Row, SqlError};
 use super::store::{Order, Store};
 use crate::tool::CallToolResult;
@@ -297,20 +297,17 @@ impl Store<'_> {
         })
     }
 
-    /// A successful result of `tool` for the same arguments stored since `since`.
+    /// A successful result of `tool` for the same input (`key` from
+    /// [`super::durable::cache_key`]) stored since `since`.
     pub fn cached_result(
         &self,
         tool: &str,
-        arguments: &str,
+        key: &str,
         since: i64,
     ) -> Result<Option<CallToolResult>, SqlError> {
         let rows = self.sql().exec(
             "SELECT result FROM tool_cache WHERE tool = ? AND arguments = ? AND created_at >= ?",
-            &[
-                tool.into(),
-                canonical_arguments(arguments).into(),
-                since.into(),
-            ],
+            &[tool.into(), key.into(), since.into()],
         )?;
         Ok(rows
             .first()
@@ -319,11 +316,12 @@ impl Store<'_> {
             .and_then(|text| serde_json::from_str(&text).ok()))
     }
 
-    /// Stores a successful result for later calls with the same arguments.
+    /// Stores a successful result for later calls with the same input (`key` from
+    /// [`super::durable::cache_key`]).
     pub fn cache_result(
         &self,
         tool: &str,
-        arguments: &str,
+        key: &str,
         result: &CallToolResult,
         now: i64,
     ) -> Result<(), SqlError> {
@@ -332,12 +330,7 @@ impl Store<'_> {
             "INSERT INTO tool_cache (tool, arguments, result, created_at) VALUES (?, ?, ?, ?)
              ON CONFLICT (tool, arguments) DO UPDATE SET result = excluded.result,
                  created_at = excluded.created_at",
-            &[
-                tool.into(),
-                canonical_arguments(arguments).into(),
-                text.into(),
-                now.into(),
-            ],
+            &[tool.into(), key.into(), text.into(), now.into()],
         )?;
         Ok(())
     }

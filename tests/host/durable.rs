@@ -13,8 +13,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use edgent::core::durable::{
-    deliver_webhook, deployment_gate, gate, settle, tool_status, CallStatus, Gate, Ran, Settle,
-    Suspension, WebhookRefusal, Window,
+    cache_key, deliver_webhook, deployment_gate, gate, settle, tool_status, CallStatus, Gate, Ran,
+    Settle, Suspension, WebhookRefusal, Window,
 };
 use edgent::core::message::Role;
 use edgent::core::protocol::ServerFrame;
@@ -211,11 +211,17 @@ fn run_tools(h: &Rc<Host>, t: &mut Thread<'_>, calls: Vec<StoredToolCall>, jitte
             Ran::TimedOut => "timeout",
             _ => "failed",
         };
-        match settle(policy, call, call.attempts, ran, h.now(), jitter) {
+        let mut settled = settle(policy, call, call.attempts, ran, h.now(), jitter);
+        if !matches!(settled, Settle::Finish(_)) {
+            if let Some(cancelled) = t.cancel_if_stopped().unwrap() {
+                settled = Settle::Finish(cancelled);
+            }
+        }
+        match settled {
             Settle::Finish(result) => {
                 if policy.cache_for.is_some() && !result.is_error() {
                     t.store()
-                        .cache_result(&call.call.name, &call.call.arguments, &result, h.now())
+                        .cache_result(&call.call.name, &cache_key(call), &result, h.now())
                         .unwrap();
                 }
                 t.finish_tool(h.now(), call, &result).unwrap();
@@ -1514,4 +1520,37 @@ fn queued_bindings_are_stored_with_the_call_and_reach_the_tool() {
     drive_idle(&h);
     assert_eq!(result_of(&h, &with), r#"{"account":"acme"}"#);
     assert_eq!(result_of(&h, &without), "{}");
+}
+
+#[test]
+fn the_cache_key_is_the_canonical_arguments_plus_the_bindings() {
+    let call = |args: &str, bindings: Option<&str>| StoredToolCall {
+        call: edgent::core::message::ToolCall {
+            id: "c".into(),
+            name: "t".into(),
+            arguments: args.into(),
+        },
+        message_id: "m".into(),
+        status: "queued".into(),
+        origin: edgent::core::store::CallOrigin::Queue,
+        attempts: 0,
+        interruptions: 0,
+        wake_at: None,
+        approval: None,
+        bindings: bindings.map(str::to_owned),
+        deadline_at: None,
+    };
+    assert_eq!(
+        cache_key(&call(r#"{ "b": 2, "a": 1 }"#, None)),
+        cache_key(&call(r#"{"a":1,"b":2}"#, None))
+    );
+    assert_ne!(
+        cache_key(&call(r#"{"a":1}"#, Some(r#"{"account":"acme"}"#))),
+        cache_key(&call(r#"{"a":1}"#, Some(r#"{"account":"globex"}"#))),
+        "two accounts never share a cached answer"
+    );
+    assert_ne!(
+        cache_key(&call(r#"{"a":1}"#, None)),
+        cache_key(&call(r#"{"a":1}"#, Some(r#"{"account":"acme"}"#)))
+    );
 }

@@ -202,6 +202,15 @@ impl DurableThread {
             }
             for tc in &reply.tool_calls {
                 let result = match host.registry.get(&tc.name) {
+                    Some(tool)
+                        if prompt.tools.contains(&tc.name) && tool.policy().needs_approval =>
+                    {
+                        // Approval needs a top-level call a client can see and decide on.
+                        CallToolResult::error(format!(
+                            "{:?} needs a person's approval, which a sub-prompt cannot wait for; ask the user in the main conversation",
+                            tc.name
+                        ))
+                    }
                     Some(tool) if prompt.tools.contains(&tc.name) => {
                         let mut flow =
                             FlowState::top_level(host.clone(), summary, config.clone(), &tc.id);

@@ -33,6 +33,16 @@ impl DurableThread {
         let mut runs: Vec<(StoredToolCall, ToolPolicy)> = Vec::new();
         for mut call in calls {
             let policy = policy_for(&host.env, &host.registry, &call.call.name);
+            if call.attempts == 0 {
+                // Fixed at the first start: the prompt's bindings merged with the caller's, so
+                // every run (and the result cache) sees the same runtime context.
+                let effective = bindings(&call, config);
+                if !effective.is_empty() {
+                    let value = Value::Object(effective);
+                    let _ = thread.store().set_tool_call_bindings(&call.call.id, &value);
+                    call.bindings = Some(value.to_string());
+                }
+            }
             let gate = match durable::gate(thread.store(), &call, &policy, now()) {
                 Ok(Gate::Run { new_attempt }) => self
                     .deployment_gate(&call, &policy, new_attempt)
@@ -77,13 +87,19 @@ impl DurableThread {
                 Ran::TimedOut => "timeout",
                 _ => "failed",
             };
-            let settled = durable::settle(policy, call, call.attempts, ran, now(), random_unit());
+            let mut settled =
+                durable::settle(policy, call, call.attempts, ran, now(), random_unit());
+            if !matches!(settled, Settle::Finish(_)) {
+                if let Ok(Some(cancelled)) = thread.cancel_if_stopped() {
+                    settled = Settle::Finish(cancelled);
+                }
+            }
             let stored = match settled {
                 Settle::Finish(result) => {
                     if policy.cache_for.is_some() && !result.is_error() {
                         let _ = thread.store().cache_result(
                             &call.call.name,
-                            &call.call.arguments,
+                            &durable::cache_key(call),
                             &result,
                             now(),
                         );

@@ -232,9 +232,13 @@ impl DurableThread {
         }
         self.driving.set(false);
         // Parked calls need the alarm at their earliest wake time; otherwise none is left.
+        // A stopped thread parks nothing (its calls were cancelled): no alarm for it.
         let wake = self
             .open(&sql, false)
-            .and_then(|t| Ok(t.store().next_wake()?))
+            .and_then(|t| {
+                let stopped = t.summary()?.status == ThreadStatus::Stopped;
+                Ok(if stopped { None } else { t.store().next_wake()? })
+            })
             .ok()
             .flatten();
         let _ = match wake {
@@ -243,10 +247,14 @@ impl DurableThread {
         };
         // A message may have arrived while the alarm was being changed: never strand it.
         let runnable = self.open(&sql, false).is_ok_and(|t| {
-            let running = t.summary().is_ok_and(|s| s.status == ThreadStatus::Running);
+            let status = t.summary().map(|s| s.status);
             let blocked = t.store().has_pending_model_calls().unwrap_or(false);
             let due = t.store().next_tool_call(now()).ok().flatten().is_some();
-            (running && !blocked) || due
+            match status {
+                Ok(ThreadStatus::Running) => !blocked || due,
+                Ok(ThreadStatus::Idle) => due,
+                _ => false,
+            }
         });
         if runnable {
             self.schedule().await;
