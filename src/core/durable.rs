@@ -128,6 +128,9 @@ pub struct Window {
     pub frees_at: i64,
 }
 
+/// The longest `retry_after` honoured (24 h).
+pub const MAX_RETRY_AFTER_MS: u64 = 24 * 3600 * 1000;
+
 /// The length of a rate-limit window.
 pub const WINDOW_MS: i64 = 60_000;
 
@@ -278,7 +281,9 @@ pub fn settle(
             };
             return Settle::Finish(CallToolResult::error(format!("{}{tail}", failure.text())));
         }
-        Retry::After(ms) => i64::try_from(ms).unwrap_or(i64::MAX / 2),
+        // A service's word, bounded: a day at most, so a hostile header cannot park the
+        // call (and a model turn waiting on it) for good.
+        Retry::After(ms) => i64::try_from(ms.min(MAX_RETRY_AFTER_MS)).unwrap_or(0),
         Retry::Backoff => policy
             .retry
             .delay_ms(u32::try_from(attempts).unwrap_or(u32::MAX), jitter),
@@ -330,12 +335,11 @@ pub fn deliver_webhook(
     let Some(hook) = store.webhook_by_token(token)? else {
         return Ok(Err(WebhookRefusal::Unknown));
     };
-    let call_open = store.tool_call(&hook.call_id)?.is_some_and(|c| {
-        !matches!(
-            CallStatus::parse(&c.status),
-            CallStatus::Success | CallStatus::Error
-        )
-    });
+    let call_status = store
+        .tool_call(&hook.call_id)?
+        .map(|c| CallStatus::parse(&c.status));
+    let call_open =
+        call_status.is_some_and(|c| !matches!(c, CallStatus::Success | CallStatus::Error));
     match hook.status.as_str() {
         "open" if call_open => {}
         "received" => {
@@ -374,7 +378,12 @@ pub fn deliver_webhook(
             "this webhook was already delivered; a webhook accepts one body".into(),
         )));
     }
-    store.wake_tool_call(now, &hook.call_id)?;
+    // Wake a call waiting for it, or one still running (a parallel batch stores the park after
+    // every call of the batch returns). A call that sleeps or retries keeps its schedule: the
+    // body waits in the webhook row until the workflow asks for it.
+    if matches!(call_status, Some(CallStatus::Waiting | CallStatus::Running)) {
+        store.wake_tool_call(now, &hook.call_id)?;
+    }
     Ok(Ok(hook.call_id))
 }
 

@@ -730,18 +730,42 @@ impl<'a> Store<'a> {
         Ok(())
     }
 
-    /// The oldest tool call that can run at `now`: queued, running when a crash interrupted
-    /// it, or suspended with its wake time passed.
+    /// The next tool call that can run at `now`: queued, running when a crash interrupted it,
+    /// or parked with its wake time passed; the lowest queue position among the queued ones
+    /// and the earliest-due parked ones.
     pub fn next_tool_call(&self, now: i64) -> Result<Option<StoredToolCall>, SqlError> {
-        let rows = self.sql.exec(
+        // Two indexed LIMIT 1 lookups (by status, by wake time) rather than one OR, whose plan
+        // SQLite may turn into a scan of every call ever made.
+        let ready = self.sql.exec(
             &format!(
-                "SELECT {TOOL_CALL_COLUMNS} FROM tool_calls
-                 WHERE status IN ('queued', 'running') OR (wake_at IS NOT NULL AND wake_at <= ?)
-                 ORDER BY seq ASC LIMIT 1"
+                "SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls
+                 WHERE status IN ('queued', 'running') ORDER BY seq ASC LIMIT 1"
+            ),
+            &[],
+        )?;
+        let woken = self.sql.exec(
+            &format!(
+                "SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls INDEXED BY tool_calls_waking
+                 WHERE wake_at IS NOT NULL AND wake_at <= ? AND status IN ({PENDING})
+                 ORDER BY wake_at ASC LIMIT 16"
             ),
             &[now.into()],
         )?;
-        rows.first().map(tool_call_from_row).transpose()
+        let seq = |r: &Row| r.int(TOOL_CALL_COLUMN_COUNT).unwrap_or(i64::MAX);
+        let first = ready.iter().chain(woken.iter()).min_by_key(|r| seq(r));
+        first.map(tool_call_from_row).transpose()
+    }
+
+    /// Pushes the wake time of parked calls that are due back to `later`.
+    pub fn defer_due_calls(&self, now: i64, later: i64) -> Result<(), SqlError> {
+        self.sql.exec(
+            &format!(
+                "UPDATE tool_calls SET wake_at = ? WHERE wake_at IS NOT NULL AND wake_at <= ?
+                 AND status IN ({PENDING})"
+            ),
+            &[later.into(), now.into()],
+        )?;
+        Ok(())
     }
 
     /// Calls without a result (queued, running or suspended), in run order.
@@ -864,11 +888,17 @@ impl<'a> Store<'a> {
         last_error: Option<&str>,
     ) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE tool_calls SET status = ?, wake_at = ?, detail = ?,
-                 last_error = COALESCE(?, last_error)
+            // A wake time already set came from a webhook delivered while the run was going
+            // (`start_tool_call` clears it): the earlier one wins, or the body would wait.
+            "UPDATE tool_calls SET status = ?,
+                 wake_at = CASE WHEN wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?)
+                           THEN wake_at ELSE ? END,
+                 detail = ?, last_error = COALESCE(?, last_error)
              WHERE id = ?",
             &[
                 status.into(),
+                wake_at.into(),
+                wake_at.into(),
                 wake_at.into(),
                 detail.map(Value::to_string).into(),
                 last_error.into(),
@@ -1042,6 +1072,8 @@ pub(crate) const PENDING: &str =
 
 const TOOL_CALL_COLUMNS: &str = "id, name, arguments, message_id, status, origin, attempts, \
      interruptions, wake_at, approval, bindings, deadline_at";
+/// Columns in [`TOOL_CALL_COLUMNS`] (a query may append more after them).
+const TOOL_CALL_COLUMN_COUNT: usize = 12;
 
 fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
     Ok(StoredToolCall {

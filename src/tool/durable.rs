@@ -166,6 +166,12 @@ impl FlowState {
                 "no tool named {name:?} is registered"
             )));
         };
+        if tool.policy().needs_approval {
+            // Approval is given to a top-level call a client can see, never to a nested one.
+            return Err(ToolError::fatal(format!(
+                "tool {name:?} needs a person's approval, so a workflow cannot call it; let the model call it"
+            )));
+        }
         let mut flow = self.clone();
         flow.run = std::rc::Rc::default();
         // Its own record space: a nested workflow's step names cannot clash with ours. The
@@ -288,7 +294,16 @@ impl FlowState {
                 }
                 return Ok(WebhookEvent::Received(value));
             }
-            "timed_out" => return Ok(WebhookEvent::TimedOut),
+            "timed_out" => {
+                if self
+                    .store()
+                    .step(call, name)?
+                    .is_some_and(|s| s.status == "waiting")
+                {
+                    self.store().end_step(call, name, "timed_out", None, now)?;
+                }
+                return Ok(WebhookEvent::TimedOut);
+            }
             _ => {}
         }
         if now >= deadline {

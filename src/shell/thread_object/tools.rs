@@ -44,10 +44,24 @@ impl DurableThread {
                 }
             }
             let gate = match durable::gate(thread.store(), &call, &policy, now()) {
-                Ok(Gate::Run { new_attempt }) => self
-                    .deployment_gate(&call, &policy, new_attempt)
-                    .await
-                    .unwrap_or(Gate::Run { new_attempt }),
+                Ok(Gate::Run { new_attempt }) => {
+                    let gate = self
+                        .deployment_gate(&call, &policy, new_attempt)
+                        .await
+                        .unwrap_or(Gate::Run { new_attempt });
+                    // The shared counter is a round trip: a stop may have cancelled the call
+                    // meanwhile, and a finished call must not run (or get a second result).
+                    let still_pending = thread
+                        .store()
+                        .tool_call(&call.call.id)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|c| c.status == call.status);
+                    if !still_pending {
+                        continue;
+                    }
+                    gate
+                }
                 Ok(other) => other,
                 Err(e) => {
                     worker::console_error!("tool gate: {e}");

@@ -21,6 +21,9 @@ use crate::tool::Registry;
 /// How long a turn may go without progress before the watchdog alarm resumes it.
 const WATCHDOG_MS: i64 = 30_000;
 
+/// How long due parked calls wait when the agent's configuration cannot be loaded.
+const CONFIG_RETRY_MS: i64 = 60_000;
+
 /// The request body for `model`, from what every provider needs.
 pub(super) struct RequestParts<'a> {
     pub(super) system: &'a str,
@@ -202,8 +205,14 @@ impl DurableThread {
                     }
                     Err(why) => {
                         let _ = thread.fail_turn(now(), &ProviderError::Config(why));
+                        // Parked calls that fell due wait a minute before the next try, or an
+                        // idle thread would loop (and alarm) on a configuration that fails.
+                        let later = now() + CONFIG_RETRY_MS;
+                        if let Err(e) = thread.store().defer_due_calls(now(), later) {
+                            worker::console_error!("could not defer due tool calls: {e}");
+                        }
                         self.flush(thread);
-                        continue;
+                        break;
                     }
                 }
             }
@@ -237,7 +246,11 @@ impl DurableThread {
             .open(&sql, false)
             .and_then(|t| {
                 let stopped = t.summary()?.status == ThreadStatus::Stopped;
-                Ok(if stopped { None } else { t.store().next_wake()? })
+                Ok(if stopped {
+                    None
+                } else {
+                    t.store().next_wake()?
+                })
             })
             .ok()
             .flatten();
