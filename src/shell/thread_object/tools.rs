@@ -174,9 +174,15 @@ impl DurableThread {
         let allowed = call.origin == CallOrigin::Queue || config.tools().iter().any(|t| t == name);
         if allowed {
             if let Some(tool) = host.registry.get(name) {
+                // Fixed at the first start (see `run_tools`): every run sees the same context.
+                let stored = call
+                    .bindings
+                    .as_deref()
+                    .and_then(|b| serde_json::from_str::<Map<String, Value>>(b).ok())
+                    .unwrap_or_default();
                 let flow =
                     FlowState::top_level(host.clone(), summary, config.clone(), &call.call.id)
-                        .with_bindings(bindings(call, config));
+                        .with_bindings(stored);
                 let state = flow.run_state().clone();
                 let attempt = tool.attempt(flow, &call.call.arguments);
                 return with_timeout(run_until_suspended(attempt, &state), policy.timeout)
