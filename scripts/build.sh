@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds the Worker (build/index.js + build/index_bg.wasm) with the pinned toolchain.
+# Builds an app's Worker (build/index.js + build/index_bg.wasm) with the pinned toolchain:
+# the example app at the repository root, or the app in $EDGENT_APP_DIR (examples/hello).
 # Uses the wasm-bindgen and wasm-opt installed by scripts/setup.sh instead of downloads.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "${EDGENT_APP_DIR:-$ROOT}"
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"
 export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$CARGO_BIN/wasm-bindgen}"
-export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/node_modules/.bin/wasm-opt}"
+export WASM_OPT_BIN="${WASM_OPT_BIN:-$ROOT/node_modules/.bin/wasm-opt}"
 if [[ "${EDGENT_FAST_BUILD:-}" == "1" ]]; then
   exec worker-build --release --no-opt
 fi

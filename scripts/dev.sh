@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # `npm run dev`: install what is missing, build, migrate and seed the local D1, then run
-# `wrangler dev` on http://127.0.0.1:8787 (PORT overrides the port).
+# `wrangler dev` on http://127.0.0.1:8787 (PORT overrides the port). Runs the example app at
+# the repository root, or the app in $EDGENT_APP_DIR (examples/hello).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+WRANGLER="$ROOT/node_modules/.bin/wrangler"
 PORT="${PORT:-8787}"
 STATE=".wrangler/state"
 
-bash scripts/setup.sh
+bash "$ROOT/scripts/setup.sh"
+cd "${EDGENT_APP_DIR:-$ROOT}"
 
 if [[ ! -f .dev.vars ]] || ! grep -q '^EDGENT_API_KEY=' .dev.vars; then
   key="$(node -e 'console.log(require("crypto").randomBytes(24).toString("base64url"))')"
@@ -21,12 +24,12 @@ fi
 API_KEY="$(grep '^EDGENT_API_KEY=' .dev.vars | head -n1 | cut -d= -f2-)"
 
 echo "[dev] building the Worker"
-bash scripts/build.sh
+EDGENT_APP_DIR="$PWD" bash "$ROOT/scripts/build.sh"
 
 echo "[dev] applying D1 migrations and seeding agents/ into the local D1"
-npx wrangler d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
-node scripts/seed.mjs --persist-to "$STATE"
-node scripts/dev-config.mjs
+"$WRANGLER" d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
+node "$ROOT/scripts/seed.mjs" --persist-to "$STATE"
+node "$ROOT/scripts/dev-config.mjs"
 
 cat <<MSG
 
@@ -36,4 +39,4 @@ cat <<MSG
   Socket:   ws://127.0.0.1:$PORT/api/threads/<thread_id>/stream?token=$API_KEY
 
 MSG
-exec npx wrangler dev --config .wrangler.dev.toml --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" --show-interactive-dev-session=false
+exec "$WRANGLER" dev --config .wrangler.dev.toml --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" --show-interactive-dev-session=false

@@ -5,7 +5,6 @@
 use edgent::core::admin::{plan, Change, ConfigSet, Definition, Kind, KINDS};
 use edgent::core::api::ApiError;
 use edgent::core::sql::SqlValue;
-use edgent::tool::Registry;
 use rusqlite::types::{Value as RValue, ValueRef};
 use serde_json::{json, Map, Value};
 
@@ -51,7 +50,7 @@ fn full_agent() -> Definition {
 }
 
 fn tool_names() -> Vec<&'static str> {
-    Registry::discovered().unwrap().names().collect()
+    crate::registry().unwrap().names().collect()
 }
 
 /// A D1-like database: the project's migrations in SQLite with foreign keys on (as D1 has).
@@ -134,6 +133,7 @@ fn err(r: Result<impl std::fmt::Debug, ApiError>) -> ApiError {
 
 #[test]
 fn every_field_has_exactly_one_column() {
+    crate::install_app();
     for def in [full_model(), full_prompt(), full_agent()] {
         let mut fields: Vec<String> = def.to_json().as_object().unwrap().keys().cloned().collect();
         let mut cols: Vec<String> = def.kind().columns().iter().map(|c| c.to_string()).collect();
@@ -146,6 +146,7 @@ fn every_field_has_exactly_one_column() {
 
 #[test]
 fn sql_is_built_from_constants_with_numbered_parameters() {
+    crate::install_app();
     assert_eq!(Kind::from_plural("models"), Some(Kind::Model));
     assert_eq!(Kind::from_plural("agents"), Some(Kind::Agent));
     assert_eq!(Kind::from_plural("threads"), None);
@@ -165,6 +166,7 @@ fn sql_is_built_from_constants_with_numbered_parameters() {
 
 #[test]
 fn the_row_codec_encodes_lists_as_text_booleans_as_integers_and_unset_options_as_null() {
+    crate::install_app();
     let row = full_prompt().row(42).unwrap();
     assert_eq!(
         row[3],
@@ -186,6 +188,7 @@ fn the_row_codec_encodes_lists_as_text_booleans_as_integers_and_unset_options_as
 
 #[test]
 fn definitions_round_trip_through_d1_rows_and_the_engine_reader() {
+    crate::install_app();
     let conn = d1();
     let minimal_agent = agent(json!({ "id": "solo", "side_a": { "prompt": "helper" } }));
     let minimal_prompt = prompt(json!({ "name": "plain", "model": "small" }));
@@ -218,6 +221,7 @@ fn definitions_round_trip_through_d1_rows_and_the_engine_reader() {
 
 #[test]
 fn upserting_twice_keeps_one_row_and_an_update_replaces_every_column() {
+    crate::install_app();
     let conn = d1();
     write(&conn, &small_model(), 1);
     write(&conn, &full_model(), 1);
@@ -241,6 +245,7 @@ fn upserting_twice_keeps_one_row_and_an_update_replaces_every_column() {
 
 #[test]
 fn put_bodies_take_the_name_from_the_url_and_refuse_a_different_one() {
+    crate::install_app();
     let d = Definition::parse_put(
         Kind::Model,
         br#"{"provider":"workers_ai","model":"@cf/x"}"#,
@@ -266,6 +271,7 @@ fn put_bodies_take_the_name_from_the_url_and_refuse_a_different_one() {
 
 #[test]
 fn put_bodies_report_serde_errors_with_the_field() {
+    crate::install_app();
     let cases: [(&[u8], &str, &str); 6] = [
         (b"{", "bad_json", "not valid JSON"),
         (b"[]", "bad_json", "JSON object"),
@@ -305,6 +311,7 @@ fn put_bodies_report_serde_errors_with_the_field() {
 
 #[test]
 fn config_bodies_parse_every_kind_and_refuse_unknown_keys() {
+    crate::install_app();
     let s = ConfigSet::parse(
         br#"{"models":[{"name":"m","provider":"workers_ai","model":"x"}],"agents":[]}"#,
     )
@@ -332,6 +339,7 @@ fn refused(incoming: Vec<Definition>, stored: &ConfigSet) -> String {
 
 #[test]
 fn a_valid_set_plans_creates_updates_and_unchanged_rows() {
+    crate::install_app();
     let tools = tool_names();
     let p = plan(
         vec![full_agent(), full_prompt(), small_model(), full_model()],
@@ -361,6 +369,7 @@ fn a_valid_set_plans_creates_updates_and_unchanged_rows() {
 
 #[test]
 fn references_must_resolve_in_the_set_as_it_will_be() {
+    crate::install_app();
     let empty = ConfigSet::default();
     let m = refused(vec![full_prompt()], &empty);
     assert!(
@@ -409,6 +418,7 @@ fn references_must_resolve_in_the_set_as_it_will_be() {
 
 #[test]
 fn single_definition_rules_are_reported_with_the_definition() {
+    crate::install_app();
     let m = refused(
         vec![model(
             json!({ "name": "k", "provider": "openai", "model": "x", "base_url": "https://x", "api_key_secret": "sk-live-123" }),
@@ -436,6 +446,7 @@ fn single_definition_rules_are_reported_with_the_definition() {
 
 #[test]
 fn a_change_that_breaks_a_stored_definition_is_refused() {
+    crate::install_app();
     // helper loses the stop tool the stored agent `duo` relies on.
     let mut p = full_prompt();
     if let Definition::Prompt(pr) = &mut p {
@@ -465,6 +476,7 @@ fn a_change_that_breaks_a_stored_definition_is_refused() {
 
 #[test]
 fn referrers_block_deletes() {
+    crate::install_app();
     let stored = set(&[
         small_model(),
         full_model(),
@@ -502,6 +514,7 @@ fn referrers_block_deletes() {
 
 #[test]
 fn hook_names_must_be_hook_files() {
+    crate::install_app();
     let mut p = serde_json::json!({ "name": "p2", "model": "m" });
     p["hooks"] = serde_json::json!(["not_a_hook"]);
     let def =

@@ -71,6 +71,7 @@ fn expect_model(t: &mut Thread<'_>, now: i64) -> ModelCall {
 
 #[test]
 fn a_text_turn_streams_chunks_and_stores_the_reply() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = new_thread(&db);
     let user = t.post_user_message(T0 + 1, "Hello?").unwrap();
@@ -116,6 +117,7 @@ fn a_text_turn_streams_chunks_and_stores_the_reply() {
 
 #[test]
 fn a_tool_call_round_trip_feeds_the_result_back() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let mut t = host.thread();
     t.post_user_message(T0, "What time is it?").unwrap();
@@ -153,6 +155,7 @@ fn a_tool_call_round_trip_feeds_the_result_back() {
 
 #[test]
 fn a_crash_mid_stream_retries_the_model_call_and_loses_nothing() {
+    crate::install_app();
     let db = Sqlite::memory();
     {
         let mut t = new_thread(&db);
@@ -197,6 +200,7 @@ fn a_crash_mid_stream_retries_the_model_call_and_loses_nothing() {
 
 #[test]
 fn a_crash_while_a_tool_runs_runs_it_again() {
+    crate::install_app();
     let db = Sqlite::memory();
     {
         let mut t = new_thread(&db);
@@ -219,6 +223,7 @@ fn a_crash_while_a_tool_runs_runs_it_again() {
 
 #[test]
 fn a_failing_model_reports_an_error_and_the_thread_stays_usable() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = new_thread(&db);
     t.post_user_message(T0, "hi").unwrap();
@@ -266,6 +271,7 @@ fn a_failing_model_reports_an_error_and_the_thread_stays_usable() {
 
 #[test]
 fn a_model_that_loops_on_tools_is_cut_off_at_max_steps() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = new_thread(&db);
     t.post_user_message(T0, "loop").unwrap();
@@ -303,6 +309,7 @@ fn a_model_that_loops_on_tools_is_cut_off_at_max_steps() {
 
 #[test]
 fn a_stopped_thread_refuses_messages_and_does_no_work() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = new_thread(&db);
     t.post_user_message(T0, "hi").unwrap();
@@ -324,6 +331,7 @@ fn a_stopped_thread_refuses_messages_and_does_no_work() {
 
 #[test]
 fn unknown_threads_and_double_creation() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = Thread::open(&db).unwrap();
     assert_eq!(
@@ -343,6 +351,7 @@ fn unknown_threads_and_double_creation() {
 
 #[test]
 fn messages_posted_during_a_turn_are_answered_in_the_same_turn() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = new_thread(&db);
     t.post_user_message(T0, "first").unwrap();
@@ -365,6 +374,7 @@ fn messages_posted_during_a_turn_are_answered_in_the_same_turn() {
 
 #[test]
 fn probing_an_object_without_a_thread_writes_nothing() {
+    crate::install_app();
     let db = Sqlite::memory();
     assert_eq!(
         Thread::open_existing(&db).err(),
@@ -382,6 +392,7 @@ fn probing_an_object_without_a_thread_writes_nothing() {
 
 #[test]
 fn a_stop_mid_stream_keeps_what_was_said_and_runs_nothing() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = new_thread(&db);
     t.post_user_message(T0, "tell me a story").unwrap();

@@ -1,10 +1,10 @@
 //! Tool and hook discovery rules (shared with build.rs) and the generated registry.
 
 use edgent::core::tool_name::{validate_hook_name, validate_tool_name};
-use edgent::tool::Registry;
 
 #[test]
 fn snake_case_names_are_accepted() {
+    crate::install_app();
     for ok in ["get_current_time", "a", "tool2", "v2_api_call"] {
         assert!(validate_tool_name(ok).is_ok(), "{ok}");
     }
@@ -12,6 +12,7 @@ fn snake_case_names_are_accepted() {
 
 #[test]
 fn bad_names_are_rejected_with_a_reason() {
+    crate::install_app();
     for bad in [
         "GetTime",
         "get-time",
@@ -32,7 +33,8 @@ fn bad_names_are_rejected_with_a_reason() {
 
 #[test]
 fn the_example_tool_is_registered_with_a_schema() {
-    let registry = Registry::discovered().unwrap();
+    crate::install_app();
+    let registry = crate::registry().unwrap();
     assert!(registry.names().any(|n| n == "get_current_time"));
     let specs = registry.specs(["get_current_time", "no_such_tool"]);
     assert_eq!(specs.len(), 1);
@@ -42,6 +44,7 @@ fn the_example_tool_is_registered_with_a_schema() {
 
 #[test]
 fn hook_file_names_follow_the_tool_rules_with_hook_wording() {
+    crate::install_app();
     for ok in ["redact_emails", "a", "v2_filter"] {
         assert!(validate_hook_name(ok).is_ok(), "{ok}");
     }

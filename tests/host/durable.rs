@@ -399,6 +399,7 @@ fn ok_tool(runs: &Rc<Cell<u32>>) -> Tool {
 
 #[test]
 fn a_failing_step_is_retried_with_jittered_backoff_until_it_succeeds() {
+    crate::install_app();
     for jitter in [0.0, 0.37, 1.0] {
         let clock = clock();
         let runs = counter();
@@ -480,6 +481,7 @@ fn a_failing_step_is_retried_with_jittered_backoff_until_it_succeeds() {
 
 #[test]
 fn a_fatal_error_is_the_result_after_one_attempt() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let tool = step_tool(&runs, |_| Err(ToolError::fatal("no such city")));
@@ -499,6 +501,7 @@ fn a_fatal_error_is_the_result_after_one_attempt() {
 
 #[test]
 fn retry_after_wakes_exactly_when_the_service_said() {
+    crate::install_app();
     for jitter in [0.0, 0.9] {
         let clock = clock();
         let runs = counter();
@@ -528,6 +531,7 @@ fn retry_after_wakes_exactly_when_the_service_said() {
 
 #[test]
 fn exhausted_attempts_give_up_with_the_last_error() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let tool = step_tool(&runs, |n| Err(ToolError::new(format!("boom {n}"))));
@@ -561,6 +565,7 @@ fn exhausted_attempts_give_up_with_the_last_error() {
 
 #[test]
 fn a_tool_that_never_retries_fails_at_once_without_the_gave_up_note() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let tool =
@@ -574,6 +579,7 @@ fn a_tool_that_never_retries_fails_at_once_without_the_gave_up_note() {
 
 #[test]
 fn a_timed_out_attempt_is_retried_and_logged_as_timeout() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let counted = runs.clone();
@@ -634,6 +640,7 @@ struct City {
 
 #[test]
 fn invalid_arguments_are_an_error_result_and_never_retried() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let counted = runs.clone();
@@ -675,6 +682,7 @@ fn invalid_arguments_are_an_error_result_and_never_retried() {
 
 #[test]
 fn a_workflow_resumes_after_its_sleep_without_repeating_finished_steps() {
+    crate::install_app();
     let clock = clock();
     let (a_runs, b_runs) = (counter(), counter());
     let (a, b, c) = (a_runs.clone(), b_runs.clone(), clock.clone());
@@ -767,6 +775,7 @@ fn a_workflow_resumes_after_its_sleep_without_repeating_finished_steps() {
 
 #[test]
 fn a_retried_workflow_replays_done_steps_and_reruns_the_failed_one() {
+    crate::install_app();
     let clock = clock();
     let (a_runs, b_runs) = (counter(), counter());
     let (a, b) = (a_runs.clone(), b_runs.clone());
@@ -814,6 +823,7 @@ fn a_retried_workflow_replays_done_steps_and_reruns_the_failed_one() {
 
 #[test]
 fn a_tool_called_from_a_step_cannot_sleep() {
+    crate::install_app();
     let clock = clock();
     let woke = counter();
     let outer = Tool::new("Calls a sleeper from a step.").handler(|flow: FlowState| async move {
@@ -841,6 +851,7 @@ fn a_tool_called_from_a_step_cannot_sleep() {
 
 #[test]
 fn a_step_name_used_twice_in_one_run_is_a_fatal_error_naming_it() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let counted = runs.clone();
@@ -902,6 +913,7 @@ fn waiting_token(h: &Host, id: &str) -> String {
 
 #[test]
 fn a_webhook_parks_the_call_until_one_json_body_arrives() {
+    crate::install_app();
     let clock = clock();
     let h = Host::new(&clock, vec![("hook", hook_tool())]);
     let id = h.queue("hook", json!({}));
@@ -959,6 +971,7 @@ fn a_webhook_parks_the_call_until_one_json_body_arrives() {
 
 #[test]
 fn a_webhook_wait_times_out_and_later_deliveries_are_refused() {
+    crate::install_app();
     let clock = clock();
     let h = Host::new(&clock, vec![("hook", hook_tool())]);
     let id = h.queue("hook", json!({}));
@@ -988,6 +1001,7 @@ fn a_webhook_wait_times_out_and_later_deliveries_are_refused() {
 
 #[test]
 fn a_call_needing_approval_waits_and_runs_once_approved() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let h = Host::new(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
@@ -1032,6 +1046,7 @@ fn a_call_needing_approval_waits_and_runs_once_approved() {
 
 #[test]
 fn an_approved_call_that_fails_gets_its_full_attempts() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let tool = step_tool(&runs, |n| Err(ToolError::new(format!("fail {n}")))).needs_approval();
@@ -1058,6 +1073,7 @@ fn an_approved_call_that_fails_gets_its_full_attempts() {
 
 #[test]
 fn a_rejected_call_gets_an_error_result_with_the_reason() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let h = Host::new(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
@@ -1084,6 +1100,7 @@ fn a_rejected_call_gets_an_error_result_with_the_reason() {
 
 #[test]
 fn a_call_over_the_rate_limit_waits_for_room_in_the_window() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let tool = ok_tool(&runs).rate_limit(RateLimit::per_minute(2));
@@ -1124,6 +1141,7 @@ fn a_call_over_the_rate_limit_waits_for_room_in_the_window() {
 
 #[test]
 fn a_failing_rate_limit_answers_with_an_error_saying_when_to_retry() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let tool = ok_tool(&runs).rate_limit(RateLimit::per_minute(2).fail());
@@ -1149,6 +1167,7 @@ fn a_failing_rate_limit_answers_with_an_error_saying_when_to_retry() {
 
 #[test]
 fn the_deployment_gate_follows_the_shared_window() {
+    crate::install_app();
     let policy = ok_tool(&counter())
         .rate_limit(RateLimit::per_minute(3).per_deployment())
         .policy()
@@ -1189,6 +1208,7 @@ struct Pair {
 
 #[test]
 fn cached_results_answer_the_same_arguments_until_the_ttl_passes() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let counted = runs.clone();
@@ -1227,6 +1247,7 @@ fn cached_results_answer_the_same_arguments_until_the_ttl_passes() {
 
 #[test]
 fn error_results_are_not_cached() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let tool =
@@ -1244,6 +1265,7 @@ fn error_results_are_not_cached() {
 
 #[test]
 fn a_workflow_deadline_caps_its_sleep_and_stops_it_on_time() {
+    crate::install_app();
     let clock = clock();
     let woke = counter();
     let tool = napper(60, &woke).deadline(Duration::from_secs(10));
@@ -1270,6 +1292,7 @@ fn a_workflow_deadline_caps_its_sleep_and_stops_it_on_time() {
 
 #[test]
 fn a_retry_that_would_wake_after_the_deadline_ends_the_call() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let tool = step_tool(&runs, |_| {
@@ -1287,6 +1310,7 @@ fn a_retry_that_would_wake_after_the_deadline_ends_the_call() {
 
 #[test]
 fn a_model_reply_waits_for_its_parked_call_and_then_calls_the_model() {
+    crate::install_app();
     let clock = clock();
     let (woke, quick) = (counter(), counter());
     let h = Host::new(
@@ -1320,6 +1344,7 @@ fn a_model_reply_waits_for_its_parked_call_and_then_calls_the_model() {
 
 #[test]
 fn a_parked_queued_workflow_does_not_hold_up_the_conversation() {
+    crate::install_app();
     let clock = clock();
     let woke = counter();
     let h = Host::new(&clock, vec![("nap", napper(30, &woke))]);
@@ -1367,6 +1392,7 @@ fn a_parked_queued_workflow_does_not_hold_up_the_conversation() {
 
 #[test]
 fn stopping_the_thread_cancels_parked_calls() {
+    crate::install_app();
     let clock = clock();
     let (woke, approved) = (counter(), counter());
     let h = Host::new(
@@ -1400,6 +1426,7 @@ fn stopping_the_thread_cancels_parked_calls() {
 
 #[test]
 fn an_approval_cannot_be_decided_once_the_call_is_cancelled() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let h = Host::new(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
@@ -1417,6 +1444,7 @@ fn an_approval_cannot_be_decided_once_the_call_is_cancelled() {
 
 #[test]
 fn a_call_interrupted_three_times_is_abandoned() {
+    crate::install_app();
     let clock = clock();
     let runs = counter();
     let h = Host::new(&clock, vec![("crashy", ok_tool(&runs))]);
@@ -1446,6 +1474,7 @@ fn a_call_interrupted_three_times_is_abandoned() {
 
 #[test]
 fn tool_status_reports_busy_rate_limited_error_and_available() {
+    crate::install_app();
     let clock = clock();
     let (woke, limited, failing) = (counter(), counter(), counter());
     let h = Host::new(
@@ -1485,6 +1514,7 @@ fn tool_status_reports_busy_rate_limited_error_and_available() {
 
 #[test]
 fn queued_bindings_are_stored_with_the_call_and_reach_the_tool() {
+    crate::install_app();
     let clock = clock();
     let tool = Tool::new("Echoes its bindings.")
         .handler(|flow: FlowState| async move { CallToolResult::json(&flow.bindings) });
@@ -1524,6 +1554,7 @@ fn queued_bindings_are_stored_with_the_call_and_reach_the_tool() {
 
 #[test]
 fn the_cache_key_is_the_canonical_arguments_plus_the_bindings() {
+    crate::install_app();
     let call = |args: &str, bindings: Option<&str>| StoredToolCall {
         call: edgent::core::message::ToolCall {
             id: "c".into(),

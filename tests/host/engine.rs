@@ -55,6 +55,7 @@ fn reply(t: &mut Thread<'_>, mut call: ModelCall, text: &str, calls: &[(&str, &s
 
 #[test]
 fn dual_ai_sides_alternate_see_each_other_as_users_and_end_at_max_turns() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = thread(&db, dual(4));
     t.post_user_message(T0, "Negotiate the price of 10 chairs.")
@@ -94,6 +95,7 @@ fn dual_ai_sides_alternate_see_each_other_as_users_and_end_at_max_turns() {
 
 #[test]
 fn a_dual_ai_stop_tool_ends_the_conversation_with_its_property_as_the_answer() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut rules = dual(25);
     rules.stop_tool = Some("accept_offer".into());
@@ -136,6 +138,7 @@ fn a_dual_ai_stop_tool_ends_the_conversation_with_its_property_as_the_answer() {
 
 #[test]
 fn an_ai_human_stop_tool_ends_the_turn_and_stop_on_response_false_keeps_the_model_going() {
+    crate::install_app();
     let db = Sqlite::memory();
     let rules = TurnRules {
         stop_on_response: false,
@@ -173,6 +176,7 @@ fn an_ai_human_stop_tool_ends_the_turn_and_stop_on_response_false_keeps_the_mode
 
 #[test]
 fn ai_human_threads_stop_after_max_turns() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = thread(
         &db,
@@ -198,6 +202,7 @@ fn ai_human_threads_stop_after_max_turns() {
 
 #[test]
 fn parallel_calls_of_one_reply_come_as_one_batch_in_call_order() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = thread(
         &db,
@@ -237,6 +242,7 @@ fn parallel_calls_of_one_reply_come_as_one_batch_in_call_order() {
 
 #[test]
 fn sequential_prompts_get_one_call_at_a_time() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = thread(&db, TurnRules::default());
     t.post_user_message(T0, "both").unwrap();
@@ -249,6 +255,7 @@ fn sequential_prompts_get_one_call_at_a_time() {
 
 #[test]
 fn the_history_budget_drops_the_oldest_and_never_splits_a_call_from_its_result() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = thread(
         &db,
@@ -307,6 +314,7 @@ fn the_history_budget_drops_the_oldest_and_never_splits_a_call_from_its_result()
 
 #[test]
 fn the_other_sides_tool_traffic_is_hidden_and_its_words_are_user_messages() {
+    crate::install_app();
     let mk = |role, side, content: &str| Message {
         side: Some(side),
         ..Message::new(role, content, T0)
@@ -345,6 +353,7 @@ fn the_other_sides_tool_traffic_is_hidden_and_its_words_are_user_messages() {
 
 #[test]
 fn declared_hooks_run_at_their_points_and_unknown_ones_are_reported_not_fatal() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = thread(&db, TurnRules::default());
     t.set_hook_config(
@@ -402,6 +411,7 @@ fn declared_hooks_run_at_their_points_and_unknown_ones_are_reported_not_fatal() 
 
 #[test]
 fn a_budget_smaller_than_the_newest_exchange_still_sends_that_exchange_whole() {
+    crate::install_app();
     let db = Sqlite::memory();
     let mut t = thread(
         &db,

@@ -28,7 +28,7 @@ impl TestHost {
     pub(crate) fn with_thread(now: i64) -> Rc<Self> {
         let host = Rc::new(TestHost {
             db: Sqlite::memory(),
-            registry: Registry::discovered().unwrap(),
+            registry: crate::registry().unwrap(),
             now: Cell::new(now),
             frames: RefCell::new(Vec::new()),
         });

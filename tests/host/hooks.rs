@@ -5,9 +5,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use edgent::hook::generated::{recent_history, redact_emails};
 use edgent::hook::{self, HookFailure, HookKind, Hooks};
 use edgent::prelude::*;
+use edgent_example::hooks::{recent_history, redact_emails};
 
 const T0: i64 = 1_795_300_162_000;
 
@@ -53,6 +53,7 @@ fn hooks(list: Vec<(&str, Hook)>) -> Hooks {
 
 #[test]
 fn the_example_hooks_are_discovered_in_alphabetical_order() {
+    crate::install_app();
     let expected = [
         "hide_system_messages",
         "recent_history",
@@ -60,10 +61,10 @@ fn the_example_hooks_are_discovered_in_alphabetical_order() {
         "tag_tool_errors",
     ];
     assert_eq!(hook::names().collect::<Vec<_>>(), expected);
-    let table: Vec<&str> = edgent::generated::HOOKS.iter().map(|(n, _)| *n).collect();
+    let table: Vec<&str> = edgent_example::HOOKS.iter().map(|(n, _)| *n).collect();
     assert_eq!(table, expected);
 
-    let kinds: Vec<HookKind> = edgent::generated::HOOKS
+    let kinds: Vec<HookKind> = edgent_example::HOOKS
         .iter()
         .map(|(_, build)| build().kind())
         .collect();
@@ -80,6 +81,7 @@ fn the_example_hooks_are_discovered_in_alphabetical_order() {
 
 #[test]
 fn resolve_builds_the_named_hooks_in_declared_order() {
+    crate::install_app();
     let resolved = Hooks::resolve(["tag_tool_errors", "redact_emails"]).unwrap();
     assert_eq!(
         resolved.names().collect::<Vec<_>>(),
@@ -93,6 +95,7 @@ fn resolve_builds_the_named_hooks_in_declared_order() {
 
 #[test]
 fn resolve_runs_a_name_listed_twice_once() {
+    crate::install_app();
     // The agent and its prompt may both list a hook; tag_tool_errors twice would tag twice.
     let resolved =
         Hooks::resolve(["tag_tool_errors", "recent_history", "tag_tool_errors"]).unwrap();
@@ -104,6 +107,7 @@ fn resolve_runs_a_name_listed_twice_once() {
 
 #[test]
 fn resolve_names_every_unknown_hook_and_lists_the_known_ones() {
+    crate::install_app();
     let err = Hooks::resolve(["redact_emails", "no_such_hook", "also-missing"]).unwrap_err();
     assert_eq!(err.unknown, ["no_such_hook", "also-missing"]);
     assert_eq!(err.known.len(), 4);
@@ -123,6 +127,7 @@ fn resolve_names_every_unknown_hook_and_lists_the_known_ones() {
 
 #[test]
 fn redact_emails_masks_addresses_in_user_messages_only() {
+    crate::install_app();
     let hooks = Hooks::resolve(["redact_emails"]).unwrap();
     let user = msg(
         Role::User,
@@ -143,6 +148,7 @@ fn redact_emails_masks_addresses_in_user_messages_only() {
 
 #[test]
 fn redact_emails_leaves_things_that_are_not_addresses() {
+    crate::install_app();
     let mask = redact_emails::mask_emails;
     for same in [
         "",
@@ -169,6 +175,7 @@ fn redact_emails_leaves_things_that_are_not_addresses() {
 
 #[test]
 fn hide_system_messages_drops_system_messages_from_client_pages() {
+    crate::install_app();
     let hooks = Hooks::resolve(["hide_system_messages"]).unwrap();
     let page = vec![
         msg(Role::User, "hi"),
@@ -182,6 +189,7 @@ fn hide_system_messages_drops_system_messages_from_client_pages() {
 
 #[test]
 fn recent_history_keeps_the_last_40_without_leading_tool_results() {
+    crate::install_app();
     let hooks = Hooks::resolve(["recent_history"]).unwrap();
     let short: Vec<Message> = (0..40).map(|i| msg(Role::User, &i.to_string())).collect();
     let (same, _) = hooks.prefilter_llm_history(&ctx(), short.clone());
@@ -208,6 +216,7 @@ fn recent_history_keeps_the_last_40_without_leading_tool_results() {
 
 #[test]
 fn tag_tool_errors_names_the_failed_tool_and_keeps_the_error() {
+    crate::install_app();
     let hooks = Hooks::resolve(["tag_tool_errors"]).unwrap();
     let (tagged, failures) = hooks.after_tool_call(
         &ctx(),
@@ -243,6 +252,7 @@ fn tag_tool_errors_names_the_failed_tool_and_keeps_the_error() {
 
 #[test]
 fn hooks_of_a_kind_run_in_declared_order() {
+    crate::install_app();
     let hooks = hooks(vec![
         ("a", append("-a")),
         ("b", append("-b")),
@@ -255,6 +265,7 @@ fn hooks_of_a_kind_run_in_declared_order() {
 
 #[test]
 fn a_failing_hook_is_skipped_its_input_kept_and_reported() {
+    crate::install_app();
     let failing = Hook::before_create_message(|_ctx, mut m: Message| {
         m.content = "half-done".into(); // changed, then failed: the change must not leak
         Err(HookError::from(format!("cannot handle {}", m.id.len())))
@@ -306,6 +317,7 @@ fn a_failing_hook_is_skipped_its_input_kept_and_reported() {
 
 #[test]
 fn runners_ignore_hooks_of_other_kinds() {
+    crate::install_app();
     let seen = Rc::new(RefCell::new(Vec::new()));
     let observed = Rc::clone(&seen);
     let hooks = hooks(vec![
@@ -365,6 +377,7 @@ fn runners_ignore_hooks_of_other_kinds() {
 
 #[test]
 fn before_create_message_restores_id_role_and_tool_linkage() {
+    crate::install_app();
     let meddler = Hook::before_create_message(|_ctx, mut m: Message| {
         m.id = "mine".into();
         m.role = Role::User;
@@ -432,6 +445,7 @@ fn before_create_message_restores_id_role_and_tool_linkage() {
 
 #[test]
 fn hook_errors_convert_from_text() {
+    crate::install_app();
     let e: HookError = "bad".into();
     assert_eq!(e.to_string(), "bad");
     assert_eq!(HookError::from(String::from("worse")).message(), "worse");

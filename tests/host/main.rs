@@ -23,3 +23,15 @@ mod toml_workflows;
 mod tools;
 mod utilities;
 mod workers_ai;
+
+/// Installs the example app's catalogue (its tools, workflows and hooks) for the framework
+/// code under test; every test that needs the app's code calls this (or [`registry`]) first.
+fn install_app() {
+    edgent_example::CATALOG.install();
+}
+
+/// The example app's tools, built and checked.
+fn registry() -> Result<edgent::tool::Registry, edgent::tool::RegistryError> {
+    install_app();
+    edgent::tool::Registry::from_catalog(&edgent_example::CATALOG)
+}

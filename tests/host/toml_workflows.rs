@@ -1,23 +1,17 @@
-//! TOML workflows: the format's references and the build-time checks (the very files
-//! `build.rs` includes), then runs on the [`TestHost`] with real tools: values, parallel
+//! TOML workflows: the format's references and the build-time checks (the very code
+//! `edgent-build` runs), then runs on the [`TestHost`] with real tools: values, parallel
 //! groups, failures, unresolved references, replay of recorded steps and argument checks.
 
 use edgent::core::protocol::ServerFrame;
 use edgent::core::store::Store;
-use edgent::tool::{CallToolResult, Registry, Retry, Tool, ToolError};
+use edgent::tool::{CallToolResult, Retry, Tool, ToolError};
 use serde_json::{json, Map, Value};
 
 use crate::flow_host::{block_on, TestHost};
 
-#[path = "../../src/tool/workflow_toml/definition.rs"]
-#[allow(dead_code)]
-mod definition;
-
-#[path = "../../src/tool/workflow_toml/check.rs"]
-#[allow(dead_code)]
-mod check;
-
-use definition::{parse_reference, parse_text, resolve, Part, Reference, Text, Workflow};
+use edgent::build_support::definition::{
+    parse_reference, parse_text, resolve, Part, Reference, Text, Workflow,
+};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -32,6 +26,7 @@ fn reference(root: &str, path: &[&str]) -> Reference {
 
 #[test]
 fn a_whole_string_reference_and_interpolation_parse() {
+    crate::install_app();
     assert_eq!(
         parse_text("$input.cities.0").unwrap(),
         Text::Whole(reference("input", &["cities", "0"]))
@@ -69,6 +64,7 @@ fn a_whole_string_reference_and_interpolation_parse() {
 
 #[test]
 fn malformed_references_say_how_to_write_them() {
+    crate::install_app();
     let err = parse_text("hello $input.name").unwrap_err();
     assert!(err.contains("write `${input.name}`"), "{err}");
     let err = parse_text("a ${b.c").unwrap_err();
@@ -95,6 +91,7 @@ fn scope() -> Map<String, Value> {
 
 #[test]
 fn resolving_keeps_whole_values_and_interpolates_text() {
+    crate::install_app();
     let value = json!({
         "city": "$input.city",
         "days": "$input.days",
@@ -120,6 +117,7 @@ fn resolving_keeps_whole_values_and_interpolates_text() {
 
 #[test]
 fn unresolved_references_say_where_the_path_ends() {
+    crate::install_app();
     let cases = [
         (
             "$bindings.to",
@@ -178,21 +176,23 @@ fn good() -> Value {
 }
 
 fn check_err(value: Value) -> String {
-    check::check(&workflow(value), &known).unwrap_err()
+    edgent_build::check_workflow(&workflow(value), &known).unwrap_err()
 }
 
 #[test]
 fn a_good_workflow_passes_the_checks() {
-    check::check(&workflow(good()), &known).unwrap();
+    crate::install_app();
+    edgent_build::check_workflow(&workflow(good()), &known).unwrap();
     let minimal = json!({
         "description": "The time.",
         "steps": [{ "name": "now", "tool": "get_current_time" }],
     });
-    check::check(&workflow(minimal), &known).unwrap();
+    edgent_build::check_workflow(&workflow(minimal), &known).unwrap();
 }
 
 #[test]
 fn unknown_keys_are_refused_by_the_format() {
+    crate::install_app();
     let mut top = good();
     top["colour"] = json!("red");
     let err = serde_json::from_value::<Workflow>(top)
@@ -215,6 +215,7 @@ fn unknown_keys_are_refused_by_the_format() {
 
 #[test]
 fn each_broken_workflow_gets_a_message_saying_what_to_fix() {
+    crate::install_app();
     let edit = |f: &dyn Fn(&mut Value)| {
         let mut w = good();
         f(&mut w);
@@ -360,6 +361,7 @@ fn remember_and_notify() -> Tool {
 
 #[test]
 fn a_workflow_runs_its_steps_in_order_with_real_tools() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let out = attempt(
         &host,
@@ -395,6 +397,7 @@ fn a_workflow_runs_its_steps_in_order_with_real_tools() {
 
 #[test]
 fn without_an_output_the_last_step_is_the_result() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let t = tool(json!({
         "description": "The time.",
@@ -406,6 +409,7 @@ fn without_an_output_the_last_step_is_the_result() {
 
 #[test]
 fn parallel_members_are_steps_and_the_group_is_an_object_of_them() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let t = tool(json!({
         "description": "Two readings at once.",
@@ -441,8 +445,9 @@ fn parallel_members_are_steps_and_the_group_is_an_object_of_them() {
 
 #[test]
 fn a_failing_step_fails_the_workflow_naming_step_and_tool() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
-    let brief = Registry::discovered().unwrap();
+    let brief = crate::registry().unwrap();
     let brief = brief.get("weather_brief").unwrap();
     // No WEATHER_API_KEY on the test host: get_weather fails, and says retrying is useless.
     let err = attempt(
@@ -497,6 +502,7 @@ fn a_failing_step_fails_the_workflow_naming_step_and_tool() {
 
 #[test]
 fn an_unresolved_reference_fails_before_its_step_runs() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let err = attempt(
         &host,
@@ -528,6 +534,7 @@ fn an_unresolved_reference_fails_before_its_step_runs() {
 
 #[test]
 fn a_second_run_of_the_same_call_replays_recorded_steps() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let t = remember_and_notify();
     let channel = bindings(json!({ "channel": "email", "to": "ana@example.com" }));
@@ -581,6 +588,7 @@ fn a_second_run_of_the_same_call_replays_recorded_steps() {
 
 #[test]
 fn arguments_are_checked_against_the_input_schema() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let t = remember_and_notify();
     let error = |args: &str| {
@@ -612,7 +620,7 @@ fn arguments_are_checked_against_the_input_schema() {
     }
     assert!(steps(&host, "call_1").is_empty(), "no step ran");
 
-    let brief = Registry::discovered().unwrap();
+    let brief = crate::registry().unwrap();
     let brief = brief.get("weather_brief").unwrap();
     let err = brief
         .validate(json!({ "first": "a", "second": "b", "to": "c", "channel": "fax" }))
@@ -652,7 +660,8 @@ fn arguments_are_checked_against_the_input_schema() {
 
 #[test]
 fn the_example_is_registered_with_its_schema_and_policy() {
-    let registry = Registry::discovered().unwrap();
+    crate::install_app();
+    let registry = crate::registry().unwrap();
     assert!(registry.names().any(|n| n == "weather_brief"));
     let names: Vec<&str> = registry.names().collect();
     let mut sorted = names.clone();

@@ -101,6 +101,7 @@ fn types(schema: &Value) -> Vec<String> {
 
 #[test]
 fn every_supported_shape_has_an_inlined_schema() {
+    crate::install_app();
     let s = schema_for::<Shapes>();
     let p = &s["properties"];
     assert_eq!(s["type"], "object");
@@ -157,6 +158,7 @@ fn every_supported_shape_has_an_inlined_schema() {
 
 #[test]
 fn any_json_value_is_an_empty_schema_not_true() {
+    crate::install_app();
     #[derive(Deserialize, JsonSchema)]
     #[allow(dead_code)]
     struct Anything {
@@ -213,6 +215,7 @@ struct Tree {
 
 #[test]
 fn seven_levels_pass_eight_are_refused_with_the_path() {
+    crate::install_app();
     // Seven: args(1) > l3(2) > l4(3) > l5(4) > l6[](5) > item(6) > l7(7).
     // Eight: args(1) > deeper[](2) > item(3) > l3(4) > l4(5) > l5(6) > l6[](7) > item(8).
     assert_eq!(check_arguments(&schema_for::<Seven>()), Ok(()));
@@ -242,6 +245,7 @@ async fn greet(_flow: FlowState, args: Shapes) -> CallToolResult {
 
 #[test]
 fn the_registry_refuses_broken_tools_naming_tool_and_path() {
+    crate::install_app();
     let err = Registry::build(vec![
         ("deep_tool", Tool::new("too deep").handler(deep)),
         ("no_handler", Tool::new("missing")),
@@ -271,7 +275,8 @@ fn the_registry_refuses_broken_tools_naming_tool_and_path() {
 
 #[test]
 fn the_discovered_registry_is_valid_and_lists_return_schemas() {
-    let registry = Registry::discovered().expect("every tool in agents/tools/ is valid");
+    crate::install_app();
+    let registry = crate::registry().expect("every tool in agents/tools/ is valid");
     let names: Vec<&str> = registry.names().collect();
     for tool in [
         "conversation_stats",
@@ -347,6 +352,7 @@ fn order_tool() -> Tool {
 
 #[test]
 fn bad_arguments_become_error_results_that_say_what_to_fix() {
+    crate::install_app();
     let tool = order_tool();
     let cases = [
         ("{\"items\": [", "not valid JSON"),
@@ -408,6 +414,7 @@ async fn typed_return(_flow: FlowState, a: Num) -> Result<Json<Doubled>, ToolErr
 
 #[test]
 fn the_three_handler_forms() {
+    crate::install_app();
     let t = Tool::new("no args").handler(no_args);
     assert_eq!(run(&t, ""), CallToolResult::text("depth 0"));
     assert_eq!(run(&t, "{}"), CallToolResult::text("depth 0"));
@@ -432,6 +439,7 @@ fn the_three_handler_forms() {
 
 #[test]
 fn results_convert_to_model_text_and_keep_their_parts() {
+    crate::install_app();
     let r = CallToolResult::text("chart attached")
         .with(Content::Image {
             source: Source::base64("image/png", "iVBORw0KGgo="),

@@ -80,6 +80,7 @@ fn drain(t: &mut Thread<'_>) -> Vec<ServerFrame> {
 
 #[test]
 fn queue_tool_refuses_unknown_names_and_bad_arguments_at_queue_time() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let flow = host.flow("call_0");
     let err = queue_tool(&flow, "no_such_tool", json!({})).unwrap_err();
@@ -119,6 +120,7 @@ fn queue_tool_refuses_unknown_names_and_bad_arguments_at_queue_time() {
 
 #[test]
 fn a_tool_queued_on_an_idle_thread_runs_without_a_model_call() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let flow = host.flow("client");
     let id = queue_tool(&flow, "get_current_time", json!({})).unwrap();
@@ -156,6 +158,7 @@ fn a_tool_queued_on_an_idle_thread_runs_without_a_model_call() {
 
 #[test]
 fn queued_tools_run_after_the_current_one_in_order_before_the_next_model_call() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let mut t = host.thread();
     t.post_user_message(T0, "order two shirts").unwrap();
@@ -211,6 +214,7 @@ fn queued_tools_run_after_the_current_one_in_order_before_the_next_model_call() 
 
 #[test]
 fn force_turn_calls_the_model_after_the_queue_even_without_a_message() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let flow = host.flow("client");
     queue_tool(&flow, "get_current_time", json!({})).unwrap();
@@ -234,6 +238,7 @@ fn force_turn_calls_the_model_after_the_queue_even_without_a_message() {
 
 #[test]
 fn a_user_message_during_a_model_call_is_answered_in_the_same_turn() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let mut t = host.thread();
     t.post_user_message(T0, "first").unwrap();
@@ -249,6 +254,7 @@ fn a_user_message_during_a_model_call_is_answered_in_the_same_turn() {
 
 #[test]
 fn silent_messages_are_kept_for_clients_and_hidden_from_the_model() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let flow = host.flow("call_1");
     let mut t = host.thread();
@@ -282,6 +288,7 @@ fn silent_messages_are_kept_for_clients_and_hidden_from_the_model() {
 
 #[test]
 fn before_message_id_inserts_in_history_order() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let flow = host.flow("c");
     let mut t = host.thread();
@@ -318,6 +325,7 @@ fn before_message_id_inserts_in_history_order() {
 
 #[test]
 fn inject_message_parses_the_wire_form_strictly() {
+    crate::install_app();
     let m: InjectMessage =
         serde_json::from_value(json!({"content": "hi", "silent": true})).unwrap();
     assert_eq!((m.role, m.silent), (Role::User, true));
@@ -331,6 +339,7 @@ fn inject_message_parses_the_wire_form_strictly() {
 
 #[test]
 fn events_and_context() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let flow = host.flow("c");
     emit_thread_event(&flow, "progress", json!({"pct": 50})).unwrap();
@@ -364,6 +373,7 @@ fn events_and_context() {
 
 #[test]
 fn get_messages_pages_for_tools() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let mut t = host.thread();
     for i in 0..7 {
@@ -382,6 +392,7 @@ fn get_messages_pages_for_tools() {
 
 #[test]
 fn update_context_and_conversation_stats_tools() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let mut t = host.thread();
     t.post_user_message(T0, "remember I speak Portuguese")
@@ -427,6 +438,7 @@ fn update_context_and_conversation_stats_tools() {
 
 #[test]
 fn media_from_tools_reaches_openai_as_a_user_message_after_the_results() {
+    crate::install_app();
     let call = |id: &str| edgent::core::message::ToolCall {
         id: id.into(),
         name: "chart".into(),
@@ -477,6 +489,7 @@ fn media_from_tools_reaches_openai_as_a_user_message_after_the_results() {
 
 #[test]
 fn a_tool_that_keeps_killing_the_worker_is_abandoned_not_retried_forever() {
+    crate::install_app();
     let host = TestHost::with_thread(T0);
     let mut t = host.thread();
     t.post_user_message(T0, "hi").unwrap();
@@ -503,6 +516,7 @@ fn a_tool_that_keeps_killing_the_worker_is_abandoned_not_retried_forever() {
 
 #[test]
 fn tools_without_arguments_describe_an_empty_object() {
+    crate::install_app();
     let spec = &host_registry_spec("get_current_time");
     assert_eq!(
         spec,

@@ -11,14 +11,18 @@ import { EdgentClient } from './client.mjs';
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const API_KEY = 'test-key-0123456789abcdef';
 
-export async function startWorker({ modelUrl, persistDir, bindings = {} } = {}) {
-  const script = join(ROOT, 'build', 'index.js');
-  if (!existsSync(script)) throw new Error('build/index.js is missing: run `npm run build` (npm test does it)');
+/**
+ * Starts an app's built Worker: the example app at the repository root, or the app in
+ * `appDir` (examples/hello). Its D1 gets the app's migrations and `agents/` definitions.
+ */
+export async function startWorker({ modelUrl, persistDir, bindings = {}, appDir = ROOT } = {}) {
+  const script = join(appDir, 'build', 'index.js');
+  if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does it)`);
   const persist = persistDir ?? false;
   const mf = new Miniflare({
     scriptPath: script,
     modules: true,
-    modulesRoot: join(ROOT, 'build'),
+    modulesRoot: join(appDir, 'build'),
     modulesRules: [
       { type: 'ESModule', include: ['**/*.js'] },
       { type: 'CompiledWasm', include: ['**/*.wasm'] },
@@ -38,7 +42,7 @@ export async function startWorker({ modelUrl, persistDir, bindings = {} } = {}) 
   const url = (await mf.ready).toString();
   const db = await mf.getD1Database('DB');
   await applyMigrations(db, join(ROOT, 'migrations'));
-  const defs = loadDefinitions(join(ROOT, 'agents'));
+  const defs = loadDefinitions(join(appDir, 'agents'));
   if (modelUrl) {
     for (const m of defs.models) m.base_url = modelUrl;
   }

@@ -1,0 +1,339 @@
+//! One streaming chat-completions call over `fetch`, feeding bytes to the core as they arrive.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use wasm_bindgen::JsValue;
+use worker::{
+    AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+};
+
+use super::host::now;
+use edgent::core::config::{
+    ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
+};
+use edgent::core::provider::{
+    auth_headers, endpoint, error_message, StreamParser, ANTHROPIC_VERSION,
+};
+use edgent::core::request_log::{redact, ModelRequestLog};
+use edgent::core::retry::{Next, RetryPolicy};
+use edgent::core::stream::{ProviderError, StreamEvent};
+use edgent::core::workers_ai;
+
+/// Largest error body we read from a failing provider.
+const MAX_ERROR_BODY: usize = 16 * 1024;
+
+/// Runs `fut` with a deadline; `None` when the deadline won.
+pub(crate) async fn with_timeout<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
+    let fut = Box::pin(fut);
+    let delay = Box::pin(Delay::from(limit));
+    match select(fut, delay).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
+    }
+}
+
+/// An open model response body.
+pub(crate) struct ModelStream {
+    body: ByteStream,
+    parser: StreamParser,
+    abort: Option<AbortController>,
+    finished: bool,
+    /// Time allowed for the next chunk (the first one included).
+    stall: Duration,
+    /// Whether a body chunk has arrived yet.
+    started: bool,
+    first_chunk: Duration,
+}
+
+impl ModelStream {
+    /// Sends the request and waits for a successful status.
+    pub(crate) async fn open(
+        env: &Env,
+        model: &ModelConfig,
+        body: &serde_json::Value,
+    ) -> Result<Self, ProviderError> {
+        let (Some(url), Some(parser)) = (endpoint(model), StreamParser::new(model.provider)) else {
+            return Err(ProviderError::Config(format!(
+                "provider {:?} does not stream over HTTP",
+                model.provider.as_str()
+            )));
+        };
+        let first_chunk = Duration::from_millis(u64::from(
+            model
+                .first_chunk_timeout_ms
+                .unwrap_or(DEFAULT_FIRST_CHUNK_TIMEOUT_MS),
+        ));
+        let stall = Duration::from_millis(u64::from(
+            model.stall_timeout_ms.unwrap_or(DEFAULT_STALL_TIMEOUT_MS),
+        ));
+        let headers = Headers::new();
+        let set = |k: &str, v: &str| {
+            headers
+                .set(k, v)
+                .map_err(|e| ProviderError::Config(e.to_string()))
+        };
+        set("content-type", "application/json")?;
+        set("accept", "text/event-stream")?;
+        if let Some(secret) = &model.api_key_secret {
+            // The key is read from the secret at call time and goes nowhere but this header.
+            let key = env.secret(secret).map_err(|_| {
+                ProviderError::Config(format!(
+                    "the secret {secret:?} named by model {:?} is not set",
+                    model.name
+                ))
+            })?;
+            for (name, value) in auth_headers(model, &key.to_string()) {
+                set(name, &value)?;
+            }
+        } else if model.provider == Provider::Anthropic {
+            set("anthropic-version", ANTHROPIC_VERSION)?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_headers(headers)
+            .with_body(Some(JsValue::from_str(&body.to_string())));
+        let request = Request::new_with_init(&url, &init)
+            .map_err(|e| ProviderError::Config(format!("bad model URL: {e}")))?;
+        let abort = AbortController::default();
+        let sent = with_timeout(
+            Fetch::Request(request).send_with_signal(&abort.signal()),
+            first_chunk,
+        )
+        .await;
+        let mut response = match sent {
+            None => {
+                abort.abort();
+                return Err(ProviderError::Timeout("no response headers in time".into()));
+            }
+            Some(Err(e)) => return Err(ProviderError::Network(e.to_string())),
+            Some(Ok(r)) => r,
+        };
+        let status = response.status_code();
+        if !(200..300).contains(&status) {
+            let retry_after_ms = response
+                .headers()
+                .get("retry-after")
+                .ok()
+                .flatten()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map(|s| (s * 1000.0) as u64);
+            let text = with_timeout(response.text(), stall)
+                .await
+                .and_then(Result::ok)
+                .unwrap_or_default();
+            let text: String = text.chars().take(MAX_ERROR_BODY).collect();
+            return Err(ProviderError::Http {
+                status,
+                message: error_message(model.provider, &text),
+                retry_after_ms,
+            });
+        }
+        let body = response
+            .stream()
+            .map_err(|e| ProviderError::Network(e.to_string()))?;
+        Ok(ModelStream {
+            body,
+            parser,
+            abort: Some(abort),
+            finished: false,
+            stall,
+            started: false,
+            first_chunk,
+        })
+    }
+
+    /// The next batch of events; `Ok(None)` once the stream has ended properly.
+    pub(crate) async fn next_events(&mut self) -> Result<Option<Vec<StreamEvent>>, ProviderError> {
+        if self.finished {
+            return Ok(None);
+        }
+        let limit = if self.started {
+            self.stall
+        } else {
+            self.first_chunk
+        };
+        match with_timeout(self.body.next(), limit).await {
+            None => {
+                self.cancel();
+                Err(ProviderError::Timeout(if self.started {
+                    format!("the stream stalled for {} ms", limit.as_millis())
+                } else {
+                    format!("no first chunk within {} ms", limit.as_millis())
+                }))
+            }
+            Some(Some(Ok(bytes))) => {
+                self.started = true;
+                self.parser.feed(&bytes).map(Some)
+            }
+            // The server answered, then the connection broke: the reply is cut short.
+            Some(Some(Err(_))) => Err(ProviderError::Truncated),
+            Some(None) => {
+                self.finished = true;
+                self.parser.finish().map(Some)
+            }
+        }
+    }
+
+    /// Aborts the underlying fetch (on stop or timeout) so the connection is not left open.
+    pub(crate) fn cancel(&mut self) {
+        if let Some(abort) = self.abort.take() {
+            abort.abort();
+        }
+    }
+}
+
+/// What a model chain reports to its caller while it runs.
+pub(crate) trait ChainSink {
+    /// Stream events of the current attempt.
+    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError>;
+    /// A new attempt starts after a failed one: forget the partial reply.
+    fn reset(&mut self);
+    /// An attempt ended (logged by the sink, which knows the token counts); `next` says
+    /// what follows a failure.
+    fn attempt_done(&mut self, log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>);
+    /// Whether the thread was stopped (no further attempt, no further bytes).
+    fn stopped(&self) -> bool;
+}
+
+/// Calls the chain (a model, then its fallbacks) under the retry policy until one attempt
+/// streams a whole reply, the thread stops, or the policy gives up.
+pub(crate) async fn run_chain(
+    env: &Env,
+    models: &[ModelConfig],
+    body_for: &dyn Fn(&ModelConfig) -> serde_json::Value,
+    sink: &mut dyn ChainSink,
+) -> Result<(), ProviderError> {
+    let policy = RetryPolicy::default();
+    let (mut index, mut attempt) = (0usize, 1u32);
+    loop {
+        let Some(model) = models.get(index) else {
+            return Err(ProviderError::Config("the prompt has no model".into()));
+        };
+        let started = now();
+        let mut ttft = None;
+        let outcome = attempt_once(env, model, &body_for(model), sink, &mut ttft).await;
+        let finished = now();
+        let mut log = ModelRequestLog {
+            seq: 0,
+            message_id: None,
+            model: model.name.clone(),
+            provider: model.provider.as_str().into(),
+            attempt,
+            status: "ok".into(),
+            http_status: None,
+            latency_ms: finished - started,
+            ttft_ms: ttft.map(|t: i64| t - started),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost: 0.0,
+            error: None,
+            depth: 0,
+            created_at: started,
+        };
+        let error = match outcome {
+            Ok(status) => {
+                log.http_status = Some(status);
+                sink.attempt_done(log, None);
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        // Providers echo keys back in error texts; nothing past this point sees the raw text
+        // (the log, `error` frames, `last_error`).
+        let secret = model
+            .api_key_secret
+            .as_deref()
+            .and_then(|s| env.secret(s).ok())
+            .map(|s| s.to_string());
+        let error = error.map_text(|t| redact(t, secret.as_deref()));
+        log.status = "error".into();
+        log.error = Some(error.to_string());
+        if let ProviderError::Http { status, .. } = &error {
+            log.http_status = Some(*status);
+        }
+        let next = if sink.stopped() {
+            Next::GiveUp
+        } else {
+            policy.after_failure(index, attempt, models.len(), &error)
+        };
+        sink.attempt_done(log, Some((&error, &next)));
+        match next {
+            Next::GiveUp => return Err(error),
+            Next::Try {
+                model,
+                attempt: a,
+                delay_ms,
+            } => {
+                if delay_ms > 0 {
+                    Delay::from(Duration::from_millis(delay_ms)).await;
+                }
+                if sink.stopped() {
+                    return Err(error);
+                }
+                sink.reset();
+                (index, attempt) = (model, a);
+            }
+        }
+    }
+}
+
+/// One attempt: open, stream to the end. `Ok(status)` once the stream ended properly.
+async fn attempt_once(
+    env: &Env,
+    model: &ModelConfig,
+    body: &serde_json::Value,
+    sink: &mut dyn ChainSink,
+    ttft: &mut Option<i64>,
+) -> Result<u16, ProviderError> {
+    if model.provider == Provider::WorkersAi {
+        let events = run_workers_ai(env, model, body).await?;
+        *ttft = Some(now());
+        sink.events(events)?;
+        return Ok(200);
+    }
+    let mut stream = ModelStream::open(env, model, body).await?;
+    while let Some(events) = stream.next_events().await? {
+        if ttft.is_none() {
+            *ttft = Some(now());
+        }
+        sink.events(events)?;
+        if sink.stopped() {
+            stream.cancel();
+            break;
+        }
+    }
+    Ok(200)
+}
+
+/// One Workers AI call through the `AI` binding (not streamed: the binding's stream has no
+/// tool-call deltas), mapped to the same events as a stream.
+async fn run_workers_ai(
+    env: &Env,
+    model: &ModelConfig,
+    input: &serde_json::Value,
+) -> Result<Vec<StreamEvent>, ProviderError> {
+    let ai = env.ai("AI").map_err(|_| {
+        ProviderError::Config(
+            "the Worker has no AI binding named \"AI\" (see docs/deploying.md)".into(),
+        )
+    })?;
+    let limit = Duration::from_millis(u64::from(
+        model
+            .first_chunk_timeout_ms
+            .unwrap_or(DEFAULT_FIRST_CHUNK_TIMEOUT_MS),
+    ));
+    let out: serde_json::Value = match with_timeout(ai.run(&model.model, input), limit).await {
+        None => {
+            return Err(ProviderError::Timeout(
+                "Workers AI did not answer in time".into(),
+            ))
+        }
+        // The binding reports capacity and upstream failures as thrown errors.
+        Some(Err(e)) => return Err(ProviderError::Network(format!("Workers AI: {e}"))),
+        Some(Ok(v)) => v,
+    };
+    workers_ai::parse_response(&out)
+}

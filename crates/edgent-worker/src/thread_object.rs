@@ -1,0 +1,564 @@
+//! `ThreadObject`: one conversation thread per Durable Object (the app's `DurableThread` class,
+//! defined by [`serve!`](crate::serve), wraps it).
+//!
+//! Requests come from the router (already authenticated and validated). Work is driven by the
+//! alarm: every change that needs work sets an alarm, and the alarm handler loops on
+//! [`Thread::next_action`] until the thread is idle. A watchdog alarm stays armed while a turn
+//! runs, so if the object is evicted or the process dies mid-turn, the alarm fires again and
+//! the loop resumes from what SQLite says.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use worker::{
+    Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+};
+
+mod delegate;
+mod tools;
+mod turn;
+
+use super::config::agent_has_side;
+use super::do_sql::DoSql;
+use super::host::{broadcast, now, ShellHost};
+use super::http::{error, json, logged, read_body, registry_error};
+use edgent::core::api::{
+    parse_params, ApiError, ApprovalParams, CreateThread, ForceTurnParams, PageQuery, PostMessage,
+    QueueToolParams,
+};
+use edgent::core::protocol::{
+    parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
+};
+use edgent::core::store::Side;
+use edgent::core::thread::{InjectMessage, Thread, ThreadError};
+use edgent::tool::{Registry, RegistryError};
+
+/// What each socket remembers across hibernation.
+#[derive(Serialize, Deserialize)]
+struct Attachment {
+    thread_id: String,
+    connected_at: i64,
+}
+
+fn thread_error(e: &ThreadError) -> ApiError {
+    match e {
+        ThreadError::NotFound => ApiError::not_found("thread not found"),
+        ThreadError::AlreadyExists => ApiError::new(409, "conflict", "thread already exists"),
+        ThreadError::Stopped => ApiError::new(409, "thread_stopped", "the thread is stopped"),
+        ThreadError::UnknownTool(why) => ApiError::new(400, "unknown_tool", why.clone()),
+        ThreadError::InvalidArguments(why) => ApiError::new(400, "invalid_arguments", why.clone()),
+        ThreadError::Invalid(why) => ApiError::invalid(why.clone()),
+        ThreadError::Conflict(why) => ApiError::new(409, "conflict", why.clone()),
+        ThreadError::Sql(e) => {
+            worker::console_error!("thread storage error: {e}");
+            ApiError::internal("thread storage error")
+        }
+    }
+}
+
+/// The Durable Object hosting one thread: what the app's `DurableThread` class runs.
+pub struct ThreadObject {
+    state: State,
+    env: Env,
+    /// True while this instance runs the turn loop (a second alarm must not start another).
+    driving: Cell<bool>,
+    /// Set by `stop` so a streaming model call is cut short.
+    stop_requested: Cell<bool>,
+    /// The schema was checked (and migrated) by this instance: later views skip the check.
+    schema_ready: Cell<bool>,
+    /// The tool registry, built (and checked) once per instance.
+    registry: RefCell<Option<std::result::Result<Rc<Registry>, RegistryError>>>,
+}
+
+/// The Durable Object interface, called by the app's `DurableThread` (see [`serve!`](crate::serve)).
+impl ThreadObject {
+    /// A new instance for `state` (the object's storage) and the Worker's `env`.
+    pub fn new(state: State, env: Env) -> Self {
+        ThreadObject {
+            state,
+            env,
+            driving: Cell::new(false),
+            stop_requested: Cell::new(false),
+            schema_ready: Cell::new(false),
+            registry: RefCell::new(None),
+        }
+    }
+
+    /// A request from the router or a parent thread.
+    pub async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let path = req.path();
+        let result = match (req.method(), path.as_str()) {
+            (worker::Method::Post, "/create") => self.create(&mut req).await,
+            (worker::Method::Get, "/summary") => self
+                .with_thread(|t| Ok(json!(t.summary()?)))
+                .map(|v| (200, v)),
+            (worker::Method::Get, "/messages") => self.messages(&req),
+            (worker::Method::Post, "/messages") => self.post_message(&mut req).await,
+            (worker::Method::Post, "/stop") => {
+                self.stop().await.map(|()| (200, json!({ "ok": true })))
+            }
+            (worker::Method::Get, "/logs") => self.logs(&req),
+            (worker::Method::Get, "/tool-calls") => self.tool_calls(&req),
+            (worker::Method::Get, "/tools") => self.tool_statuses(),
+            (worker::Method::Post, "/approval") => self.approval(&mut req).await,
+            (worker::Method::Post, "/webhook") => self.webhook(&mut req).await,
+            (worker::Method::Post, "/run") => self
+                .run_to_end()
+                .await
+                .map(|s| (200, json!(s)))
+                .map_err(ApiError::internal),
+            (worker::Method::Get, "/stream") => return self.accept_socket(),
+            _ => Err(ApiError::not_found("no such thread operation")),
+        };
+        match result {
+            Ok((status, body)) => json(status, &body),
+            Err(e) => error(&e),
+        }
+    }
+
+    /// The alarm: drives the thread until it is idle or waiting.
+    pub async fn alarm(&self) -> Result<Response> {
+        self.drive().await;
+        Response::ok("")
+    }
+
+    /// A frame from a client socket.
+    pub async fn websocket_message(
+        &self,
+        ws: WebSocket,
+        message: WebSocketIncomingMessage,
+    ) -> Result<()> {
+        let text = match message {
+            WebSocketIncomingMessage::String(s) => s,
+            WebSocketIncomingMessage::Binary(_) => {
+                send(
+                    &ws,
+                    &ServerFrame::error(
+                        "bad_frame",
+                        "binary frames are not supported; send JSON text",
+                        None,
+                    ),
+                );
+                return Ok(());
+            }
+        };
+        match parse_client_frame(&text) {
+            Err(frame) => send(&ws, &frame),
+            Ok(ClientFrame::Ping) => send(&ws, &ServerFrame::Pong),
+            Ok(ClientFrame::Rpc { id, method, params }) => {
+                let reply = match self.rpc(&method, &params).await {
+                    Ok(result) => ServerFrame::Result {
+                        id,
+                        ok: true,
+                        result: Some(result),
+                        error: None,
+                    },
+                    Err(e) => ServerFrame::Result {
+                        id,
+                        ok: false,
+                        result: None,
+                        error: Some(ErrorBody {
+                            code: e.code.into(),
+                            message: e.message,
+                        }),
+                    },
+                };
+                send(&ws, &reply);
+            }
+        }
+        Ok(())
+    }
+
+    /// A client closed its socket.
+    pub async fn websocket_close(
+        &self,
+        ws: WebSocket,
+        _code: usize,
+        _reason: String,
+        _was_clean: bool,
+    ) -> Result<()> {
+        // Complete the closing handshake; the socket may already be gone, which is fine.
+        let _ = ws.close(Some(1000), Some("bye"));
+        Ok(())
+    }
+
+    /// A client socket failed.
+    pub async fn websocket_error(&self, _ws: WebSocket, _error: worker::Error) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl ThreadObject {
+    fn sql(&self) -> DoSql {
+        DoSql(self.state.storage().sql())
+    }
+
+    /// Runs `f` against the thread (404 if this object holds none) and broadcasts the frames
+    /// it produced.
+    fn with_thread<T>(
+        &self,
+        f: impl FnOnce(&mut Thread<'_>) -> std::result::Result<T, ThreadError>,
+    ) -> std::result::Result<T, ApiError> {
+        self.with_opened(false, f)
+    }
+
+    fn with_opened<T>(
+        &self,
+        create_schema: bool,
+        f: impl FnOnce(&mut Thread<'_>) -> std::result::Result<T, ThreadError>,
+    ) -> std::result::Result<T, ApiError> {
+        let sql = self.sql();
+        let mut thread = self
+            .open(&sql, create_schema)
+            .map_err(|e| thread_error(&e))?;
+        let out = f(&mut thread).map_err(|e| thread_error(&e));
+        self.flush(&mut thread);
+        out
+    }
+
+    /// A thread view. Only the first open of this instance checks the schema: with
+    /// `create_schema` it creates or migrates it, without it an object that never held a
+    /// thread answers `NotFound` and stays untouched.
+    fn open<'s>(
+        &self,
+        sql: &'s DoSql,
+        create_schema: bool,
+    ) -> std::result::Result<Thread<'s>, ThreadError> {
+        if self.schema_ready.get() {
+            return Ok(Thread::open_migrated(sql));
+        }
+        let thread = if create_schema {
+            Thread::open(sql)?
+        } else {
+            Thread::open_existing(sql)?
+        };
+        self.schema_ready.set(true);
+        Ok(thread)
+    }
+
+    fn flush(&self, thread: &mut Thread<'_>) {
+        while let Some(frame) = thread.poll_frame() {
+            broadcast(&self.state, &frame);
+        }
+        // A failing hook is skipped (its input is used) and logged, never shown to users.
+        for failure in thread.take_hook_failures() {
+            worker::console_error!("{failure}");
+        }
+    }
+
+    /// The registry of this Worker's tools; a broken tool definition is reported, not hidden.
+    fn registry(&self) -> std::result::Result<Rc<Registry>, RegistryError> {
+        self.registry
+            .borrow_mut()
+            .get_or_insert_with(|| Registry::discovered().map(Rc::new))
+            .clone()
+    }
+
+    /// A second handle on this object's state (the same JS object) for the tool host.
+    fn state_handle(&self) -> State {
+        use wasm_bindgen::JsCast;
+        let raw: &wasm_bindgen::JsValue = self.state.as_raw().as_ref();
+        State::from(
+            raw.clone()
+                .unchecked_into::<worker::worker_sys::DurableObjectState>(),
+        )
+    }
+
+    /// What tools get to reach the thread and the platform.
+    fn host(&self) -> std::result::Result<Rc<ShellHost>, ApiError> {
+        let registry = self.registry().map_err(|e| registry_error(&e))?;
+        Ok(Rc::new(ShellHost {
+            sql: self.sql(),
+            state: self.state_handle(),
+            env: self.env.clone(),
+            registry,
+        }))
+    }
+
+    async fn create(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+        let body = read_body(req).await?;
+        let create = CreateThread::parse(&body)?;
+        let thread_id = req
+            .headers()
+            .get("x-edgent-thread-id")
+            .ok()
+            .flatten()
+            .ok_or_else(|| ApiError::invalid("missing thread id"))?;
+        // Set only by a parent thread's agent tool (the router never forwards a query).
+        let parent = req.url().ok().and_then(|u| {
+            u.query_pairs()
+                .find(|(k, _)| k == "parent")
+                .map(|(_, v)| v.into_owned())
+        });
+        // Where clients reach us, for webhook URLs (set by the router from the request).
+        let origin = req.headers().get("x-edgent-origin").ok().flatten();
+        // The first message may need the agent's hooks before any turn has loaded them.
+        let config = super::config::load_agent(&self.env, &create.agent_id, Side::A)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let summary = self.with_opened(true, |t| {
+            let summary = t.create(now(), &thread_id, &create.agent_id, &create.tags)?;
+            if let Some(parent) = &parent {
+                t.store().set_parent(parent)?;
+            }
+            if let Some(origin) = &origin {
+                t.store().set_public_url(origin)?;
+            }
+            if let Some(c) = &config {
+                t.set_hook_config(&c.prompt.name, c.hooks())?;
+            }
+            Ok(summary)
+        })?;
+        Ok((
+            201,
+            json!({ "thread_id": summary.thread_id, "agent_id": summary.agent_id, "created_at": summary.created_at, "tags": summary.tags }),
+        ))
+    }
+
+    fn messages(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
+        let q = page_query(req)?;
+        let page = self.with_thread(|t| t.messages_query(&q))?;
+        Ok((200, json!(page)))
+    }
+
+    fn logs(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
+        let q = page_query(req)?;
+        let page = self.with_thread(|t| {
+            t.summary()?;
+            Ok(edgent::core::request_log::page(
+                t.store().sql(),
+                q.limit,
+                q.offset,
+                q.order,
+            )?)
+        })?;
+        Ok((200, json!(page)))
+    }
+
+    fn tool_calls(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
+        let q = page_query(req)?;
+        let page = self.with_thread(|t| {
+            t.summary()?;
+            Ok(t.store().tool_call_page(q.limit, q.offset, q.order)?)
+        })?;
+        Ok((200, json!(page)))
+    }
+
+    /// Each tool's status in this thread: `busy` (a call is running or parked), `rate_limited`
+    /// (its window is full), `error` (its last call failed) or `available`.
+    fn tool_statuses(&self) -> std::result::Result<(u16, Value), ApiError> {
+        let host = self.host()?;
+        let statuses = self.with_thread(|t| {
+            let mut out = Vec::new();
+            for name in host.registry.names() {
+                let policy = super::policy::policy_for(&host.env, &host.registry, name);
+                let status = edgent::core::durable::tool_status(t.store(), name, &policy, now())?;
+                out.push(json!({ "name": name, "status": status }));
+            }
+            Ok(out)
+        })?;
+        Ok((200, json!({ "tools": statuses })))
+    }
+
+    async fn approval(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+        let body = read_body(req).await?;
+        let value: Value = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
+        let p: ApprovalParams = parse_params(&value)?;
+        self.decide(&p).await?;
+        Ok((
+            200,
+            json!({ "tool_call_id": p.tool_call_id, "approved": p.approved }),
+        ))
+    }
+
+    async fn decide(&self, p: &ApprovalParams) -> std::result::Result<(), ApiError> {
+        self.with_thread(|t| {
+            t.decide_approval(now(), &p.tool_call_id, p.approved, p.reason.as_deref())
+        })?;
+        self.schedule().await;
+        Ok(())
+    }
+
+    /// A POST to a webhook URL: wrong tokens get 404, a second delivery or a finished wait
+    /// 409, a body that is not JSON 400 (after the token check); nothing changes on refusal.
+    async fn webhook(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+        use edgent::core::durable::{deliver_webhook, WebhookRefusal};
+        let token = req
+            .headers()
+            .get("x-edgent-webhook-token")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let not_found = || ApiError::not_found("no such webhook");
+        let sql = self.sql();
+        let thread = self.open(&sql, false).map_err(|_| not_found())?;
+        // The router has already bounded the body; `deliver_webhook` checks the token first.
+        let body = read_body(req).await?;
+        let outcome = deliver_webhook(thread.store(), &token, &body, now())
+            .map_err(|e| logged("webhook storage error", e))?;
+        match outcome {
+            Ok(call_id) => {
+                self.schedule().await;
+                Ok((202, json!({ "ok": true, "tool_call_id": call_id })))
+            }
+            Err(WebhookRefusal::Unknown) => Err(not_found()),
+            Err(WebhookRefusal::Closed(why)) => Err(ApiError::new(409, "webhook_closed", why)),
+            Err(WebhookRefusal::NotJson(why)) => Err(ApiError::new(400, "invalid_json", why)),
+        }
+    }
+
+    async fn post_message(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+        let body = read_body(req).await?;
+        let post = PostMessage::parse(&body)?;
+        let message = self.with_thread(|t| t.post_user_message(now(), &post.content))?;
+        self.schedule().await;
+        Ok((202, json!({ "message_id": message.id })))
+    }
+
+    async fn stop(&self) -> std::result::Result<(), ApiError> {
+        self.stop_requested.set(true);
+        self.with_thread(|t| t.stop(now(), "user"))
+    }
+
+    async fn rpc(&self, method: &str, params: &Value) -> std::result::Result<Value, ApiError> {
+        match method {
+            "send_message" => {
+                let obj = params.as_object().cloned().unwrap_or_default();
+                let post = PostMessage::from_object(&obj)?;
+                let message = self.with_thread(|t| t.post_user_message(now(), &post.content))?;
+                self.schedule().await;
+                Ok(json!({ "message_id": message.id }))
+            }
+            "stop" => {
+                self.stop().await?;
+                Ok(json!({ "ok": true }))
+            }
+            "get_messages" => {
+                // Same validation as the HTTP query: numbers or numeric strings, else 400.
+                let mut owned = Vec::new();
+                for key in ["limit", "offset", "order", "include_silent", "depth"] {
+                    match params.get(key) {
+                        None | Some(Value::Null) => {}
+                        Some(Value::String(v)) => owned.push((key, v.clone())),
+                        Some(Value::Number(n)) => owned.push((key, n.to_string())),
+                        Some(Value::Bool(b)) => owned.push((key, b.to_string())),
+                        Some(_) => {
+                            return Err(ApiError::invalid(format!(
+                                "\"{key}\" must be a number, a boolean or a string"
+                            )))
+                        }
+                    }
+                }
+                let pairs = owned.iter().map(|(k, v)| (*k, v.as_str()));
+                let q = PageQuery::parse(pairs)?;
+                Ok(json!(self.with_thread(|t| t.messages_query(&q))?))
+            }
+            "inject_message" => {
+                let inject: InjectMessage = parse_params(params)?;
+                let message = self.with_thread(|t| t.inject_message(now(), inject, 0))?;
+                Ok(json!({ "message": message }))
+            }
+            "queue_tool" => {
+                let p: QueueToolParams = parse_params(params)?;
+                let registry = self.registry().map_err(|e| registry_error(&e))?;
+                let call_id = self.with_thread(|t| {
+                    t.queue_tool_with_bindings(now(), &registry, &p.name, p.args, p.bindings.as_ref())
+                })?;
+                self.schedule().await;
+                Ok(json!({ "tool_call_id": call_id }))
+            }
+            "approve_tool" => {
+                let p: ApprovalParams = parse_params(params)?;
+                self.decide(&p).await?;
+                Ok(json!({ "tool_call_id": p.tool_call_id, "approved": p.approved }))
+            }
+            "get_tool_calls" => {
+                let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(50).clamp(1, 200);
+                let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
+                let page = self.with_thread(|t| {
+                    Ok(t.store().tool_call_page(
+                        limit as u32,
+                        u32::try_from(offset).unwrap_or(u32::MAX),
+                        edgent::core::store::Order::Asc,
+                    )?)
+                })?;
+                Ok(json!(page))
+            }
+            "force_turn" => {
+                let p: ForceTurnParams = parse_params(params)?;
+                let agent_id = self.with_thread(|t| Ok(t.summary()?.agent_id))?;
+                let has_side = agent_has_side(&self.env, &agent_id, p.side)
+                    .await
+                    .map_err(|e| logged("could not read the agent", e))?;
+                if !has_side {
+                    return Err(ApiError::invalid(format!(
+                        "agent {agent_id:?} has no side {} configured",
+                        p.side.as_str()
+                    )));
+                }
+                self.with_thread(|t| t.force_turn(now(), p.side))?;
+                self.schedule().await;
+                Ok(json!({ "side": p.side }))
+            }
+            other => Err(ApiError::new(
+                400,
+                "unknown_method",
+                format!(
+                    "unknown rpc method {other:?}; available: send_message, inject_message, queue_tool, get_messages, force_turn, stop, approve_tool, get_tool_calls"
+                ),
+            )),
+        }
+    }
+
+    fn accept_socket(&self) -> Result<Response> {
+        let sql = self.sql();
+        let (thread_id, status) = match self
+            .open(&sql, false)
+            .and_then(|t| Ok((t.summary()?.thread_id, t.status_frame()?)))
+        {
+            Ok(v) => v,
+            Err(e) => return error(&thread_error(&e)),
+        };
+        let pair = WebSocketPair::new()?;
+        let server = pair.server;
+        self.state.accept_web_socket(&server);
+        server.serialize_attachment(Attachment {
+            thread_id: thread_id.clone(),
+            connected_at: now(),
+        })?;
+        send(
+            &server,
+            &ServerFrame::Hello {
+                thread_id,
+                protocol: PROTOCOL_VERSION,
+            },
+        );
+        send(&server, &status);
+        Response::from_websocket(pair.client)
+    }
+
+    /// Asks for the turn loop to run (now). Idempotent and cheap.
+    async fn schedule(&self) {
+        if let Err(e) = self.state.storage().set_alarm(0).await {
+            worker::console_error!("could not schedule the turn: {e}");
+        }
+    }
+}
+
+/// The paging query of a request (`limit`, `offset`, `order`, …), validated.
+fn page_query(req: &Request) -> std::result::Result<PageQuery, ApiError> {
+    let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
+    let pairs: Vec<(String, String)> = url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+fn send(ws: &WebSocket, frame: &ServerFrame) {
+    let _ = ws.send_with_str(frame.to_json());
+}

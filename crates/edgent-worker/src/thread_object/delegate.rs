@@ -1,0 +1,366 @@
+//! Prompts and agents called as tools: a prompt runs as a sub-prompt at depth 1 in this
+//! thread; a dual-AI agent runs to its end in a child thread (its own Durable Object); an
+//! AI-human agent takes this thread over.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+use worker::{Delay, Method};
+
+use super::turn::{record, tool_specs, RequestParts};
+use super::ThreadObject;
+use crate::host::{now, ShellHost};
+use crate::model::{run_chain, ChainSink};
+use crate::router::{internal_request, send_to};
+use edgent::core::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
+use edgent::core::ids::new_id;
+use edgent::core::message::{Message, MessageStatus, Role};
+use edgent::core::request_log::ModelRequestLog;
+use edgent::core::retry::Next;
+use edgent::core::store::{StoredToolCall, ThreadStatus, ThreadSummary};
+use edgent::core::stream::{Completion, ProviderError, StreamEvent};
+use edgent::core::thread::{repair_history, Thread};
+use edgent::tool::{CallToolResult, FlowState};
+
+/// Model calls a sub-prompt may make for one call.
+const SUB_PROMPT_MAX_STEPS: u32 = 10;
+/// How long an agent tool waits for its child conversation.
+const CHILD_DEADLINE_MS: i64 = 10 * 60 * 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DelegateInput {
+    input: String,
+}
+
+fn parse_input(arguments: &str) -> Result<String, CallToolResult> {
+    serde_json::from_str::<DelegateInput>(arguments)
+        .map(|a| a.input)
+        .map_err(|e| {
+            CallToolResult::error(format!(
+                "invalid arguments: {e}. Call it with {{\"input\": \"<everything the callee needs>\"}}."
+            ))
+        })
+}
+
+/// Collects a sub-prompt's reply (no streaming to clients: depth-0 clients do not see it).
+struct SubSink<'t, 'a> {
+    object: &'t ThreadObject,
+    thread: &'t Thread<'a>,
+    completion: Completion,
+    models: &'t [ModelConfig],
+    parent_tool_call_id: &'t str,
+}
+
+impl ChainSink for SubSink<'_, '_> {
+    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
+        events.iter().try_for_each(|ev| self.completion.apply(ev))
+    }
+
+    fn reset(&mut self) {
+        self.completion = Completion::default();
+    }
+
+    fn attempt_done(&mut self, mut log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>) {
+        log.depth = 1;
+        log.message_id = Some(self.parent_tool_call_id.to_owned());
+        if failure.is_none() {
+            log.add_usage(&self.completion, self.models);
+        }
+        record(self.thread, &log);
+    }
+
+    fn stopped(&self) -> bool {
+        self.object.stop_requested.get()
+    }
+}
+
+impl ThreadObject {
+    /// Runs `prompt` as a sub-prompt answering `call`: its messages are stored at depth 1,
+    /// linked to the call, and it may call its own registered tools. A call re-run after a
+    /// restart continues from the messages already stored.
+    pub(super) async fn run_sub_prompt(
+        &self,
+        host: &Rc<ShellHost>,
+        parent: &Rc<AgentConfig>,
+        summary: &ThreadSummary,
+        call: &StoredToolCall,
+        prompt: &PromptConfig,
+        models: &[ModelConfig],
+    ) -> CallToolResult {
+        let input = match parse_input(&call.call.arguments) {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        if models.is_empty() {
+            return CallToolResult::error(format!(
+                "prompt {:?} cannot run: its model {:?} is missing from D1",
+                prompt.name, prompt.model
+            ));
+        }
+        let config = Rc::new(AgentConfig {
+            agent: parent.agent.clone(),
+            side: parent.side,
+            prompt: prompt.clone(),
+            models: models.to_vec(),
+            delegates: Vec::new(),
+        });
+        let sql = self.sql();
+        let thread = Thread::open_migrated(&sql);
+        let store = thread.store();
+        // Every message of the sub-prompt sits at depth 1, linked to the call it answers.
+        let in_sub_prompt = |m: Message| Message {
+            depth: 1,
+            parent_message_id: Some(call.message_id.clone()),
+            parent_tool_call_id: Some(call.call.id.clone()),
+            ..m
+        };
+        let stored = |m: &Message| {
+            store.append_message(m).map_err(|e| {
+                CallToolResult::error(format!("could not store a sub-prompt message: {e}"))
+            })
+        };
+        let existing = match store.sub_messages(&call.call.id) {
+            Ok(m) => m,
+            Err(e) => return CallToolResult::error(format!("could not read the sub-prompt: {e}")),
+        };
+        // Re-run after a restart that came between the sub-prompt's answer and storing the
+        // call's result: the answer stands, the model is not asked again.
+        if let Some(done) = existing.last().filter(|m| {
+            m.role == Role::Assistant
+                && m.tool_calls.is_empty()
+                && m.status == MessageStatus::Completed
+        }) {
+            return CallToolResult::text(done.content.clone());
+        }
+        if existing.is_empty() {
+            if let Err(e) = stored(&in_sub_prompt(Message::new(Role::User, input, now()))) {
+                return e;
+            }
+        }
+        // The parent conversation up to (not including) the message holding this call.
+        let chat: Vec<Message> = if prompt.include_chat {
+            let budget = models[0]
+                .max_history_tokens
+                .unwrap_or(edgent::core::config::DEFAULT_MAX_HISTORY_TOKENS);
+            let history = store
+                .model_history_within(u64::from(budget))
+                .unwrap_or_default();
+            let cut = history
+                .iter()
+                .position(|m| m.id == call.message_id)
+                .unwrap_or(history.len());
+            repair_history(history.into_iter().take(cut).collect())
+        } else {
+            Vec::new()
+        };
+        let context = store.context_all().unwrap_or_default();
+        let system = prompt.render_system(&context);
+        let tools = tool_specs(&host.registry, &config);
+        for _ in 0..SUB_PROMPT_MAX_STEPS {
+            if self.stop_requested.get() {
+                return CallToolResult::error("the thread was stopped");
+            }
+            let own: Vec<Message> = store
+                .sub_messages(&call.call.id)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|m| m.status == MessageStatus::Completed)
+                .collect();
+            let mut history = chat.clone();
+            history.extend(repair_history(own));
+            let parts = RequestParts {
+                system: &system,
+                history: &history,
+                tools: &tools,
+                config: &config,
+            };
+            let mut sink = SubSink {
+                object: self,
+                thread: &thread,
+                completion: Completion::default(),
+                models,
+                parent_tool_call_id: &call.call.id,
+            };
+            let outcome = run_chain(&self.env, models, &|m| parts.body(m), &mut sink).await;
+            let mut completion = sink.completion;
+            if let Err(e) = outcome.and_then(|()| completion.validate()) {
+                return CallToolResult::error(format!("prompt {:?} failed: {e}", prompt.name));
+            }
+            let reply = in_sub_prompt(Message {
+                tool_calls: completion.tool_calls.clone(),
+                side: Some(summary.current_side),
+                ..Message::new(Role::Assistant, completion.text.clone(), now())
+            });
+            if let Err(e) = stored(&reply) {
+                return e;
+            }
+            if reply.tool_calls.is_empty() {
+                return CallToolResult::text(completion.text);
+            }
+            for tc in &reply.tool_calls {
+                let result = match host.registry.get(&tc.name) {
+                    Some(tool)
+                        if prompt.tools.contains(&tc.name) && tool.policy().needs_approval =>
+                    {
+                        // Approval needs a top-level call a client can see and decide on.
+                        CallToolResult::error(format!(
+                            "{:?} needs a person's approval, which a sub-prompt cannot wait for; ask the user in the main conversation",
+                            tc.name
+                        ))
+                    }
+                    Some(tool) if prompt.tools.contains(&tc.name) => {
+                        let mut flow =
+                            FlowState::top_level(host.clone(), summary, config.clone(), &tc.id);
+                        flow.depth = 1;
+                        flow.parent_message_id = Some(reply.id.clone());
+                        tool.call(flow, &tc.arguments).await
+                    }
+                    _ => CallToolResult::error(format!(
+                        "unknown tool {:?}; a sub-prompt may call its registered tools: {}",
+                        tc.name,
+                        prompt
+                            .tools
+                            .iter()
+                            .filter(|t| host.registry.get(t).is_some())
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                };
+                let m = in_sub_prompt(Message {
+                    side: Some(summary.current_side),
+                    ..Message::tool_result(tc, result.to_model_text(), now())
+                });
+                if let Err(e) = stored(&m) {
+                    return e;
+                }
+            }
+        }
+        CallToolResult::error(format!(
+            "prompt {:?} used its {SUB_PROMPT_MAX_STEPS} model calls without answering",
+            prompt.name
+        ))
+    }
+
+    /// An agent called as a tool: dual-AI agents run in a child thread; AI-human agents take
+    /// over this thread (the next model call is theirs).
+    pub(super) async fn run_agent_tool(
+        &self,
+        summary: &ThreadSummary,
+        call: &StoredToolCall,
+        agent: &AgentDef,
+    ) -> CallToolResult {
+        let input = match parse_input(&call.call.arguments) {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        match agent.kind {
+            AgentKind::AiHuman => {
+                let sql = self.sql();
+                let thread = Thread::open_migrated(&sql);
+                match thread.store().set_agent(now(), &agent.id) {
+                    Ok(()) => CallToolResult::text(format!(
+                        "Handed over to agent {:?}, which answers from now on. Handover note: {input}",
+                        agent.id
+                    )),
+                    Err(e) => CallToolResult::error(format!("could not hand over: {e}")),
+                }
+            }
+            AgentKind::DualAi => match self.run_child(summary, call, agent, input).await {
+                Ok(result) => result,
+                Err(why) => CallToolResult::error(format!("agent {:?} failed: {why}", agent.id)),
+            },
+        }
+    }
+
+    async fn run_child(
+        &self,
+        summary: &ThreadSummary,
+        call: &StoredToolCall,
+        agent: &AgentDef,
+        input: String,
+    ) -> Result<CallToolResult, String> {
+        let sql = self.sql();
+        let thread = Thread::open_migrated(&sql);
+        let child = thread
+            .store()
+            .child_thread(now(), &call.call.id, &new_id())
+            .map_err(|e| e.to_string())?;
+        let ask = |method: Method, op: &str, body: Option<serde_json::Value>| {
+            let child = child.clone();
+            let op = op.to_owned();
+            async move {
+                let req = internal_request(
+                    method,
+                    &op,
+                    &child,
+                    body.map(|b| b.to_string().into_bytes()),
+                )
+                .map_err(|e| e.message)?;
+                let mut resp = send_to(&self.env, &child, req)
+                    .await
+                    .map_err(|e| e.message)?;
+                let status = resp.status_code();
+                let value: serde_json::Value = resp.json().await.map_err(|e| e.to_string())?;
+                Ok::<_, String>((status, value))
+            }
+        };
+        let (status, body) = ask(
+            Method::Post,
+            &format!("/create?parent={}", summary.thread_id),
+            Some(json!({ "agent_id": agent.id, "tags": ["child"] })),
+        )
+        .await?;
+        if status != 201 && status != 409 {
+            return Err(format!("could not create the child thread: {body}"));
+        }
+        let (_, child_summary) = ask(Method::Get, "/summary", None).await?;
+        if child_summary["message_count"].as_i64() == Some(0) {
+            let (status, body) =
+                ask(Method::Post, "/messages", Some(json!({ "content": input }))).await?;
+            if status != 202 {
+                return Err(format!("could not start the child thread: {body}"));
+            }
+        }
+        let (status, done) = ask(Method::Post, "/run", None).await?;
+        if status != 200 {
+            return Err(format!("the child thread did not finish: {done}"));
+        }
+        if done["status"] != "stopped" {
+            return Err(format!(
+                "the child thread {child} stopped working: {}",
+                done["last_error"].as_str().unwrap_or("no reason given")
+            ));
+        }
+        let answer = done["result"].as_str().unwrap_or_default();
+        Ok(CallToolResult::text(format!(
+            "{answer}\n\n(child thread {child}, stopped by {})",
+            done["stopped_by"].as_str().unwrap_or("?")
+        )))
+    }
+
+    /// Drives this thread until its conversation is no longer running (for a parent waiting
+    /// on it), then returns its summary.
+    pub(super) async fn run_to_end(&self) -> Result<ThreadSummary, String> {
+        let deadline = now() + CHILD_DEADLINE_MS;
+        loop {
+            self.drive().await;
+            let summary = {
+                let sql = self.sql();
+                let thread = Thread::open_migrated(&sql);
+                thread.summary().map_err(|e| e.to_string())?
+            };
+            if summary.status != ThreadStatus::Running {
+                return Ok(summary);
+            }
+            if now() > deadline {
+                return Err("the conversation did not end in time".into());
+            }
+            // Another invocation (the alarm) is driving it: wait for it.
+            Delay::from(Duration::from_millis(200)).await;
+        }
+    }
+}

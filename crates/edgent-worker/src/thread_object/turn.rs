@@ -1,0 +1,313 @@
+//! The turn loop of a [`ThreadObject`]: loads the running side's configuration, performs the
+//! core's actions (model calls through the retry/fallback chain, tool calls, delegates) and
+//! broadcasts what they produce.
+
+use std::rc::Rc;
+
+use super::ThreadObject;
+use crate::config::load_agent;
+use crate::host::{now, ShellHost};
+use crate::model::{run_chain, ChainSink};
+use edgent::core::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, ToolSpec};
+use edgent::core::message::Message;
+use edgent::core::provider::{build_request, ModelRequest};
+use edgent::core::request_log::{self, ModelRequestLog};
+use edgent::core::retry::Next;
+use edgent::core::store::ThreadStatus;
+use edgent::core::stream::{ProviderError, StreamEvent};
+use edgent::core::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
+use edgent::tool::Registry;
+
+/// How long a turn may go without progress before the watchdog alarm resumes it.
+const WATCHDOG_MS: i64 = 30_000;
+
+/// How long due parked calls wait when the agent's configuration cannot be loaded.
+const CONFIG_RETRY_MS: i64 = 60_000;
+
+/// The request body for `model`, from what every provider needs.
+pub(super) struct RequestParts<'a> {
+    pub(super) system: &'a str,
+    pub(super) history: &'a [Message],
+    pub(super) tools: &'a [ToolSpec],
+    pub(super) config: &'a AgentConfig,
+}
+
+impl RequestParts<'_> {
+    pub(super) fn body(&self, model: &ModelConfig) -> serde_json::Value {
+        build_request(&ModelRequest {
+            model,
+            system: self.system,
+            history: self.history,
+            tools: self.tools,
+            tool_choice: self.config.prompt.tool_choice,
+            parallel_tool_calls: self.config.prompt.parallel_tool_calls,
+        })
+    }
+}
+
+/// Tool specs a prompt offers: registered tools, then prompts and agents it may delegate to.
+pub(super) fn tool_specs(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
+    let mut specs = registry.specs(config.tools().iter().map(String::as_str));
+    for name in config.tools() {
+        if registry.get(name).is_some() {
+            continue;
+        }
+        let description = match config.delegate(name) {
+            Some((Delegate::Prompt(p), _)) => non_empty(&p.description, || {
+                format!(
+                    "Asks the {:?} assistant; give it everything it needs in `input`.",
+                    p.name
+                )
+            }),
+            Some((Delegate::Agent(a), _)) => non_empty(&a.tool_description, || {
+                non_empty(&a.description, || format!("Runs the {:?} agent.", a.id))
+            }),
+            None => continue,
+        };
+        specs.push(ToolSpec {
+            name: name.clone(),
+            description,
+            parameters: delegate_parameters(),
+            returns: None,
+        });
+    }
+    specs
+}
+
+fn non_empty(s: &str, otherwise: impl FnOnce() -> String) -> String {
+    if s.trim().is_empty() {
+        otherwise()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Receives one top-level model call's stream: chunks go to clients as they arrive.
+struct MainSink<'t, 'a> {
+    object: &'t ThreadObject,
+    thread: &'t mut Thread<'a>,
+    call: &'t mut ModelCall,
+    models: &'t [ModelConfig],
+}
+
+impl ChainSink for MainSink<'_, '_> {
+    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
+        for ev in events {
+            self.thread.on_model_event(self.call, ev)?;
+        }
+        self.object.flush(self.thread);
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.thread.reset_model_call(self.call);
+        self.object.flush(self.thread);
+    }
+
+    fn attempt_done(&mut self, mut log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>) {
+        log.message_id = Some(self.call.message_id.clone());
+        if failure.is_none() {
+            log.add_usage(&self.call.completion, self.models);
+        }
+        record(self.thread, &log);
+        if let Some((
+            error,
+            Next::Try {
+                model, delay_ms, ..
+            },
+        )) = failure
+        {
+            let target = self.models.get(*model).map_or("", |m| m.name.as_str());
+            let plan = if target == log.model {
+                format!("retrying in {delay_ms} ms")
+            } else {
+                format!("falling back to model {target:?}")
+            };
+            self.thread.report_retry(error, &log.model, &plan);
+            self.object.flush(self.thread);
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.object.stop_requested.get()
+    }
+}
+
+/// Appends to the request log; a failure to log never fails the turn.
+pub(super) fn record(thread: &Thread<'_>, log: &ModelRequestLog) {
+    if let Err(e) = request_log::record(thread.store().sql(), log) {
+        worker::console_error!("could not log a model request: {e}");
+    }
+}
+
+impl ThreadObject {
+    /// The turn loop: performs actions until the thread has nothing to do.
+    pub(super) async fn drive(&self) {
+        if self.driving.replace(true) {
+            // The watchdog fired while a long step runs in this instance: keep one armed, or
+            // a crash after this point would leave nothing to resume the turn.
+            let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
+            return;
+        }
+        self.stop_requested.set(false);
+        let sql = self.sql();
+        let host = self.host();
+        let mut agent: Option<Rc<AgentConfig>> = None;
+        let mut thread = match self.open(&sql, false) {
+            Ok(t) => Some(t),
+            Err(ThreadError::NotFound) => None,
+            Err(e) => {
+                worker::console_error!("cannot open thread: {e}");
+                None
+            }
+        };
+        while let Some(thread) = thread.as_mut() {
+            // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
+            let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
+            let Ok(summary) = thread.summary() else {
+                break; // an object without a thread has nothing to do
+            };
+            // An idle thread still runs a parked call that is due (next_action starts a turn).
+            let due = || {
+                thread
+                    .store()
+                    .next_tool_call(now())
+                    .ok()
+                    .flatten()
+                    .is_some()
+            };
+            let work = match summary.status {
+                ThreadStatus::Running => true,
+                ThreadStatus::Idle => due(),
+                ThreadStatus::Stopped => false,
+            };
+            if !work {
+                break;
+            }
+            let stale = agent
+                .as_ref()
+                .is_none_or(|a| a.agent_id() != summary.agent_id || a.side != summary.current_side);
+            if stale {
+                let loaded = match &host {
+                    Err(e) => Err(e.message.clone()),
+                    Ok(_) => load_agent(&self.env, &summary.agent_id, summary.current_side)
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(format!("could not read agent configuration: {e}"))
+                        }),
+                };
+                match loaded {
+                    Ok(a) => {
+                        if let Err(e) = thread.set_hook_config(&a.prompt.name, a.hooks()) {
+                            worker::console_error!("could not record the hook config: {e}");
+                        }
+                        agent = Some(Rc::new(a));
+                    }
+                    Err(why) => {
+                        let _ = thread.fail_turn(now(), &ProviderError::Config(why));
+                        // Parked calls that fell due wait a minute before the next try, or an
+                        // idle thread would loop (and alarm) on a configuration that fails.
+                        let later = now() + CONFIG_RETRY_MS;
+                        if let Err(e) = thread.store().defer_due_calls(now(), later) {
+                            worker::console_error!("could not defer due tool calls: {e}");
+                        }
+                        self.flush(thread);
+                        break;
+                    }
+                }
+            }
+            let (Some(config), Ok(host)) = (agent.clone(), host.as_ref()) else {
+                break;
+            };
+            thread.set_rules(TurnRules::from_config(&config));
+            let action = thread.next_action(now(), config.max_steps());
+            self.flush(thread);
+            match action {
+                Ok(Action::Idle | Action::Wait) => break,
+                Ok(Action::Continue) => {}
+                Err(e) => {
+                    worker::console_error!("turn loop error: {e}");
+                    break;
+                }
+                Ok(Action::CallModel(call)) => self.call_model(thread, host, &config, call).await,
+                Ok(Action::RunTool(call)) => {
+                    self.run_tools(thread, host, &config, &summary, vec![call])
+                        .await;
+                }
+                Ok(Action::RunTools(calls)) => {
+                    self.run_tools(thread, host, &config, &summary, calls).await;
+                }
+            }
+        }
+        self.driving.set(false);
+        // Parked calls need the alarm at their earliest wake time; otherwise none is left.
+        // A stopped thread parks nothing (its calls were cancelled): no alarm for it.
+        let wake = self
+            .open(&sql, false)
+            .and_then(|t| {
+                let stopped = t.summary()?.status == ThreadStatus::Stopped;
+                Ok(if stopped {
+                    None
+                } else {
+                    t.store().next_wake()?
+                })
+            })
+            .ok()
+            .flatten();
+        let _ = match wake {
+            Some(at) => self.state.storage().set_alarm((at - now()).max(0)).await,
+            None => self.state.storage().delete_alarm().await,
+        };
+        // A message may have arrived while the alarm was being changed: never strand it.
+        let runnable = self.open(&sql, false).is_ok_and(|t| {
+            let status = t.summary().map(|s| s.status);
+            let blocked = t.store().has_pending_model_calls().unwrap_or(false);
+            let due = t.store().next_tool_call(now()).ok().flatten().is_some();
+            match status {
+                Ok(ThreadStatus::Running) => !blocked || due,
+                Ok(ThreadStatus::Idle) => due,
+                _ => false,
+            }
+        });
+        if runnable {
+            self.schedule().await;
+        }
+    }
+
+    async fn call_model(
+        &self,
+        thread: &mut Thread<'_>,
+        host: &ShellHost,
+        config: &AgentConfig,
+        mut call: ModelCall,
+    ) {
+        let tools = tool_specs(&host.registry, config);
+        let context = thread.store().context_all().unwrap_or_default();
+        let system = config.prompt.render_system(&context);
+        let history = std::mem::take(&mut call.history);
+        let parts = RequestParts {
+            system: &system,
+            history: &history,
+            tools: &tools,
+            config,
+        };
+        let outcome = {
+            let mut sink = MainSink {
+                object: self,
+                thread,
+                call: &mut call,
+                models: &config.models,
+            };
+            run_chain(&self.env, &config.models, &|m| parts.body(m), &mut sink).await
+        };
+        let stored = match outcome {
+            // Also after a stop: it keeps what was streamed so far (see `finish_model_call`).
+            Ok(()) => thread.finish_model_call(now(), call),
+            Err(e) => thread.fail_model_call(now(), call, &e),
+        };
+        if let Err(e) = stored {
+            worker::console_error!("could not store the model reply: {e}");
+        }
+        self.flush(thread);
+    }
+}

@@ -1,0 +1,285 @@
+//! [`FlowState`]: the execution context a tool receives, and [`FlowHost`], the seam through
+//! which it reaches the thread's SQLite, its sockets and the platform (secrets, fetch, D1).
+
+use std::rc::Rc;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::ToolError;
+use super::{BoxFuture, HttpRequest, HttpResponse, Registry};
+use crate::core::config::AgentConfig;
+use crate::core::protocol::ServerFrame;
+use crate::core::sql::{Row, Sql, SqlValue};
+use crate::core::store::{MessagePage, Order, Side, Store, StoredToolCall, ThreadSummary};
+
+/// What a flow needs from whoever runs it: the Durable Object in the Worker, a test harness on
+/// the host. Everything here is called synchronously from a single thread.
+pub trait FlowHost {
+    /// The thread's SQLite (already migrated).
+    fn sql(&self) -> &dyn Sql;
+    /// The tools of this Worker (for `queue_tool` validation).
+    fn registry(&self) -> &Registry;
+    /// The current time, ms since the Unix epoch.
+    fn now_ms(&self) -> i64;
+    /// Sends a frame to every socket of this thread.
+    fn broadcast(&self, frame: &ServerFrame);
+    /// A secret binding's value (never log or return it).
+    fn secret(&self, name: &str) -> Option<String>;
+    /// A plain-text variable binding.
+    fn var(&self, name: &str) -> Option<String>;
+    /// Performs an outbound HTTP request.
+    fn fetch(&self, request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, String>>;
+    /// Runs a parameterised query on a D1 binding; rows come back as JSON objects.
+    fn d1_query(
+        &self,
+        binding: &str,
+        sql: &str,
+        params: Vec<SqlValue>,
+    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, String>>;
+    /// The platform's environment, for bindings edgent does not wrap (the Worker driver gives
+    /// its `worker::Env`; hosts without one give `None`).
+    fn env(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+}
+
+/// The execution context of a tool call: who is calling, the thread's state and handles to
+/// its storage, queue and event stream.
+///
+/// Cheap to clone (handles share one host). Fields are a snapshot taken when the call
+/// started; the handles read and write live state.
+#[derive(Clone)]
+pub struct FlowState {
+    /// The thread (= Durable Object) id.
+    pub thread_id: String,
+    /// This flow's id: the thread id for the top-level flow.
+    pub flow_id: String,
+    /// The agent configuration from D1 for the side that is acting.
+    pub agent: Rc<AgentConfig>,
+    /// The side whose turn it is.
+    pub current_side: Side,
+    /// Completed turns.
+    pub turn_count: i64,
+    /// Whether the thread was stopped.
+    pub stopped: bool,
+    /// Who stopped it.
+    pub stopped_by: Option<String>,
+    /// The thread's messages, paged from SQL.
+    pub message_history: MessageHistory,
+    /// The thread's key/value context (JSON values in SQLite).
+    pub context: Context,
+    /// The thread's SQLite, for the tool's own tables (parameterised statements only).
+    pub storage: Storage,
+    /// The tool queue.
+    pub queue: ToolQueue,
+    /// Events to every socket of the thread.
+    pub stream: EventStream,
+    /// 0 for the top-level flow.
+    pub depth: u32,
+    /// The message that opened this flow (sub-flows), if any.
+    pub parent_message_id: Option<String>,
+    /// The tool call being executed.
+    pub tool_call_id: String,
+    /// When the call started, ms since the Unix epoch.
+    pub now_ms: i64,
+    /// Runtime context from the caller (which account or connection to use): a JSON object
+    /// kept apart from the model-visible arguments. Empty unless the prompt's
+    /// `tool_bindings` or the `queue_tool` caller set it.
+    pub bindings: Map<String, Value>,
+    pub(crate) run: Rc<super::RunState>,
+    root: Option<Rc<FlowState>>,
+    host: Rc<dyn FlowHost>,
+}
+
+impl std::fmt::Debug for FlowState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowState")
+            .field("thread_id", &self.thread_id)
+            .field("flow_id", &self.flow_id)
+            .field("agent", &self.agent.agent_id())
+            .field("current_side", &self.current_side)
+            .field("turn_count", &self.turn_count)
+            .field("depth", &self.depth)
+            .field("tool_call_id", &self.tool_call_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FlowState {
+    /// The top-level flow of a thread, for running `tool_call_id`.
+    pub fn top_level(
+        host: Rc<dyn FlowHost>,
+        thread: &ThreadSummary,
+        agent: Rc<AgentConfig>,
+        tool_call_id: &str,
+    ) -> Self {
+        FlowState {
+            thread_id: thread.thread_id.clone(),
+            flow_id: thread.thread_id.clone(),
+            agent,
+            current_side: thread.current_side,
+            turn_count: thread.turn_count,
+            stopped: thread.stopped_by.is_some(),
+            stopped_by: thread.stopped_by.clone(),
+            message_history: MessageHistory(host.clone()),
+            context: Context(host.clone()),
+            storage: Storage(host.clone()),
+            queue: ToolQueue(host.clone()),
+            stream: EventStream(host.clone()),
+            depth: 0,
+            parent_message_id: None,
+            tool_call_id: tool_call_id.to_owned(),
+            now_ms: host.now_ms(),
+            bindings: Map::new(),
+            run: Rc::default(),
+            root: None,
+            host,
+        }
+    }
+
+    /// The same flow with the caller's runtime bindings.
+    pub fn with_bindings(mut self, bindings: Map<String, Value>) -> Self {
+        self.bindings = bindings;
+        self
+    }
+
+    /// The state of this run (for [`super::run_until_suspended`]).
+    pub fn run_state(&self) -> &Rc<super::RunState> {
+        &self.run
+    }
+
+    /// The root flow (this one at the top level): where `queue_tool` queues.
+    pub fn root(&self) -> &FlowState {
+        self.root.as_deref().unwrap_or(self)
+    }
+
+    /// The host running this flow.
+    pub fn host(&self) -> &Rc<dyn FlowHost> {
+        &self.host
+    }
+
+    /// A secret's value (`wrangler secret put NAME`, `.dev.vars` locally).
+    pub fn secret(&self, name: &str) -> Option<String> {
+        self.host.secret(name)
+    }
+
+    /// A plain variable (`[vars]` in wrangler.toml).
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.host.var(name)
+    }
+
+    /// Sends an HTTP request (timeouts and network failures are errors, any status is a
+    /// response).
+    pub async fn fetch(&self, request: HttpRequest) -> Result<HttpResponse, ToolError> {
+        self.host.fetch(request).await.map_err(ToolError::new)
+    }
+
+    /// Runs a parameterised query on the D1 database bound as `binding`.
+    pub async fn d1_query(
+        &self,
+        binding: &str,
+        sql: &str,
+        params: &[SqlValue],
+    ) -> Result<Vec<Map<String, Value>>, ToolError> {
+        self.host
+            .d1_query(binding, sql, params.to_vec())
+            .await
+            .map_err(ToolError::new)
+    }
+
+    /// The platform's environment, for bindings edgent does not wrap: on Cloudflare,
+    /// `flow.env::<worker::Env>()` is the Worker's `Env` (the app depends on `worker` itself).
+    /// `None` when the host has no environment of that type (host tests).
+    pub fn env<T: 'static>(&self) -> Option<&T> {
+        self.host.env()?.downcast_ref()
+    }
+}
+
+/// The thread's messages, read a page at a time.
+#[derive(Clone)]
+pub struct MessageHistory(Rc<dyn FlowHost>);
+
+impl MessageHistory {
+    /// A page of top-level messages; silent ones only with `include_silent`. `limit` is
+    /// clamped to 1..=200, as for clients.
+    pub fn page(
+        &self,
+        limit: u32,
+        offset: u32,
+        order: Order,
+        include_silent: bool,
+    ) -> Result<MessagePage, ToolError> {
+        let limit = limit.clamp(1, crate::core::api::MAX_PAGE);
+        Ok(Store::new(self.0.sql()).messages_page(limit, offset, order, include_silent)?)
+    }
+}
+
+/// The thread's key/value context: JSON values by key, stored in the thread's SQLite.
+#[derive(Clone)]
+pub struct Context(Rc<dyn FlowHost>);
+
+impl Context {
+    /// One value.
+    pub fn get(&self, key: &str) -> Result<Option<Value>, ToolError> {
+        Ok(Store::new(self.0.sql()).context_get(key)?)
+    }
+
+    /// Sets a value.
+    pub fn set(&self, key: &str, value: &impl Serialize) -> Result<(), ToolError> {
+        let value = serde_json::to_value(value)?;
+        Ok(Store::new(self.0.sql()).context_set(self.0.now_ms(), key, &value)?)
+    }
+
+    /// Removes a value (no error if absent).
+    pub fn remove(&self, key: &str) -> Result<(), ToolError> {
+        Ok(Store::new(self.0.sql()).context_remove(key)?)
+    }
+
+    /// Every key and value.
+    pub fn all(&self) -> Result<Map<String, Value>, ToolError> {
+        Ok(Store::new(self.0.sql()).context_all()?)
+    }
+}
+
+/// The thread's SQLite, for a tool's own tables. Name them with a prefix of your own (not
+/// `thread`, `messages`, `tool_calls`, `context` or `edgent_*`) and always bind values.
+#[derive(Clone)]
+pub struct Storage(Rc<dyn FlowHost>);
+
+impl Storage {
+    /// Runs one statement with `?` placeholders bound to `params`.
+    pub fn exec(&self, statement: &str, params: &[SqlValue]) -> Result<Vec<Row>, ToolError> {
+        Ok(self.0.sql().exec(statement, params)?)
+    }
+}
+
+/// The thread's tool queue.
+#[derive(Clone)]
+pub struct ToolQueue(Rc<dyn FlowHost>);
+
+impl ToolQueue {
+    /// Calls waiting to run (and the one running), in run order.
+    pub fn pending(&self) -> Result<Vec<StoredToolCall>, ToolError> {
+        Ok(Store::new(self.0.sql()).pending_tool_calls()?)
+    }
+
+    /// Whether a tool call is running now.
+    pub fn is_handling(&self) -> Result<bool, ToolError> {
+        Ok(self.pending()?.iter().any(|c| c.status == "running"))
+    }
+}
+
+/// Events to every socket of the thread (not stored).
+#[derive(Clone)]
+pub struct EventStream(Rc<dyn FlowHost>);
+
+impl EventStream {
+    /// Sends an `event` frame; same as [`super::emit_thread_event`].
+    pub fn emit(&self, event: &str, data: &impl Serialize) -> Result<(), ToolError> {
+        let frame = ServerFrame::event(event, serde_json::to_value(data)?, self.0.now_ms())
+            .map_err(ToolError::new)?;
+        self.0.broadcast(&frame);
+        Ok(())
+    }
+}

@@ -1,0 +1,7 @@
+//! A minimal edgent app: one tool in `agents/tools/`, one agent in `agents/agents/`.
+
+// The catalogue generated from `agents/` by build.rs: `tools::say_hello` and `CATALOG`.
+include!(concat!(env!("OUT_DIR"), "/agents.rs"));
+
+#[cfg(target_arch = "wasm32")]
+edgent_worker::serve!(CATALOG);
