@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use edgent::core::durable::{
-    cache_key, deliver_webhook, deployment_gate, gate, settle, tool_status, CallStatus, Gate, Ran,
+    cache_key, deliver_webhook, deployment_gate, settle, tool_status, CallStatus, Gate, Ran,
     Settle, Suspension, WebhookRefusal, Window,
 };
 use edgent::core::message::Role;
@@ -23,6 +23,8 @@ use edgent::core::store::{Order, Store, StoredToolCall, ThreadStatus};
 use edgent::core::stream::{FinishReason, StreamEvent};
 use edgent::core::thread::{Action, ModelCall, Thread, ThreadError};
 use edgent::core::tool_records::ToolCallRecord;
+use edgent::core::tool_runs::{Admission, ToolRun};
+use edgent::core::wake::CONFIG_RETRY_MS;
 use edgent::tool::{
     run_until_suspended, BoxFuture, CallToolResult, FlowHost, FlowState, HttpRequest, HttpResponse,
     RateLimit, Registry, RetryPolicy, Tool, ToolError, ToolPolicy, WebhookEvent,
@@ -47,9 +49,18 @@ struct Host {
     registry: Registry,
     clock: Rc<Cell<i64>>,
     frames: RefCell<Vec<ServerFrame>>,
+    /// The deployment counter's answer (`None`: unreachable).
+    limiter: RefCell<Option<Window>>,
+    /// How many times the engine asked the deployment counter.
+    limiter_asked: Cell<u32>,
+    /// Runs while the limiter's answer is on its way (a stop arriving meanwhile, say).
+    before_limiter_answer: RefCell<Meanwhile>,
 }
 
 type Clock = Rc<Cell<i64>>;
+
+/// Something that happens to the thread while a round trip is on its way.
+type Meanwhile = Box<dyn FnMut(&mut Thread<'_>)>;
 
 fn clock() -> Clock {
     Rc::new(Cell::new(T0))
@@ -63,6 +74,9 @@ impl Host {
             registry: Registry::build(tools).unwrap(),
             clock: clock.clone(),
             frames: RefCell::new(Vec::new()),
+            limiter: RefCell::new(None),
+            limiter_asked: Cell::new(0),
+            before_limiter_answer: RefCell::new(Box::new(|_| {})),
         });
         Thread::open(&host.db)
             .unwrap()
@@ -180,63 +194,34 @@ impl FlowHost for Host {
 
 // ---- the driver --------------------------------------------------------------------------
 
-/// Runs due calls the way the Worker does: gate, start, run, settle, store.
+/// Performs what the engine asks for due calls, as the Worker's driver does: hands each call
+/// to the engine, answers a limiter question with [`Host::limiter`], runs what the engine
+/// admitted and hands the outcomes back. The decisions are the shipped engine's.
 fn run_tools(h: &Rc<Host>, t: &mut Thread<'_>, calls: Vec<StoredToolCall>, jitter: f64) {
-    let mut runs: Vec<(StoredToolCall, ToolPolicy)> = Vec::new();
-    for mut call in calls {
+    let mut runs: Vec<ToolRun> = Vec::new();
+    for call in calls {
         let policy = h.policy(&call.call.name);
-        match gate(t.store(), &call, &policy, h.now()).unwrap() {
-            Gate::Run { new_attempt } => {
-                if let (Some(limit), None) = (policy.deadline, call.deadline_at) {
-                    let at = h.now() + i64::try_from(limit.as_millis()).unwrap();
-                    t.store().set_deadline(&call.call.id, at).unwrap();
-                    call.deadline_at = Some(at);
-                }
-                t.start_tool(h.now(), &call, new_attempt).unwrap();
-                call.attempts += i64::from(new_attempt);
-                runs.push((call, policy));
-            }
-            Gate::Suspend(s) => t.suspend_tool(&call, &s, None).unwrap(),
-            Gate::Finish(result) => drop(t.finish_tool(h.now(), &call, &result).unwrap()),
+        let mut admitted = t.handle_due_call(h.now(), call, policy, None).unwrap();
+        if let Admission::AskLimiter { call, policy, .. } = admitted {
+            h.limiter_asked.set(h.limiter_asked.get() + 1);
+            (h.before_limiter_answer.borrow_mut())(t);
+            let window = *h.limiter.borrow();
+            admitted = t
+                .handle_limiter_answer(h.now(), call, policy, window)
+                .unwrap();
+        }
+        if let Admission::Run(run) = admitted {
+            runs.push(run);
         }
     }
     h.keep_frames(t);
     // The Worker runs these concurrently; none of them waits on real I/O here.
     let ends: Vec<Ran> = runs
         .iter()
-        .map(|(call, policy)| execute(h, call, policy))
+        .map(|run| execute(h, &run.call, &run.policy))
         .collect();
-    for ((call, policy), ran) in runs.iter().zip(ends) {
-        let outcome = match &ran {
-            Ran::TimedOut => "timeout",
-            _ => "failed",
-        };
-        let mut settled = settle(policy, call, call.attempts, ran, h.now(), jitter);
-        if !matches!(settled, Settle::Finish(_)) {
-            if let Some(cancelled) = t.cancel_if_stopped().unwrap() {
-                settled = Settle::Finish(cancelled);
-            }
-        }
-        match settled {
-            Settle::Finish(result) => {
-                if policy.cache_for.is_some() && !result.is_error() {
-                    t.store()
-                        .cache_result(&call.call.name, &cache_key(call), &result, h.now())
-                        .unwrap();
-                }
-                t.finish_tool(h.now(), call, &result).unwrap();
-            }
-            Settle::Retry { wake_at, error } => {
-                let parked = Suspension {
-                    status: CallStatus::Retrying,
-                    wake_at: Some(wake_at),
-                    detail: json!({ "retry": call.attempts + 1, "of": policy.retry.max_attempts }),
-                };
-                t.suspend_tool(call, &parked, Some((h.now(), outcome, &error)))
-                    .unwrap();
-            }
-            Settle::Suspend(s) => t.suspend_tool(call, &s, None).unwrap(),
-        }
+    for (run, ran) in runs.iter().zip(ends) {
+        t.handle_tool_outcome(h.now(), run, ran, jitter).unwrap();
     }
     h.keep_frames(t);
 }
@@ -1198,6 +1183,119 @@ fn the_deployment_gate_follows_the_shared_window() {
     assert_eq!(deployment_gate(&thread_only, Some(full), T0), None);
 }
 
+#[test]
+fn the_engine_asks_the_deployment_counter_and_follows_its_answer() {
+    crate::install_app();
+    let clock = clock();
+    let runs = counter();
+    let tool = ok_tool(&runs).rate_limit(RateLimit::per_minute(3).per_deployment());
+    let h = Host::new(&clock, vec![("shared", tool)]);
+
+    // The counter cannot be reached: the call runs (the thread's own window still applies).
+    let first = h.queue("shared", json!({}));
+    drive_idle(&h);
+    assert_eq!((h.limiter_asked.get(), runs.get()), (1, 1));
+    assert_eq!(h.record(&first).status, "success");
+
+    // Room in the shared window: it runs.
+    *h.limiter.borrow_mut() = Some(Window {
+        used: 2,
+        frees_at: T0 + 4000,
+    });
+    h.queue("shared", json!({}));
+    drive_idle(&h);
+    assert_eq!((h.limiter_asked.get(), runs.get()), (2, 2));
+
+    // A full shared window: parked until it frees, not counted as an attempt, one alarm.
+    *h.limiter.borrow_mut() = Some(Window {
+        used: 3,
+        frees_at: T0 + 4000,
+    });
+    let third = h.queue("shared", json!({}));
+    drive_idle(&h);
+    assert_eq!(runs.get(), 2);
+    let parked = h.call(&third);
+    assert_eq!(parked.status, "rate_limited");
+    assert_eq!(parked.wake_at, Some(T0 + 4000));
+    assert_eq!(h.next_wake(), Some(T0 + 4000));
+    assert_eq!(h.record(&third).attempts, 0);
+    assert_eq!(
+        h.record(&third).waiting_for,
+        Some(json!({ "rate_limit": { "per_minute": 3, "scope": "deployment" } }))
+    );
+
+    // At the wake time with room again, the parked call runs.
+    *h.limiter.borrow_mut() = Some(Window {
+        used: 0,
+        frees_at: T0 + 4000,
+    });
+    h.set_now(T0 + 4000);
+    drive_idle(&h);
+    assert_eq!(runs.get(), 3);
+    assert_eq!(h.record(&third).status, "success");
+}
+
+#[test]
+fn a_call_cancelled_while_the_counter_answers_never_runs() {
+    crate::install_app();
+    let clock = clock();
+    let runs = counter();
+    let tool = ok_tool(&runs).rate_limit(RateLimit::per_minute(3).per_deployment());
+    let h = Host::new(&clock, vec![("shared", tool)]);
+    let id = h.queue("shared", json!({}));
+    // A stop lands during the round trip to the shared counter.
+    *h.before_limiter_answer.borrow_mut() = Box::new(|t: &mut Thread<'_>| {
+        t.stop(T0, "user").unwrap();
+    });
+    assert!(matches!(drive(&h, 0.5), Action::Idle));
+    assert_eq!(h.limiter_asked.get(), 1);
+    assert_eq!(runs.get(), 0, "a cancelled call must not run");
+    let record = h.record(&id);
+    assert_eq!(record.status, "error");
+    assert_eq!(record.attempts, 0);
+    assert_eq!(
+        record.result.as_deref(),
+        Some("Error: cancelled: the thread was stopped (by user)")
+    );
+}
+
+#[test]
+fn prompt_bindings_are_merged_with_the_callers_and_fixed_at_the_first_start() {
+    crate::install_app();
+    let clock = clock();
+    let tool = Tool::new("Echoes its bindings.")
+        .handler(|flow: FlowState| async move { CallToolResult::json(&flow.bindings) });
+    let h = Host::new(&clock, vec![("echo", tool)]);
+    let mut own = Map::new();
+    own.insert("account".into(), json!("acme"));
+    let id = h
+        .thread()
+        .queue_tool_with_bindings(h.now(), &h.registry, "echo", json!({}), Some(&own))
+        .unwrap();
+    let call = h.call(&id);
+    let prompt = json!({ "account": "prompt-default", "region": "eu" });
+    let mut t = h.thread();
+    let Admission::Run(run) = t
+        .handle_due_call(h.now(), call, h.policy("echo"), Some(&prompt))
+        .unwrap()
+    else {
+        panic!("a plain call is admitted at once");
+    };
+    let fixed = json!({ "account": "acme", "region": "eu" });
+    assert_eq!(
+        serde_json::from_str::<Value>(run.call.bindings.as_deref().unwrap()).unwrap(),
+        fixed
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(h.call(&id).bindings.as_deref().unwrap()).unwrap(),
+        fixed,
+        "stored with the call, so later runs and the cache see the same"
+    );
+    let ran = execute(&h, &run.call, &run.policy);
+    t.handle_tool_outcome(h.now(), &run, ran, 0.5).unwrap();
+    assert_eq!(result_of(&h, &id), r#"{"account":"acme","region":"eu"}"#);
+}
+
 // ---- 9. cache --------------------------------------------------------------------------------
 
 #[derive(Deserialize, JsonSchema)]
@@ -1584,4 +1682,120 @@ fn the_cache_key_is_the_canonical_arguments_plus_the_bindings() {
         cache_key(&call(r#"{"a":1}"#, None)),
         cache_key(&call(r#"{"a":1}"#, Some(r#"{"account":"acme"}"#)))
     );
+}
+
+// ---- the engine's timers and work checks (what the driver sets its one alarm to) ----------
+
+#[test]
+fn the_engine_wakes_the_thread_at_its_earliest_parked_call_and_never_when_stopped() {
+    crate::install_app();
+    let clock = clock();
+    let woke = counter();
+    let h = Host::new(
+        &clock,
+        vec![("short", napper(10, &woke)), ("long", napper(90, &woke))],
+    );
+    let t = h.thread();
+    assert_eq!(t.poll_timeout().unwrap(), None, "nothing parked: no alarm");
+    assert!(
+        !t.wants_step(h.now()).unwrap(),
+        "an idle thread with nothing due"
+    );
+    assert!(!t.has_work(h.now()).unwrap());
+    drop(t);
+
+    h.queue("long", json!({}));
+    h.queue("short", json!({}));
+    assert!(
+        h.thread().wants_step(h.now()).unwrap(),
+        "queued calls are due at once"
+    );
+    drive_idle(&h);
+    let t = h.thread();
+    assert_eq!(t.poll_timeout().unwrap(), Some(T0 + 10_000));
+    assert!(!t.wants_step(T0 + 9_999).unwrap());
+    assert!(!t.has_work(T0 + 9_999).unwrap());
+    assert!(
+        t.wants_step(T0 + 10_000).unwrap(),
+        "a due parked call starts a turn"
+    );
+    assert!(t.has_work(T0 + 10_000).unwrap());
+    drop(t);
+
+    h.set_now(T0 + 10_000);
+    drive_idle(&h);
+    assert_eq!(woke.get(), 1);
+    assert_eq!(h.thread().poll_timeout().unwrap(), Some(T0 + 90_000));
+
+    h.thread().stop(h.now(), "user").unwrap();
+    let t = h.thread();
+    assert_eq!(
+        t.poll_timeout().unwrap(),
+        None,
+        "a stopped thread parks nothing"
+    );
+    assert!(!t.wants_step(T0 + 90_000).unwrap());
+    assert!(!t.has_work(T0 + 90_000).unwrap());
+}
+
+#[test]
+fn a_running_thread_has_work_unless_its_reply_waits_on_a_parked_call() {
+    crate::install_app();
+    let clock = clock();
+    let woke = counter();
+    let h = Host::new(&clock, vec![("nap", napper(30, &woke))]);
+    let mut t = h.thread();
+    t.post_user_message(h.now(), "hi").unwrap();
+    assert!(t.wants_step(h.now()).unwrap());
+    assert!(t.has_work(h.now()).unwrap(), "the model is owed a call");
+    drop(t);
+
+    // The model's reply calls a workflow that parks: the turn waits, nothing to start.
+    let call = expect_model(&h);
+    reply(&h, call, "", &[("n1", "nap", "{}")]);
+    assert!(matches!(drive(&h, 0.5), Action::Wait));
+    let t = h.thread();
+    assert_eq!(t.summary().unwrap().status, ThreadStatus::Running);
+    assert!(
+        !t.has_work(T0 + 29_999).unwrap(),
+        "blocked on the parked call"
+    );
+    assert!(t.has_work(T0 + 30_000).unwrap(), "the parked call is due");
+    assert_eq!(t.poll_timeout().unwrap(), Some(T0 + 30_000));
+}
+
+#[test]
+fn a_configuration_failure_fails_the_turn_and_defers_due_parked_calls_a_minute() {
+    crate::install_app();
+    let clock = clock();
+    let woke = counter();
+    let h = Host::new(&clock, vec![("nap", napper(10, &woke))]);
+    let id = h.queue("nap", json!({}));
+    drive_idle(&h);
+    let due = T0 + 10_000;
+    h.set_now(due);
+    let mut t = h.thread();
+    assert!(t.wants_step(due).unwrap());
+    t.post_user_message(due, "hi").unwrap();
+    t.handle_config_failure(due, "no agent named \"support\"".into())
+        .unwrap();
+    h.keep_frames(&mut t);
+    let summary = t.summary().unwrap();
+    assert_eq!(
+        summary.status,
+        ThreadStatus::Idle,
+        "the thread stays usable"
+    );
+    assert!(summary
+        .last_error
+        .as_deref()
+        .is_some_and(|e| e.contains("no agent named")));
+    // The due call waits a minute, so an idle thread does not loop on a failing config.
+    let later = due + CONFIG_RETRY_MS;
+    assert_eq!(h.call(&id).wake_at, Some(later));
+    assert_eq!(t.poll_timeout().unwrap(), Some(later));
+    assert!(!t.wants_step(later - 1).unwrap());
+    assert!(!t.has_work(later - 1).unwrap());
+    assert!(t.wants_step(later).unwrap());
+    assert_eq!(woke.get(), 0);
 }

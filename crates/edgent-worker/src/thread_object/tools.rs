@@ -1,27 +1,29 @@
-//! Running tool calls durably: each due call passes its gate (approval, deadline, cache, rate
-//! limits), runs with its timeout (several at once for a parallel reply), and its outcome is
-//! settled under the tool's policy into a result, a retry or a parked workflow. Every state
-//! change is stored before anything else happens, so a kill at any point resumes correctly.
+//! Running tool calls: the driver side of the engine's tool-call lifecycle
+//! ([`edgent::core::tool_runs`]). Each due call goes to the engine, which answers run it, ask
+//! the deployment's rate limiter first, or nothing; admitted calls of one reply run
+//! concurrently under their timeout, and each outcome goes back to the engine to be settled.
+//! Nothing here decides what a call's state becomes.
 
 use std::rc::Rc;
 
 use futures_util::future::join_all;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::ThreadObject;
 use crate::host::{now, ShellHost};
 use crate::model::with_timeout;
 use crate::policy::policy_for;
 use edgent::core::config::{AgentConfig, Delegate};
-use edgent::core::durable::{self, CallStatus, Gate, Ran, Settle, Suspension};
+use edgent::core::durable::Ran;
 use edgent::core::ids::random_unit;
 use edgent::core::store::{CallOrigin, StoredToolCall, ThreadSummary};
 use edgent::core::thread::Thread;
-use edgent::tool::{run_until_suspended, CallToolResult, FlowState, LimitScope, ToolPolicy};
+use edgent::core::tool_runs::{Admission, ToolRun};
+use edgent::tool::{run_until_suspended, CallToolResult, FlowState};
 
 impl ThreadObject {
-    /// Runs calls of one reply (concurrently when there are several) and settles them in
-    /// call order.
+    /// Runs calls of one reply (concurrently when there are several) and hands their
+    /// outcomes to the engine in call order.
     pub(super) async fn run_tools(
         &self,
         thread: &mut Thread<'_>,
@@ -30,61 +32,27 @@ impl ThreadObject {
         summary: &ThreadSummary,
         calls: Vec<StoredToolCall>,
     ) {
-        let mut runs: Vec<(StoredToolCall, ToolPolicy)> = Vec::new();
-        for mut call in calls {
+        let mut runs: Vec<ToolRun> = Vec::new();
+        for call in calls {
             let policy = policy_for(&host.env, &host.registry, &call.call.name);
-            if call.attempts == 0 {
-                // Fixed at the first start: the prompt's bindings merged with the caller's, so
-                // every run (and the result cache) sees the same runtime context.
-                let effective = bindings(&call, config);
-                if !effective.is_empty() {
-                    let value = Value::Object(effective);
-                    let _ = thread.store().set_tool_call_bindings(&call.call.id, &value);
-                    call.bindings = Some(value.to_string());
-                }
+            let prompt_bindings = config.prompt.tool_bindings.get(&call.call.name);
+            let mut admitted = thread.handle_due_call(now(), call, policy, prompt_bindings);
+            if let Ok(Admission::AskLimiter {
+                call,
+                policy,
+                per_minute,
+            }) = admitted
+            {
+                let window = crate::rate_limiter::acquire(&self.env, &call.call.name, per_minute)
+                    .await
+                    .map_err(|e| worker::console_error!("rate limiter: {e}"))
+                    .ok();
+                admitted = thread.handle_limiter_answer(now(), call, policy, window);
             }
-            let gate = match durable::gate(thread.store(), &call, &policy, now()) {
-                Ok(Gate::Run { new_attempt }) => {
-                    let gate = self
-                        .deployment_gate(&call, &policy, new_attempt)
-                        .await
-                        .unwrap_or(Gate::Run { new_attempt });
-                    // The shared counter is a round trip: a stop may have cancelled the call
-                    // meanwhile, and a finished call must not run (or get a second result).
-                    let still_pending = thread
-                        .store()
-                        .tool_call(&call.call.id)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|c| c.status == call.status);
-                    if !still_pending {
-                        continue;
-                    }
-                    gate
-                }
-                Ok(other) => other,
-                Err(e) => {
-                    worker::console_error!("tool gate: {e}");
-                    continue;
-                }
-            };
-            let stored = match gate {
-                Gate::Run { new_attempt } => {
-                    if let (Some(limit), None) = (policy.deadline, call.deadline_at) {
-                        let at = now().saturating_add(limit.as_millis() as i64);
-                        let _ = thread.store().set_deadline(&call.call.id, at);
-                        call.deadline_at = Some(at);
-                    }
-                    let started = thread.start_tool(now(), &call, new_attempt);
-                    call.attempts += i64::from(new_attempt);
-                    runs.push((call, policy));
-                    started
-                }
-                Gate::Suspend(s) => thread.suspend_tool(&call, &s, None),
-                Gate::Finish(result) => thread.finish_tool(now(), &call, &result).map(drop),
-            };
-            if let Err(e) = stored {
-                worker::console_error!("could not store a tool call's state: {e}");
+            match admitted {
+                Ok(Admission::Run(run)) => runs.push(run),
+                Ok(Admission::Settled | Admission::AskLimiter { .. }) => {}
+                Err(e) => worker::console_error!("could not start a tool call: {e}"),
             }
         }
         self.flush(thread);
@@ -93,67 +61,15 @@ impl ThreadObject {
         }
         let ends = join_all(
             runs.iter()
-                .map(|(call, policy)| self.execute_tool(host, config, summary, call, policy)),
+                .map(|run| self.execute_tool(host, config, summary, run)),
         )
         .await;
-        for ((call, policy), ran) in runs.iter().zip(ends) {
-            let outcome = match &ran {
-                Ran::TimedOut => "timeout",
-                _ => "failed",
-            };
-            let mut settled =
-                durable::settle(policy, call, call.attempts, ran, now(), random_unit());
-            if !matches!(settled, Settle::Finish(_)) {
-                if let Ok(Some(cancelled)) = thread.cancel_if_stopped() {
-                    settled = Settle::Finish(cancelled);
-                }
-            }
-            let stored = match settled {
-                Settle::Finish(result) => {
-                    if policy.cache_for.is_some() && !result.is_error() {
-                        let _ = thread.store().cache_result(
-                            &call.call.name,
-                            &durable::cache_key(call),
-                            &result,
-                            now(),
-                        );
-                    }
-                    thread.finish_tool(now(), call, &result).map(drop)
-                }
-                Settle::Retry { wake_at, error } => {
-                    let parked = Suspension {
-                        status: CallStatus::Retrying,
-                        wake_at: Some(wake_at),
-                        detail: json!({ "retry": call.attempts + 1, "of": policy.retry.max_attempts }),
-                    };
-                    thread.suspend_tool(call, &parked, Some((now(), outcome, &error)))
-                }
-                Settle::Suspend(s) => thread.suspend_tool(call, &s, None),
-            };
-            if let Err(e) = stored {
+        for (run, ran) in runs.iter().zip(ends) {
+            if let Err(e) = thread.handle_tool_outcome(now(), run, ran, random_unit()) {
                 worker::console_error!("could not store a tool outcome: {e}");
             }
         }
         self.flush(thread);
-    }
-
-    /// Asks the deployment-wide counter when the tool's limit is per deployment; `None`
-    /// means no objection (or no counter reachable: the thread's own window still applies).
-    async fn deployment_gate(
-        &self,
-        call: &StoredToolCall,
-        policy: &ToolPolicy,
-        new_attempt: bool,
-    ) -> Option<Gate> {
-        let limit = policy.rate_limit?;
-        if !new_attempt || limit.scope != LimitScope::Deployment {
-            return None;
-        }
-        let window = crate::rate_limiter::acquire(&self.env, &call.call.name, limit.per_minute)
-            .await
-            .map_err(|e| worker::console_error!("rate limiter: {e}"))
-            .ok()?;
-        durable::deployment_gate(policy, Some(window), now())
     }
 
     /// Runs one call: a registered tool (with its timeout, parking on sleeps and webhooks),
@@ -164,9 +80,9 @@ impl ThreadObject {
         host: &Rc<ShellHost>,
         config: &Rc<AgentConfig>,
         summary: &ThreadSummary,
-        call: &StoredToolCall,
-        policy: &ToolPolicy,
+        run: &ToolRun,
     ) -> Ran {
+        let (call, policy) = (&run.call, &run.policy);
         // The model may call only its prompt's tools; the application (queue_tool) may run
         // any registered tool.
         let name = call.call.name.as_str();
@@ -210,24 +126,4 @@ impl ThreadObject {
             available.join(", ")
         ))))
     }
-}
-
-/// A call's runtime bindings: the prompt's `tool_bindings` for this tool, overridden key by
-/// key by the caller's (`queue_tool` with `bindings`).
-fn bindings(call: &StoredToolCall, config: &AgentConfig) -> Map<String, Value> {
-    let mut out = config
-        .prompt
-        .tool_bindings
-        .get(&call.call.name)
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    if let Some(Value::Object(own)) = call
-        .bindings
-        .as_deref()
-        .and_then(|b| serde_json::from_str(b).ok())
-    {
-        out.extend(own);
-    }
-    out
 }

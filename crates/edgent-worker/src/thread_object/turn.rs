@@ -13,16 +13,10 @@ use edgent::core::message::Message;
 use edgent::core::provider::{build_request, ModelRequest};
 use edgent::core::request_log::{self, ModelRequestLog};
 use edgent::core::retry::Next;
-use edgent::core::store::ThreadStatus;
 use edgent::core::stream::{ProviderError, StreamEvent};
 use edgent::core::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
+use edgent::core::wake::WATCHDOG_MS;
 use edgent::tool::Registry;
-
-/// How long a turn may go without progress before the watchdog alarm resumes it.
-const WATCHDOG_MS: i64 = 30_000;
-
-/// How long due parked calls wait when the agent's configuration cannot be loaded.
-const CONFIG_RETRY_MS: i64 = 60_000;
 
 /// The request body for `model`, from what every provider needs.
 pub(super) struct RequestParts<'a> {
@@ -161,29 +155,16 @@ impl ThreadObject {
                 None
             }
         };
+        // The order of calls is the engine's (see `edgent::core::wake`).
         while let Some(thread) = thread.as_mut() {
             // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
             let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
-            let Ok(summary) = thread.summary() else {
-                break; // an object without a thread has nothing to do
-            };
-            // An idle thread still runs a parked call that is due (next_action starts a turn).
-            let due = || {
-                thread
-                    .store()
-                    .next_tool_call(now())
-                    .ok()
-                    .flatten()
-                    .is_some()
-            };
-            let work = match summary.status {
-                ThreadStatus::Running => true,
-                ThreadStatus::Idle => due(),
-                ThreadStatus::Stopped => false,
-            };
-            if !work {
+            if !thread.wants_step(now()).unwrap_or(false) {
                 break;
             }
+            let Ok(summary) = thread.summary() else {
+                break;
+            };
             let stale = agent
                 .as_ref()
                 .is_none_or(|a| a.agent_id() != summary.agent_id || a.side != summary.current_side);
@@ -204,12 +185,8 @@ impl ThreadObject {
                         agent = Some(Rc::new(a));
                     }
                     Err(why) => {
-                        let _ = thread.fail_turn(now(), &ProviderError::Config(why));
-                        // Parked calls that fell due wait a minute before the next try, or an
-                        // idle thread would loop (and alarm) on a configuration that fails.
-                        let later = now() + CONFIG_RETRY_MS;
-                        if let Err(e) = thread.store().defer_due_calls(now(), later) {
-                            worker::console_error!("could not defer due tool calls: {e}");
+                        if let Err(e) = thread.handle_config_failure(now(), why) {
+                            worker::console_error!("could not record a configuration failure: {e}");
                         }
                         self.flush(thread);
                         break;
@@ -240,18 +217,10 @@ impl ThreadObject {
             }
         }
         self.driving.set(false);
-        // Parked calls need the alarm at their earliest wake time; otherwise none is left.
-        // A stopped thread parks nothing (its calls were cancelled): no alarm for it.
+        // The alarm goes where the engine says: the earliest parked call, or nowhere.
         let wake = self
             .open(&sql, false)
-            .and_then(|t| {
-                let stopped = t.summary()?.status == ThreadStatus::Stopped;
-                Ok(if stopped {
-                    None
-                } else {
-                    t.store().next_wake()?
-                })
-            })
+            .and_then(|t| t.poll_timeout())
             .ok()
             .flatten();
         let _ = match wake {
@@ -259,16 +228,9 @@ impl ThreadObject {
             None => self.state.storage().delete_alarm().await,
         };
         // A message may have arrived while the alarm was being changed: never strand it.
-        let runnable = self.open(&sql, false).is_ok_and(|t| {
-            let status = t.summary().map(|s| s.status);
-            let blocked = t.store().has_pending_model_calls().unwrap_or(false);
-            let due = t.store().next_tool_call(now()).ok().flatten().is_some();
-            match status {
-                Ok(ThreadStatus::Running) => !blocked || due,
-                Ok(ThreadStatus::Idle) => due,
-                _ => false,
-            }
-        });
+        let runnable = self
+            .open(&sql, false)
+            .is_ok_and(|t| t.has_work(now()).unwrap_or(false));
         if runnable {
             self.schedule().await;
         }

@@ -27,4 +27,6 @@ pub mod thread;
 pub mod time;
 pub mod tool_name;
 pub mod tool_records;
+pub mod tool_runs;
+pub mod wake;
 pub mod workers_ai;
