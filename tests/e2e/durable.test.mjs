@@ -834,6 +834,12 @@ test('GET /api/threads/:id/tool-calls pages like /messages and refuses bad queri
   const viaRpc = await rpcOk(sock, 'get_tool_calls', { limit: 2, offset: 1 });
   assert.deepEqual(viaRpc.tool_calls.map((c) => c.id), ids.slice(1, 3));
   assert.equal(viaRpc.total, 3);
+  // One operation behind both transports: the rpc pages and validates exactly like the route.
+  const descRpc = await rpcOk(sock, 'get_tool_calls', { order: 'desc', limit: 2 });
+  assert.deepEqual([descRpc.tool_calls.map((c) => c.id), descRpc.has_more], [[ids[2], ids[1]], true]);
+  for (const p of [{ limit: 'abc' }, { limit: 0 }, { limit: 201 }, { offset: -1 }, { order: 'sideways' }, { limit: [2] }]) {
+    await rpcErr(sock, 'get_tool_calls', p, 'invalid_request');
+  }
 
   for (const q of ['?limit=abc', '?limit=0', '?limit=201', '?offset=-1', '?order=sideways']) {
     assertApiError(await client.request('GET', `/api/threads/${sock.threadId}/tool-calls${q}`), 400, 'invalid_request');

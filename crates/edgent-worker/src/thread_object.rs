@@ -24,15 +24,13 @@ use super::config::agent_has_side;
 use super::do_sql::DoSql;
 use super::host::{broadcast, now, ShellHost};
 use super::http::{error, json, logged, read_body, registry_error};
-use edgent::core::api::{
-    parse_params, ApiError, ApprovalParams, CreateThread, ForceTurnParams, PageQuery, PostMessage,
-    QueueToolParams,
-};
+use edgent::core::api::{ApiError, CreateThread};
+use edgent::core::ops::ThreadOp;
 use edgent::core::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
 };
 use edgent::core::store::Side;
-use edgent::core::thread::{InjectMessage, Thread, ThreadError};
+use edgent::core::thread::{Thread, ThreadError};
 use edgent::tool::{Registry, RegistryError};
 
 /// What each socket remembers across hibernation.
@@ -91,18 +89,6 @@ impl ThreadObject {
         let path = req.path();
         let result = match (req.method(), path.as_str()) {
             (worker::Method::Post, "/create") => self.create(&mut req).await,
-            (worker::Method::Get, "/summary") => self
-                .with_thread(|t| Ok(json!(t.summary()?)))
-                .map(|v| (200, v)),
-            (worker::Method::Get, "/messages") => self.messages(&req),
-            (worker::Method::Post, "/messages") => self.post_message(&mut req).await,
-            (worker::Method::Post, "/stop") => {
-                self.stop().await.map(|()| (200, json!({ "ok": true })))
-            }
-            (worker::Method::Get, "/logs") => self.logs(&req),
-            (worker::Method::Get, "/tool-calls") => self.tool_calls(&req),
-            (worker::Method::Get, "/tools") => self.tool_statuses(),
-            (worker::Method::Post, "/approval") => self.approval(&mut req).await,
             (worker::Method::Post, "/webhook") => self.webhook(&mut req).await,
             (worker::Method::Post, "/run") => self
                 .run_to_end()
@@ -110,7 +96,7 @@ impl ThreadObject {
                 .map(|s| (200, json!(s)))
                 .map_err(ApiError::internal),
             (worker::Method::Get, "/stream") => return self.accept_socket(),
-            _ => Err(ApiError::not_found("no such thread operation")),
+            _ => self.http_op(&mut req, &path).await,
         };
         match result {
             Ok((status, body)) => json(status, &body),
@@ -148,7 +134,11 @@ impl ThreadObject {
             Err(frame) => send(&ws, &frame),
             Ok(ClientFrame::Ping) => send(&ws, &ServerFrame::Pong),
             Ok(ClientFrame::Rpc { id, method, params }) => {
-                let reply = match self.rpc(&method, &params).await {
+                let answer = match ThreadOp::from_rpc(&method, &params) {
+                    Ok(op) => self.apply(op).await,
+                    Err(e) => Err(e),
+                };
+                let reply = match answer {
                     Ok(result) => ServerFrame::Result {
                         id,
                         ok: true,
@@ -318,38 +308,116 @@ impl ThreadObject {
         ))
     }
 
-    fn messages(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
-        let q = page_query(req)?;
-        let page = self.with_thread(|t| t.messages_query(&q))?;
-        Ok((200, json!(page)))
+    /// A client operation over HTTP: decoded into the same [`ThreadOp`] as an rpc.
+    async fn http_op(
+        &self,
+        req: &mut Request,
+        path: &str,
+    ) -> std::result::Result<(u16, Value), ApiError> {
+        let method = req.method();
+        let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
+        let query: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let body = if method == worker::Method::Post {
+            read_body(req).await?
+        } else {
+            Vec::new()
+        };
+        let op = ThreadOp::from_http(method.as_ref(), path, &query, &body)?
+            .ok_or_else(|| ApiError::not_found("no such thread operation"))?;
+        let status = op.http_status();
+        self.apply(op).await.map(|body| (status, body))
     }
 
-    fn logs(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
-        let q = page_query(req)?;
-        let page = self.with_thread(|t| {
-            t.summary()?;
-            Ok(edgent::core::request_log::page(
-                t.store().sql(),
-                q.limit,
-                q.offset,
-                q.order,
-            )?)
-        })?;
-        Ok((200, json!(page)))
+    /// Applies one client operation, whichever transport it came by: the one place each
+    /// operation is carried out, so HTTP and rpc answer alike.
+    async fn apply(&self, op: ThreadOp) -> std::result::Result<Value, ApiError> {
+        if let Some(side) = op.forced_side() {
+            self.check_side(side).await?;
+        }
+        let starts_work = op.starts_work();
+        let answer = match op {
+            ThreadOp::Summary => self.with_thread(|t| Ok(json!(t.summary()?)))?,
+            ThreadOp::SendMessage(post) => {
+                let message = self.with_thread(|t| t.post_user_message(now(), &post.content))?;
+                json!({ "message_id": message.id })
+            }
+            ThreadOp::InjectMessage(inject) => {
+                let message = self.with_thread(|t| t.inject_message(now(), inject, 0))?;
+                json!({ "message": message })
+            }
+            ThreadOp::QueueTool(p) => {
+                let registry = self.registry().map_err(|e| registry_error(&e))?;
+                let call_id = self.with_thread(|t| {
+                    t.queue_tool_with_bindings(
+                        now(),
+                        &registry,
+                        &p.name,
+                        p.args,
+                        p.bindings.as_ref(),
+                    )
+                })?;
+                json!({ "tool_call_id": call_id })
+            }
+            ThreadOp::GetMessages(q) => json!(self.with_thread(|t| t.messages_query(&q))?),
+            ThreadOp::GetToolCalls(q) => json!(self.with_thread(|t| {
+                t.summary()?;
+                Ok(t.store().tool_call_page(q.limit, q.offset, q.order)?)
+            })?),
+            ThreadOp::GetLogs(q) => json!(self.with_thread(|t| {
+                t.summary()?;
+                Ok(edgent::core::request_log::page(
+                    t.store().sql(),
+                    q.limit,
+                    q.offset,
+                    q.order,
+                )?)
+            })?),
+            ThreadOp::ToolStatuses => self.tool_statuses()?,
+            ThreadOp::DecideApproval(p) => {
+                self.with_thread(|t| {
+                    t.decide_approval(now(), &p.tool_call_id, p.approved, p.reason.as_deref())
+                })?;
+                json!({ "tool_call_id": p.tool_call_id, "approved": p.approved })
+            }
+            ThreadOp::ForceTurn(p) => {
+                self.with_thread(|t| t.force_turn(now(), p.side))?;
+                json!({ "side": p.side })
+            }
+            ThreadOp::Stop => {
+                self.stop_requested.set(true);
+                self.with_thread(|t| t.stop(now(), "user"))?;
+                json!({ "ok": true })
+            }
+            _ => return Err(ApiError::not_found("no such thread operation")),
+        };
+        if starts_work {
+            self.schedule().await;
+        }
+        Ok(answer)
     }
 
-    fn tool_calls(&self, req: &Request) -> std::result::Result<(u16, Value), ApiError> {
-        let q = page_query(req)?;
-        let page = self.with_thread(|t| {
-            t.summary()?;
-            Ok(t.store().tool_call_page(q.limit, q.offset, q.order)?)
-        })?;
-        Ok((200, json!(page)))
+    /// A `force_turn` may only name a side the thread's agent has.
+    async fn check_side(&self, side: Side) -> std::result::Result<(), ApiError> {
+        let agent_id = self.with_thread(|t| Ok(t.summary()?.agent_id))?;
+        let has_side = agent_has_side(&self.env, &agent_id, side)
+            .await
+            .map_err(|e| logged("could not read the agent", e))?;
+        if has_side {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(format!(
+                "agent {agent_id:?} has no side {} configured",
+                side.as_str()
+            )))
+        }
     }
 
     /// Each tool's status in this thread: `busy` (a call is running or parked), `rate_limited`
     /// (its window is full), `error` (its last call failed) or `available`.
-    fn tool_statuses(&self) -> std::result::Result<(u16, Value), ApiError> {
+    fn tool_statuses(&self) -> std::result::Result<Value, ApiError> {
         let host = self.host()?;
         let statuses = self.with_thread(|t| {
             let mut out = Vec::new();
@@ -360,27 +428,7 @@ impl ThreadObject {
             }
             Ok(out)
         })?;
-        Ok((200, json!({ "tools": statuses })))
-    }
-
-    async fn approval(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
-        let body = read_body(req).await?;
-        let value: Value = serde_json::from_slice(&body)
-            .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
-        let p: ApprovalParams = parse_params(&value)?;
-        self.decide(&p).await?;
-        Ok((
-            200,
-            json!({ "tool_call_id": p.tool_call_id, "approved": p.approved }),
-        ))
-    }
-
-    async fn decide(&self, p: &ApprovalParams) -> std::result::Result<(), ApiError> {
-        self.with_thread(|t| {
-            t.decide_approval(now(), &p.tool_call_id, p.approved, p.reason.as_deref())
-        })?;
-        self.schedule().await;
-        Ok(())
+        Ok(json!({ "tools": statuses }))
     }
 
     /// A POST to a webhook URL: wrong tokens get 404, a second delivery or a finished wait
@@ -408,109 +456,6 @@ impl ThreadObject {
             Err(WebhookRefusal::Unknown) => Err(not_found()),
             Err(WebhookRefusal::Closed(why)) => Err(ApiError::new(409, "webhook_closed", why)),
             Err(WebhookRefusal::NotJson(why)) => Err(ApiError::new(400, "invalid_json", why)),
-        }
-    }
-
-    async fn post_message(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
-        let body = read_body(req).await?;
-        let post = PostMessage::parse(&body)?;
-        let message = self.with_thread(|t| t.post_user_message(now(), &post.content))?;
-        self.schedule().await;
-        Ok((202, json!({ "message_id": message.id })))
-    }
-
-    async fn stop(&self) -> std::result::Result<(), ApiError> {
-        self.stop_requested.set(true);
-        self.with_thread(|t| t.stop(now(), "user"))
-    }
-
-    async fn rpc(&self, method: &str, params: &Value) -> std::result::Result<Value, ApiError> {
-        match method {
-            "send_message" => {
-                let obj = params.as_object().cloned().unwrap_or_default();
-                let post = PostMessage::from_object(&obj)?;
-                let message = self.with_thread(|t| t.post_user_message(now(), &post.content))?;
-                self.schedule().await;
-                Ok(json!({ "message_id": message.id }))
-            }
-            "stop" => {
-                self.stop().await?;
-                Ok(json!({ "ok": true }))
-            }
-            "get_messages" => {
-                // Same validation as the HTTP query: numbers or numeric strings, else 400.
-                let mut owned = Vec::new();
-                for key in ["limit", "offset", "order", "include_silent", "depth"] {
-                    match params.get(key) {
-                        None | Some(Value::Null) => {}
-                        Some(Value::String(v)) => owned.push((key, v.clone())),
-                        Some(Value::Number(n)) => owned.push((key, n.to_string())),
-                        Some(Value::Bool(b)) => owned.push((key, b.to_string())),
-                        Some(_) => {
-                            return Err(ApiError::invalid(format!(
-                                "\"{key}\" must be a number, a boolean or a string"
-                            )))
-                        }
-                    }
-                }
-                let pairs = owned.iter().map(|(k, v)| (*k, v.as_str()));
-                let q = PageQuery::parse(pairs)?;
-                Ok(json!(self.with_thread(|t| t.messages_query(&q))?))
-            }
-            "inject_message" => {
-                let inject: InjectMessage = parse_params(params)?;
-                let message = self.with_thread(|t| t.inject_message(now(), inject, 0))?;
-                Ok(json!({ "message": message }))
-            }
-            "queue_tool" => {
-                let p: QueueToolParams = parse_params(params)?;
-                let registry = self.registry().map_err(|e| registry_error(&e))?;
-                let call_id = self.with_thread(|t| {
-                    t.queue_tool_with_bindings(now(), &registry, &p.name, p.args, p.bindings.as_ref())
-                })?;
-                self.schedule().await;
-                Ok(json!({ "tool_call_id": call_id }))
-            }
-            "approve_tool" => {
-                let p: ApprovalParams = parse_params(params)?;
-                self.decide(&p).await?;
-                Ok(json!({ "tool_call_id": p.tool_call_id, "approved": p.approved }))
-            }
-            "get_tool_calls" => {
-                let limit = params.get("limit").and_then(Value::as_u64).unwrap_or(50).clamp(1, 200);
-                let offset = params.get("offset").and_then(Value::as_u64).unwrap_or(0);
-                let page = self.with_thread(|t| {
-                    Ok(t.store().tool_call_page(
-                        limit as u32,
-                        u32::try_from(offset).unwrap_or(u32::MAX),
-                        edgent::core::store::Order::Asc,
-                    )?)
-                })?;
-                Ok(json!(page))
-            }
-            "force_turn" => {
-                let p: ForceTurnParams = parse_params(params)?;
-                let agent_id = self.with_thread(|t| Ok(t.summary()?.agent_id))?;
-                let has_side = agent_has_side(&self.env, &agent_id, p.side)
-                    .await
-                    .map_err(|e| logged("could not read the agent", e))?;
-                if !has_side {
-                    return Err(ApiError::invalid(format!(
-                        "agent {agent_id:?} has no side {} configured",
-                        p.side.as_str()
-                    )));
-                }
-                self.with_thread(|t| t.force_turn(now(), p.side))?;
-                self.schedule().await;
-                Ok(json!({ "side": p.side }))
-            }
-            other => Err(ApiError::new(
-                400,
-                "unknown_method",
-                format!(
-                    "unknown rpc method {other:?}; available: send_message, inject_message, queue_tool, get_messages, force_turn, stop, approve_tool, get_tool_calls"
-                ),
-            )),
         }
     }
 
@@ -547,16 +492,6 @@ impl ThreadObject {
             worker::console_error!("could not schedule the turn: {e}");
         }
     }
-}
-
-/// The paging query of a request (`limit`, `offset`, `order`, …), validated.
-fn page_query(req: &Request) -> std::result::Result<PageQuery, ApiError> {
-    let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
-    let pairs: Vec<(String, String)> = url
-        .query_pairs()
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
-    PageQuery::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
 }
 
 fn send(ws: &WebSocket, frame: &ServerFrame) {

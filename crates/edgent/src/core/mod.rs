@@ -14,6 +14,7 @@ pub mod durable;
 pub mod ids;
 pub mod message;
 pub mod openai;
+pub mod ops;
 pub mod protocol;
 pub mod provider;
 pub mod request_log;

@@ -1,0 +1,216 @@
+//! The thread row: status, turn and step counters, side, agent, hooks, ending.
+
+use super::*;
+
+impl Store<'_> {
+    /// Inserts the thread row. Errors if the thread already exists.
+    pub fn create_thread(
+        &self,
+        now: i64,
+        thread_id: &str,
+        agent_id: &str,
+        tags: &[String],
+    ) -> Result<(), SqlError> {
+        let tags = serde_json::to_string(tags).map_err(|e| SqlError(e.to_string()))?;
+        self.sql.exec(
+            "INSERT INTO thread (id, agent_id, tags, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+            &[thread_id.into(), agent_id.into(), tags.into(), now.into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The thread row, or `None` if this object never had a thread created in it.
+    pub fn thread(&self) -> Result<Option<ThreadSummary>, SqlError> {
+        let rows = self.sql.exec(
+            "SELECT id, agent_id, tags, created_at, updated_at, turn_count, status, current_side,
+                    steps, stopped_by, last_error, message_count, needs_model, ending, result,
+                    parent_thread_id
+             FROM thread LIMIT 1",
+            &[],
+        )?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        Ok(Some(ThreadSummary {
+            thread_id: row.text(0)?,
+            agent_id: row.text(1)?,
+            tags: serde_json::from_str(&row.text(2)?).unwrap_or_default(),
+            created_at: row.int(3)?,
+            updated_at: row.int(4)?,
+            turn_count: row.int(5)?,
+            status: ThreadStatus::parse(&row.text(6)?),
+            current_side: Side::parse(&row.text(7)?).unwrap_or_default(),
+            steps: row.int(8)?,
+            stopped_by: row.opt_text(9)?,
+            last_error: row.opt_text(10)?,
+            message_count: row.int(11)?,
+            needs_model: row.int(12)? != 0,
+            ending: row.opt_text(13)?,
+            result: row.opt_text(14)?,
+            parent_thread_id: row.opt_text(15)?,
+        }))
+    }
+
+    /// Sets the status (and clears or records the last error).
+    pub fn set_status(
+        &self,
+        now: i64,
+        status: ThreadStatus,
+        last_error: Option<&str>,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET status = ?1, last_error = ?2, updated_at = ?3,
+                needs_model = CASE WHEN ?1 = 'running' THEN needs_model ELSE 0 END",
+            &[status.as_str().into(), last_error.into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Marks the thread stopped by `by`.
+    pub fn set_stopped(&self, now: i64, by: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET status = 'stopped', stopped_by = ?, updated_at = ?",
+            &[by.into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Starts a new turn: zero steps, running.
+    pub fn begin_turn(&self, now: i64) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET status = 'running', steps = 0, last_error = NULL, updated_at = ?",
+            &[now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Counts one more model call in the current turn and returns the new count.
+    pub fn add_step(&self, now: i64) -> Result<i64, SqlError> {
+        let rows = self.sql.exec(
+            "UPDATE thread SET steps = steps + 1, updated_at = ? RETURNING steps",
+            &[now.into()],
+        )?;
+        rows.first().map_or(Ok(0), |r| r.int(0))
+    }
+
+    /// Closes the current turn: idle; it counts as a turn if a model was called. Returns the
+    /// turn count after it.
+    pub fn finish_turn(&self, now: i64) -> Result<i64, SqlError> {
+        let rows = self.sql.exec(
+            "UPDATE thread SET status = 'idle', needs_model = 0,
+                turn_count = turn_count + (steps > 0), updated_at = ? RETURNING turn_count",
+            &[now.into()],
+        )?;
+        rows.first().map_or(Ok(0), |r| r.int(0))
+    }
+
+    /// Marks the conversation to end (with `result`) once the running turn's tools are done.
+    pub fn set_ending(&self, reason: &str, result: Option<&str>) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET ending = ?, result = COALESCE(?, result)",
+            &[reason.into(), result.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Stores the final answer.
+    pub fn set_result(&self, result: &str) -> Result<(), SqlError> {
+        self.sql
+            .exec("UPDATE thread SET result = ?", &[result.into()])?;
+        Ok(())
+    }
+
+    /// The public origin clients reach this Worker at (`https://host`), for webhook URLs.
+    pub fn public_url(&self) -> Result<Option<String>, SqlError> {
+        let rows = self.sql.exec("SELECT public_url FROM thread", &[])?;
+        Ok(rows.first().map(|r| r.opt_text(0)).transpose()?.flatten())
+    }
+
+    /// Records the public origin (from the request that created the thread).
+    pub fn set_public_url(&self, url: &str) -> Result<(), SqlError> {
+        self.sql
+            .exec("UPDATE thread SET public_url = ?", &[url.into()])?;
+        Ok(())
+    }
+
+    /// Links a child thread to the thread that created it.
+    pub fn set_parent(&self, parent_thread_id: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET parent_thread_id = ?",
+            &[parent_thread_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Hands the thread to another agent (an ai_human agent called as a tool).
+    pub fn set_agent(&self, now: i64, agent_id: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET agent_id = ?, current_side = 'a', updated_at = ?",
+            &[agent_id.into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The text of the newest completed top-level assistant message that has text.
+    pub fn last_assistant_text(&self) -> Result<Option<String>, SqlError> {
+        self.sql
+            .exec(
+                "SELECT content FROM messages
+                 WHERE depth = 0 AND role = 'assistant' AND status = 'completed' AND content != ''
+                 ORDER BY position DESC LIMIT 1",
+                &[],
+            )?
+            .first()
+            .map(|r| r.text(0))
+            .transpose()
+    }
+
+    /// The running prompt's name and hook names, as last recorded.
+    pub fn hook_config(&self) -> Result<Option<(String, Vec<String>)>, SqlError> {
+        let Some(row) = self
+            .sql
+            .exec("SELECT hook_config FROM thread LIMIT 1", &[])?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        Ok(row.opt_text(0)?.and_then(|json| {
+            let v: Value = serde_json::from_str(&json).ok()?;
+            let prompt = v.get("prompt")?.as_str()?.to_owned();
+            let names = v
+                .get("names")?
+                .as_array()?
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect();
+            Some((prompt, names))
+        }))
+    }
+
+    /// Records the running prompt's name and hook names.
+    pub fn set_hook_config(&self, prompt: &str, names: &[String]) -> Result<(), SqlError> {
+        let json = serde_json::json!({ "prompt": prompt, "names": names }).to_string();
+        self.sql.exec(
+            "UPDATE thread SET hook_config = ?1 WHERE hook_config IS NOT ?1",
+            &[json.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Records whether the model is owed a call.
+    pub fn set_needs_model(&self, needs: bool) -> Result<(), SqlError> {
+        self.sql
+            .exec("UPDATE thread SET needs_model = ?", &[needs.into()])?;
+        Ok(())
+    }
+
+    /// Sets the side that acts next.
+    pub fn set_side(&self, now: i64, side: Side) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET current_side = ?, updated_at = ?",
+            &[side.as_str().into(), now.into()],
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,295 @@
+//! Tool calls: the queue, starting, parking, waking and finishing calls, and child threads of
+//! agent-tool calls.
+
+use super::*;
+
+impl Store<'_> {
+    /// Queues the tool calls of an assistant message, in call order.
+    pub fn queue_tool_calls(
+        &self,
+        now: i64,
+        message_id: &str,
+        calls: &[ToolCall],
+        origin: CallOrigin,
+    ) -> Result<(), SqlError> {
+        for call in calls {
+            self.sql.exec(
+                "INSERT INTO tool_calls (id, message_id, seq, name, arguments, created_at, origin)
+                 VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM tool_calls), ?, ?, ?, ?)",
+                &[
+                    call.id.as_str().into(),
+                    message_id.into(),
+                    call.name.as_str().into(),
+                    call.arguments.as_str().into(),
+                    now.into(),
+                    origin.as_str().into(),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The next tool call that can run at `now`: queued, running when a crash interrupted it,
+    /// or parked with its wake time passed; the lowest queue position among the queued ones
+    /// and the earliest-due parked ones.
+    pub fn next_tool_call(&self, now: i64) -> Result<Option<StoredToolCall>, SqlError> {
+        // Two indexed LIMIT 1 lookups (by status, by wake time) rather than one OR, whose plan
+        // SQLite may turn into a scan of every call ever made.
+        let ready = self.sql.exec(
+            &format!(
+                "SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls
+                 WHERE status IN ('queued', 'running') ORDER BY seq ASC LIMIT 1"
+            ),
+            &[],
+        )?;
+        let woken = self.sql.exec(
+            &format!(
+                "SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls INDEXED BY tool_calls_waking
+                 WHERE wake_at IS NOT NULL AND wake_at <= ? AND status IN ({PENDING})
+                 ORDER BY wake_at ASC LIMIT 16"
+            ),
+            &[now.into()],
+        )?;
+        let seq = |r: &Row| r.int(TOOL_CALL_COLUMN_COUNT).unwrap_or(i64::MAX);
+        let first = ready.iter().chain(woken.iter()).min_by_key(|r| seq(r));
+        first.map(tool_call_from_row).transpose()
+    }
+
+    /// Pushes the wake time of parked calls that are due back to `later`.
+    pub fn defer_due_calls(&self, now: i64, later: i64) -> Result<(), SqlError> {
+        self.sql.exec(
+            &format!(
+                "UPDATE tool_calls SET wake_at = ? WHERE wake_at IS NOT NULL AND wake_at <= ?
+                 AND status IN ({PENDING})"
+            ),
+            &[later.into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Calls without a result (queued, running or suspended), in run order.
+    pub fn pending_tool_calls(&self) -> Result<Vec<StoredToolCall>, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE status IN ({PENDING}) ORDER BY seq ASC"
+            ),
+            &[],
+        )?;
+        rows.iter().map(tool_call_from_row).collect()
+    }
+
+    /// Stores a call's runtime bindings.
+    pub fn set_tool_call_bindings(&self, call_id: &str, bindings: &Value) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET bindings = ? WHERE id = ?",
+            &[bindings.to_string().into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Ids of the calls without a result.
+    pub fn pending_tool_call_ids(&self) -> Result<Vec<String>, SqlError> {
+        let rows = self.sql.exec(
+            &format!("SELECT id FROM tool_calls WHERE status IN ({PENDING})"),
+            &[],
+        )?;
+        rows.iter().map(|r| r.text(0)).collect()
+    }
+
+    /// Whether a call of a model reply has no result yet (the model waits for it).
+    pub fn has_pending_model_calls(&self) -> Result<bool, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT 1 FROM tool_calls WHERE status IN ({PENDING}) AND origin = 'model' LIMIT 1"
+            ),
+            &[],
+        )?;
+        Ok(!rows.is_empty())
+    }
+
+    /// One call by id.
+    pub fn tool_call(&self, call_id: &str) -> Result<Option<StoredToolCall>, SqlError> {
+        let rows = self.sql.exec(
+            &format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE id = ?"),
+            &[call_id.into()],
+        )?;
+        rows.first().map(tool_call_from_row).transpose()
+    }
+
+    /// Marks a tool call as running; `new_attempt` counts a first start or a retry (not the
+    /// resumption of a suspended workflow) and records it in `tool_attempts`.
+    pub fn start_tool_call(
+        &self,
+        now: i64,
+        call: &StoredToolCall,
+        new_attempt: bool,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET status = 'running', started_at = ?, wake_at = NULL,
+                 first_started_at = COALESCE(first_started_at, ?), attempts = attempts + ?
+             WHERE id = ?",
+            &[
+                now.into(),
+                now.into(),
+                i64::from(new_attempt).into(),
+                call.call.id.as_str().into(),
+            ],
+        )?;
+        if new_attempt {
+            self.sql.exec(
+                "INSERT INTO tool_attempts (call_id, name, attempt, started_at) VALUES (?, ?, ?, ?)",
+                &[
+                    call.call.id.as_str().into(),
+                    call.call.name.as_str().into(),
+                    (call.attempts + 1).into(),
+                    now.into(),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Closes the latest attempt of a call with its outcome (`success`, `error`, `failed`,
+    /// `timeout`).
+    pub fn end_attempt(
+        &self,
+        now: i64,
+        call_id: &str,
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_attempts SET finished_at = ?, outcome = ?, error = ?
+             WHERE seq = (SELECT MAX(seq) FROM tool_attempts WHERE call_id = ?)
+               AND finished_at IS NULL",
+            &[now.into(), outcome.into(), error.into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Counts a run that a crash or an eviction cut short.
+    pub fn count_interruption(&self, call_id: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET interruptions = interruptions + 1 WHERE id = ?",
+            &[call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Suspends a call: `status` until `wake_at` (none: until something outside wakes it),
+    /// with `detail` saying why.
+    pub fn suspend_tool_call(
+        &self,
+        call_id: &str,
+        status: &str,
+        wake_at: Option<i64>,
+        detail: Option<&Value>,
+        last_error: Option<&str>,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            // A wake time already set came from a webhook delivered while the run was going
+            // (`start_tool_call` clears it): the earlier one wins, or the body would wait.
+            "UPDATE tool_calls SET status = ?,
+                 wake_at = CASE WHEN wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?)
+                           THEN wake_at ELSE ? END,
+                 detail = ?, last_error = COALESCE(?, last_error)
+             WHERE id = ?",
+            &[
+                status.into(),
+                wake_at.into(),
+                wake_at.into(),
+                wake_at.into(),
+                detail.map(Value::to_string).into(),
+                last_error.into(),
+                call_id.into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Makes a suspended call due now (a webhook arrived, a client approved it).
+    pub fn wake_tool_call(&self, now: i64, call_id: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            &format!("UPDATE tool_calls SET wake_at = ? WHERE id = ? AND status IN ({PENDING})"),
+            &[now.into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Records a client's decision on a call that needs approval.
+    pub fn set_approval(&self, call_id: &str, approval: &str) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET approval = ? WHERE id = ?",
+            &[approval.into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Sets a workflow's whole-run deadline, once.
+    pub fn set_deadline(&self, call_id: &str, deadline_at: i64) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET deadline_at = COALESCE(deadline_at, ?) WHERE id = ?",
+            &[deadline_at.into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The earliest wake time of a suspended call, for the thread's alarm.
+    pub fn next_wake(&self) -> Result<Option<i64>, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT MIN(wake_at) FROM tool_calls WHERE wake_at IS NOT NULL AND status IN ({PENDING})"
+            ),
+            &[],
+        )?;
+        rows.first()
+            .map(|r| r.opt_int(0))
+            .transpose()
+            .map(Option::flatten)
+    }
+
+    /// Closes a tool call with its result (`success` or `error`) and links the message.
+    pub fn finish_tool_call(
+        &self,
+        now: i64,
+        call_id: &str,
+        status: &str,
+        result_message_id: &str,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE tool_calls SET status = ?, finished_at = ?, result_message_id = ?,
+                 wake_at = NULL, detail = NULL
+             WHERE id = ?",
+            &[
+                status.into(),
+                now.into(),
+                result_message_id.into(),
+                call_id.into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    // ---- child threads ------------------------------------------------------------------
+
+    /// The child thread of an agent-tool call: the one recorded, else `fresh` (recorded now).
+    pub fn child_thread(
+        &self,
+        now: i64,
+        tool_call_id: &str,
+        fresh: &str,
+    ) -> Result<String, SqlError> {
+        self.sql.exec(
+            "INSERT INTO child_threads (tool_call_id, thread_id, created_at) VALUES (?, ?, ?)
+             ON CONFLICT (tool_call_id) DO NOTHING",
+            &[tool_call_id.into(), fresh.into(), now.into()],
+        )?;
+        self.sql
+            .exec(
+                "SELECT thread_id FROM child_threads WHERE tool_call_id = ?",
+                &[tool_call_id.into()],
+            )?
+            .first()
+            .map_or(Ok(fresh.to_owned()), |r| r.text(0))
+    }
+}

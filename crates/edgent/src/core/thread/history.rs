@@ -1,0 +1,96 @@
+//! Shaping a history for a model: repairing tool-call pairs and the `dual_ai` side views.
+
+use super::*;
+
+/// Makes a history valid for every provider: each assistant tool call is followed by exactly
+/// its result (a missing one becomes an error result saying so), and results whose call is
+/// not in the history are dropped.
+pub fn repair_history(history: Vec<Message>) -> Vec<Message> {
+    let mut results: HashMap<String, Message> = HashMap::new();
+    let mut rest = Vec::with_capacity(history.len());
+    for m in history {
+        match (&m.role, &m.tool_call_id) {
+            (Role::Tool, Some(id)) => {
+                results.insert(id.clone(), m);
+            }
+            (Role::Tool, None) => {}
+            _ => rest.push(m),
+        }
+    }
+    let mut out = Vec::with_capacity(rest.len() + results.len());
+    for m in rest {
+        let calls: Vec<ToolCall> = m.tool_calls.clone();
+        let created_at = m.created_at;
+        out.push(m);
+        for c in calls {
+            out.push(results.remove(&c.id).unwrap_or_else(|| {
+                Message::tool_result(
+                    &c,
+                    "Error: this tool call was interrupted and has no result.",
+                    created_at,
+                )
+            }));
+        }
+    }
+    out
+}
+
+/// The history without the tool calls in `ids` (and without assistant messages left empty).
+pub(super) fn without_calls(history: Vec<Message>, ids: &[String]) -> Vec<Message> {
+    if ids.is_empty() {
+        return history;
+    }
+    history
+        .into_iter()
+        .filter_map(|mut m| {
+            if m.tool_calls.is_empty() {
+                return Some(m);
+            }
+            m.tool_calls.retain(|c| !ids.contains(&c.id));
+            (m.role != Role::Assistant || !m.tool_calls.is_empty() || !m.content.is_empty())
+                .then_some(m)
+        })
+        .collect()
+}
+
+/// A call cut short [`MAX_TOOL_INTERRUPTIONS`] times: it is abandoned, not run again.
+pub(super) fn worn_out(call: &StoredToolCall) -> bool {
+    call.interruptions >= MAX_TOOL_INTERRUPTIONS
+}
+
+/// The final answer of a stop tool: `property` of its result (when the result is a JSON
+/// object holding it), else of its arguments, else the whole result text.
+pub(super) fn stop_answer(result_text: &str, arguments: &str, property: Option<&str>) -> String {
+    let pick = |json: &str| -> Option<String> {
+        let value = serde_json::from_str::<Value>(json).ok()?;
+        match value.get(property?)? {
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        }
+    };
+    pick(result_text)
+        .or_else(|| pick(arguments))
+        .unwrap_or_else(|| result_text.to_owned())
+}
+
+/// Shows a dual-AI history from `side`'s seat: its own messages stay `assistant`; the other
+/// side's words become `user` messages (named by its label), and the other side's tool calls
+/// and results are its own business and are left out.
+pub fn view_for_side(history: Vec<Message>, side: Side, other_label: Option<&str>) -> Vec<Message> {
+    history
+        .into_iter()
+        .filter_map(|m| {
+            let theirs = m.side.is_some_and(|s| s != side);
+            match m.role {
+                Role::Assistant if theirs => (!m.content.is_empty()).then(|| Message {
+                    role: Role::User,
+                    tool_calls: Vec::new(),
+                    name: other_label.map(str::to_owned),
+                    ..m
+                }),
+                Role::Tool if theirs => None,
+                _ => Some(m),
+            }
+        })
+        .collect()
+}

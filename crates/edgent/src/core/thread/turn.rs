@@ -1,0 +1,394 @@
+//! The turn: the rules a side runs under, the next action derived from what is stored, model
+//! calls, and how a turn and a conversation end.
+
+use super::*;
+
+/// The rules a side's turn runs under, from the agent's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRules {
+    /// Who talks: a human and side A, or sides A and B.
+    pub kind: AgentKind,
+    /// Turns before the conversation ends.
+    pub max_turns: u32,
+    /// An answer without tool calls ends the side's turn.
+    pub stop_on_response: bool,
+    /// Calling this tool ends the turn (ai_human) or the conversation (dual_ai).
+    pub stop_tool: Option<String>,
+    /// Which property of the stop tool's result (or arguments) is the final answer.
+    pub stop_tool_response_property: Option<String>,
+    /// Several tool calls of one reply run concurrently.
+    pub parallel_tool_calls: bool,
+    /// Estimated tokens of history sent to the model.
+    pub max_history_tokens: u32,
+    /// How the other side is named when its words are shown as user messages.
+    pub other_label: Option<String>,
+}
+
+impl Default for TurnRules {
+    fn default() -> Self {
+        TurnRules {
+            kind: AgentKind::AiHuman,
+            max_turns: DEFAULT_MAX_TURNS,
+            stop_on_response: true,
+            stop_tool: None,
+            stop_tool_response_property: None,
+            parallel_tool_calls: false,
+            max_history_tokens: DEFAULT_MAX_HISTORY_TOKENS,
+            other_label: None,
+        }
+    }
+}
+
+impl TurnRules {
+    /// The rules of the side `config` runs.
+    pub fn from_config(config: &AgentConfig) -> Self {
+        let side = config.side_config();
+        let other = match config.side {
+            Side::A => config.agent.side_b.as_ref(),
+            Side::B => Some(&config.agent.side_a),
+        };
+        TurnRules {
+            kind: config.agent.kind,
+            max_turns: config.agent.max_turns,
+            stop_on_response: side.stop_on_response,
+            stop_tool: side.stop_tool.clone(),
+            stop_tool_response_property: side.stop_tool_response_property.clone(),
+            parallel_tool_calls: config.prompt.parallel_tool_calls,
+            max_history_tokens: config
+                .model()
+                .and_then(|m| m.max_history_tokens)
+                .unwrap_or(DEFAULT_MAX_HISTORY_TOKENS),
+            other_label: other.and_then(|o| o.label.clone()),
+        }
+    }
+}
+
+/// What the driver must do next.
+#[derive(Debug)]
+pub enum Action {
+    /// Nothing to do until new input arrives.
+    Idle,
+    /// The turn moved on (the other side's turn began): reload the configuration for the
+    /// current side and ask again.
+    Continue,
+    /// Call the model with this history; stream the reply into [`Thread::on_model_event`].
+    CallModel(ModelCall),
+    /// Run this tool call, then report with [`Thread::finish_tool`].
+    RunTool(StoredToolCall),
+    /// Run these calls of one reply concurrently; report each with [`Thread::finish_tool`],
+    /// in this order.
+    RunTools(Vec<StoredToolCall>),
+    /// The turn waits for parked tool calls (sleeping, waiting, retrying, rate limited):
+    /// nothing to do before [`Store::next_wake`] or an outside event (webhook, approval).
+    Wait,
+}
+
+/// An in-flight model call: the pending assistant message and the reply assembled so far.
+///
+/// Lives only in the driver's memory; if the process dies, the pending message is marked
+/// failed on the next [`Thread::next_action`] and the call is made again.
+#[derive(Debug)]
+pub struct ModelCall {
+    /// The pending assistant message receiving the reply.
+    pub message_id: String,
+    /// The model-ready history (repaired: every tool call has a result).
+    pub history: Vec<Message>,
+    /// The reply so far.
+    pub completion: Completion,
+    pub(super) created_at: i64,
+    pub(super) side: Side,
+}
+
+impl<'a> Thread<'a> {
+    /// Decides the next step from stored state. Recovers from an interrupted step first.
+    ///
+    /// Order: queued tool calls first (model calls, then calls queued by tools and clients,
+    /// in queue order), then the model if it is owed a call, else the turn ends.
+    pub fn next_action(&mut self, now: i64, max_steps: u32) -> Result<Action, ThreadError> {
+        let Some(mut t) = self.store.thread()? else {
+            return Ok(Action::Idle);
+        };
+        if t.status == ThreadStatus::Idle && self.store.next_tool_call(now)?.is_some() {
+            // A parked call (a queued workflow's sleep, a webhook) is due on an idle thread:
+            // it runs in a turn of its own, as a freshly queued call would.
+            self.store.begin_turn(now)?;
+            self.push_status()?;
+            t.status = ThreadStatus::Running;
+        }
+        if t.status != ThreadStatus::Running {
+            return Ok(Action::Idle);
+        }
+        // A model call cut short by eviction or a crash left its message pending: it is
+        // marked failed and the call is owed again.
+        let interrupted = self.store.pending_messages()?;
+        let recovered = !interrupted.is_empty();
+        for mut m in interrupted {
+            m.status = MessageStatus::Failed;
+            self.store.update_message(&m)?;
+            self.frames.push_back(ServerFrame::Message { message: m });
+        }
+        if recovered {
+            self.store.set_needs_model(true)?;
+        }
+        if let Some(action) = self.next_tools(now)? {
+            return Ok(action);
+        }
+        if !(t.needs_model || recovered) {
+            return self.end_turn(now, &t);
+        }
+        if t.steps >= i64::from(max_steps) {
+            let why = format!("the turn used its {max_steps} model calls without finishing");
+            self.frames
+                .push_back(ServerFrame::error("max_steps", why.clone(), None));
+            let action = self.end_turn(now, &t)?;
+            if self.summary()?.status == ThreadStatus::Idle {
+                self.store.set_status(now, ThreadStatus::Idle, Some(&why))?;
+            }
+            return Ok(action);
+        }
+        self.store.add_step(now)?;
+        // Cleared now, set again by a reply with tool calls, a user message or a forced turn
+        // arriving while the model streams.
+        self.store.set_needs_model(false)?;
+        let history = self
+            .store
+            .model_history_within(u64::from(self.rules.max_history_tokens))?;
+        let history = match self.rules.kind {
+            AgentKind::DualAi => {
+                view_for_side(history, t.current_side, self.rules.other_label.as_deref())
+            }
+            AgentKind::AiHuman => history,
+        };
+        // Calls still parked (queued workflows that sleep or wait) have no result yet: the
+        // model does not see them until they finish.
+        let parked = self.store.pending_tool_call_ids()?;
+        let history = without_calls(history, &parked);
+        let mut history = repair_history(history);
+        if let Some((hooks, ctx)) = self.hooks(0) {
+            let (filtered, failures) = hooks.prefilter_llm_history(&ctx, history);
+            self.hook_failures.extend(failures);
+            // A hook may drop a call or its result; the model still gets valid pairs.
+            history = repair_history(filtered);
+        }
+        let message = Message {
+            status: MessageStatus::Pending,
+            side: Some(t.current_side),
+            ..Message::new(Role::Assistant, "", now)
+        };
+        self.store.append_message(&message)?;
+        self.frames.push_back(ServerFrame::Message {
+            message: message.clone(),
+        });
+        Ok(Action::CallModel(ModelCall {
+            message_id: message.id,
+            history,
+            completion: Completion::default(),
+            created_at: now,
+            side: t.current_side,
+        }))
+    }
+
+    /// The next tool call(s) to run, abandoning calls that keep killing the Worker. With
+    /// parallel tool calls, every due call of the same model reply runs together. A parked
+    /// call holds nothing but its own reply: when the only calls left of a model reply are
+    /// parked, the turn waits ([`Action::Wait`]) for the earliest wake time.
+    fn next_tools(&mut self, now: i64) -> Result<Option<Action>, ThreadError> {
+        loop {
+            let Some(call) = self.store.next_tool_call(now)? else {
+                return Ok(self
+                    .store
+                    .has_pending_model_calls()?
+                    .then_some(Action::Wait));
+            };
+            let mut call = call;
+            if call.status == CallStatus::Running.as_str() {
+                // It was running when the Worker stopped (a crash, an eviction, a deploy).
+                self.store.count_interruption(&call.call.id)?;
+                self.store
+                    .end_attempt(now, &call.call.id, "interrupted", None)?;
+                call.interruptions += 1;
+                if worn_out(&call) {
+                    // Cut short this often: the tool itself kills the Worker (a panic, an
+                    // exceeded limit). Record that instead of crashing in a loop.
+                    let why = format!(
+                        "this tool call was interrupted {} times (the Worker stopped while it ran) and was abandoned",
+                        call.interruptions
+                    );
+                    self.finish_tool(now, &call, &CallToolResult::error(why))?;
+                    continue;
+                }
+            }
+            if !(self.rules.parallel_tool_calls && call.origin == CallOrigin::Model) {
+                return Ok(Some(Action::RunTool(call)));
+            }
+            let mut batch = vec![call.clone()];
+            for other in self.store.pending_tool_calls()? {
+                let due = matches!(other.status.as_str(), "queued")
+                    || other.wake_at.is_some_and(|w| w <= now);
+                if other.call.id != call.call.id
+                    && other.message_id == call.message_id
+                    && other.origin == CallOrigin::Model
+                    && due
+                {
+                    batch.push(other);
+                }
+            }
+            return Ok(Some(if batch.len() > 1 {
+                Action::RunTools(batch)
+            } else {
+                Action::RunTool(call)
+            }));
+        }
+    }
+
+    /// Closes the running side's turn and applies the stop rules: a pending end (a stop
+    /// tool) or `max_turns` ends the conversation; in a dual-AI thread the other side goes
+    /// next; otherwise the thread waits for a message.
+    fn end_turn(&mut self, now: i64, t: &ThreadSummary) -> Result<Action, ThreadError> {
+        let turns = self.store.finish_turn(now)?;
+        if let Some(reason) = &t.ending {
+            self.conclude(now, reason)?;
+            return Ok(Action::Idle);
+        }
+        if turns >= i64::from(self.rules.max_turns) {
+            self.conclude(now, "max_turns")?;
+            return Ok(Action::Idle);
+        }
+        if self.rules.kind == AgentKind::DualAi && t.steps > 0 {
+            self.store.set_side(now, t.current_side.other())?;
+            self.store.begin_turn(now)?;
+            self.store.set_needs_model(true)?;
+            self.push_status()?;
+            return Ok(Action::Continue);
+        }
+        self.push_status()?;
+        Ok(Action::Idle)
+    }
+
+    /// Ends the conversation: the final answer is kept (the last assistant text unless a stop
+    /// tool gave one) and the thread is stopped by `reason`.
+    pub(super) fn conclude(&mut self, now: i64, reason: &str) -> Result<(), ThreadError> {
+        if self.summary()?.result.is_none() {
+            if let Some(text) = self.store.last_assistant_text()? {
+                self.store.set_result(&text)?;
+            }
+        }
+        self.store.set_stopped(now, reason)?;
+        // Parked and queued calls will not run on a stopped thread: each gets its error result
+        // now, so the history stays whole and no alarm wakes them. A running call finishes
+        // normally (and is not parked again: see `cancel_if_stopped`).
+        for call in self.store.pending_tool_calls()? {
+            if call.status != CallStatus::Running.as_str() {
+                let why = format!("cancelled: the thread was stopped (by {reason})");
+                self.finish_tool(now, &call, &CallToolResult::error(why))?;
+            }
+        }
+        self.push_status()
+    }
+
+    /// Feeds one stream event; text becomes a `message_chunk` frame.
+    pub fn on_model_event(
+        &mut self,
+        call: &mut ModelCall,
+        event: StreamEvent,
+    ) -> Result<(), ProviderError> {
+        call.completion.apply(&event)?;
+        if let StreamEvent::TextDelta(delta) = event {
+            self.frames.push_back(ServerFrame::MessageChunk {
+                message_id: call.message_id.clone(),
+                delta,
+            });
+        }
+        Ok(())
+    }
+
+    /// Tells clients a model attempt failed and what happens next (a retry or a fallback);
+    /// the turn goes on.
+    pub fn report_retry(&mut self, error: &ProviderError, model: &str, plan: &str) {
+        self.frames.push_back(ServerFrame::error(
+            "model_retry",
+            format!("model {model:?}: {error}; {plan}"),
+            None,
+        ));
+    }
+
+    /// Forgets the partial reply of a failed attempt before the next one, and tells clients
+    /// (a `message` frame with the pending message emptied) so streamed text is not doubled.
+    pub fn reset_model_call(&mut self, call: &mut ModelCall) {
+        call.completion = Completion::default();
+        let message = self.reply_message(call, MessageStatus::Pending, false);
+        self.frames.push_back(ServerFrame::Message { message });
+    }
+
+    /// Completes a model call: stores the reply and queues its tool calls. An incomplete
+    /// reply (no finish, no end marker) is handled as [`Thread::fail_model_call`].
+    pub fn finish_model_call(&mut self, now: i64, mut call: ModelCall) -> Result<(), ThreadError> {
+        if self.summary()?.status == ThreadStatus::Stopped {
+            // Stopped while streaming: keep what was said (clients saw it), run nothing.
+            let status = if call.completion.text.is_empty() {
+                MessageStatus::Failed
+            } else {
+                MessageStatus::Completed
+            };
+            let message = self.reply_message(&call, status, false);
+            self.store.update_message(&message)?;
+            self.frames.push_back(ServerFrame::Message { message });
+            return Ok(());
+        }
+        if let Err(e) = call.completion.validate() {
+            return self.fail_model_call(now, call, &e);
+        }
+        let message = self.reply_message(&call, MessageStatus::Completed, true);
+        let message = self.before_create(message);
+        self.store.update_message(&message)?;
+        self.after_create(&message);
+        self.store
+            .queue_tool_calls(now, &message.id, &message.tool_calls, CallOrigin::Model)?;
+        if !message.tool_calls.is_empty() || !self.rules.stop_on_response {
+            // The model reacts to the results (or, without stop_on_response, keeps going
+            // until its stop tool or max_steps).
+            self.store.set_needs_model(true)?;
+        }
+        // The message first, so clients know a call before they hear about its status.
+        let queued: Vec<ServerFrame> = message
+            .tool_calls
+            .iter()
+            .map(|c| ServerFrame::tool(&c.id, &c.name, "queued"))
+            .collect();
+        self.frames.push_back(ServerFrame::Message { message });
+        self.frames.extend(queued);
+        Ok(())
+    }
+
+    /// Abandons a model call: the message is kept as `failed`, the thread goes idle with the
+    /// error recorded and reported, and stays usable for the next message.
+    pub fn fail_model_call(
+        &mut self,
+        now: i64,
+        call: ModelCall,
+        error: &ProviderError,
+    ) -> Result<(), ThreadError> {
+        let message = self.reply_message(&call, MessageStatus::Failed, false);
+        self.store.update_message(&message)?;
+        self.frames.push_back(ServerFrame::Message { message });
+        if self.summary()?.status == ThreadStatus::Stopped {
+            // Cut short by a stop: that is what the user asked for, not an error.
+            return Ok(());
+        }
+        self.fail_turn(now, error)
+    }
+
+    /// Ends the running turn with an error (reported to clients, kept as `last_error`); the
+    /// thread goes idle and the next message starts a new turn.
+    pub fn fail_turn(&mut self, now: i64, error: &ProviderError) -> Result<(), ThreadError> {
+        let text = error.to_string();
+        if self.summary()?.status == ThreadStatus::Running {
+            self.store
+                .set_status(now, ThreadStatus::Idle, Some(&text))?;
+        }
+        self.frames
+            .push_back(ServerFrame::error(error.code(), text, None));
+        self.push_status()?;
+        Ok(())
+    }
+}
