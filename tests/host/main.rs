@@ -16,6 +16,7 @@ mod durable;
 mod engine;
 mod flow_host;
 mod hooks;
+mod model_chain;
 mod openai_stream;
 mod sqlite;
 mod store;

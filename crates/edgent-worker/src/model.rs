@@ -14,11 +14,11 @@ use super::host::now;
 use edgent::core::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
+use edgent::core::model_chain::{AttemptEnd, ChainStep, ModelChain};
 use edgent::core::provider::{
     auth_headers, endpoint, error_message, StreamParser, ANTHROPIC_VERSION,
 };
-use edgent::core::request_log::{redact, ModelRequestLog};
-use edgent::core::retry::{Next, RetryPolicy};
+use edgent::core::request_log::ModelRequestLog;
 use edgent::core::stream::{ProviderError, StreamEvent};
 use edgent::core::workers_ai;
 
@@ -191,93 +191,77 @@ pub(crate) trait ChainSink {
     fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError>;
     /// A new attempt starts after a failed one: forget the partial reply.
     fn reset(&mut self);
-    /// An attempt ended (logged by the sink, which knows the token counts); `next` says
-    /// what follows a failure.
-    fn attempt_done(&mut self, log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>);
+    /// An attempt ended: log its row (the sink knows the token counts of a success).
+    /// `retry` is the failure and the plan when another attempt follows.
+    fn attempt_done(
+        &mut self,
+        log: ModelRequestLog,
+        ok: bool,
+        retry: Option<(&ProviderError, &str)>,
+    );
     /// Whether the thread was stopped (no further attempt, no further bytes).
     fn stopped(&self) -> bool;
 }
 
-/// Calls the chain (a model, then its fallbacks) under the retry policy until one attempt
-/// streams a whole reply, the thread stops, or the policy gives up.
+/// Performs a model call's chain: makes the attempts the engine's [`ModelChain`] asks for
+/// (after their delay), streams each into `sink`, and hands each end back to the chain, until
+/// a whole reply arrives, the thread stops, or the chain gives up.
 pub(crate) async fn run_chain(
     env: &Env,
     models: &[ModelConfig],
     body_for: &dyn Fn(&ModelConfig) -> serde_json::Value,
     sink: &mut dyn ChainSink,
 ) -> Result<(), ProviderError> {
-    let policy = RetryPolicy::default();
-    let (mut index, mut attempt) = (0usize, 1u32);
-    loop {
-        let Some(model) = models.get(index) else {
-            return Err(ProviderError::Config("the prompt has no model".into()));
-        };
+    let mut chain = ModelChain::new(models);
+    // The failure of the attempt before this one, while a retry is pending.
+    let mut failed: Option<ProviderError> = None;
+    while let Some(attempt) = chain.poll_attempt() {
+        if attempt.delay_ms > 0 {
+            Delay::from(Duration::from_millis(attempt.delay_ms)).await;
+        }
+        if let Some(error) = failed.take() {
+            if sink.stopped() {
+                return Err(error);
+            }
+            sink.reset();
+        }
+        let model = models.get(attempt.model).ok_or_else(ModelChain::no_model)?;
         let started = now();
-        let mut ttft = None;
-        let outcome = attempt_once(env, model, &body_for(model), sink, &mut ttft).await;
-        let finished = now();
-        let mut log = ModelRequestLog {
-            seq: 0,
-            message_id: None,
-            model: model.name.clone(),
-            provider: model.provider.as_str().into(),
-            attempt,
-            status: "ok".into(),
-            http_status: None,
-            latency_ms: finished - started,
-            ttft_ms: ttft.map(|t: i64| t - started),
-            input_tokens: 0,
-            output_tokens: 0,
-            cost: 0.0,
-            error: None,
-            depth: 0,
-            created_at: started,
+        let mut first_chunk_at = None;
+        let outcome = attempt_once(env, model, &body_for(model), sink, &mut first_chunk_at).await;
+        // The key is read only to redact it from an error text the provider may echo.
+        let secret = match &outcome {
+            Ok(_) => None,
+            Err(_) => model
+                .api_key_secret
+                .as_deref()
+                .and_then(|s| env.secret(s).ok())
+                .map(|s| s.to_string()),
         };
-        let error = match outcome {
-            Ok(status) => {
-                log.http_status = Some(status);
-                sink.attempt_done(log, None);
+        let end = AttemptEnd {
+            started,
+            finished: now(),
+            first_chunk_at,
+            outcome,
+            stopped: sink.stopped(),
+            secret: secret.as_deref(),
+        };
+        match chain.handle_attempt_end(models, end) {
+            ChainStep::Done { log } => {
+                sink.attempt_done(log, true, None);
                 return Ok(());
             }
-            Err(e) => e,
-        };
-        // Providers echo keys back in error texts; nothing past this point sees the raw text
-        // (the log, `error` frames, `last_error`).
-        let secret = model
-            .api_key_secret
-            .as_deref()
-            .and_then(|s| env.secret(s).ok())
-            .map(|s| s.to_string());
-        let error = error.map_text(|t| redact(t, secret.as_deref()));
-        log.status = "error".into();
-        log.error = Some(error.to_string());
-        if let ProviderError::Http { status, .. } = &error {
-            log.http_status = Some(*status);
-        }
-        let next = if sink.stopped() {
-            Next::GiveUp
-        } else {
-            policy.after_failure(index, attempt, models.len(), &error)
-        };
-        sink.attempt_done(log, Some((&error, &next)));
-        match next {
-            Next::GiveUp => return Err(error),
-            Next::Try {
-                model,
-                attempt: a,
-                delay_ms,
-            } => {
-                if delay_ms > 0 {
-                    Delay::from(Duration::from_millis(delay_ms)).await;
-                }
-                if sink.stopped() {
-                    return Err(error);
-                }
-                sink.reset();
-                (index, attempt) = (model, a);
+            ChainStep::GiveUp { log, error } => {
+                sink.attempt_done(log, false, None);
+                return Err(error);
+            }
+            ChainStep::Retry { log, error, plan } => {
+                sink.attempt_done(log, false, Some((&error, &plan)));
+                failed = Some(error);
             }
         }
     }
+    Err(ModelChain::no_model())
 }
 
 /// One attempt: open, stream to the end. `Ok(status)` once the stream ended properly.

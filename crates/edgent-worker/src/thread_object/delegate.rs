@@ -18,7 +18,6 @@ use edgent::core::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, Prompt
 use edgent::core::ids::new_id;
 use edgent::core::message::{Message, MessageStatus, Role};
 use edgent::core::request_log::ModelRequestLog;
-use edgent::core::retry::Next;
 use edgent::core::store::{StoredToolCall, ThreadStatus, ThreadSummary};
 use edgent::core::stream::{Completion, ProviderError, StreamEvent};
 use edgent::core::thread::{repair_history, Thread};
@@ -63,10 +62,15 @@ impl ChainSink for SubSink<'_, '_> {
         self.completion = Completion::default();
     }
 
-    fn attempt_done(&mut self, mut log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>) {
+    fn attempt_done(
+        &mut self,
+        mut log: ModelRequestLog,
+        ok: bool,
+        _retry: Option<(&ProviderError, &str)>,
+    ) {
         log.depth = 1;
         log.message_id = Some(self.parent_tool_call_id.to_owned());
-        if failure.is_none() {
+        if ok {
             log.add_usage(&self.completion, self.models);
         }
         record(self.thread, &log);

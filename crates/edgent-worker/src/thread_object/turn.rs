@@ -12,7 +12,6 @@ use edgent::core::config::{delegate_parameters, AgentConfig, Delegate, ModelConf
 use edgent::core::message::Message;
 use edgent::core::provider::{build_request, ModelRequest};
 use edgent::core::request_log::{self, ModelRequestLog};
-use edgent::core::retry::Next;
 use edgent::core::stream::{ProviderError, StreamEvent};
 use edgent::core::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use edgent::core::wake::WATCHDOG_MS;
@@ -98,26 +97,19 @@ impl ChainSink for MainSink<'_, '_> {
         self.object.flush(self.thread);
     }
 
-    fn attempt_done(&mut self, mut log: ModelRequestLog, failure: Option<(&ProviderError, &Next)>) {
+    fn attempt_done(
+        &mut self,
+        mut log: ModelRequestLog,
+        ok: bool,
+        retry: Option<(&ProviderError, &str)>,
+    ) {
         log.message_id = Some(self.call.message_id.clone());
-        if failure.is_none() {
+        if ok {
             log.add_usage(&self.call.completion, self.models);
         }
         record(self.thread, &log);
-        if let Some((
-            error,
-            Next::Try {
-                model, delay_ms, ..
-            },
-        )) = failure
-        {
-            let target = self.models.get(*model).map_or("", |m| m.name.as_str());
-            let plan = if target == log.model {
-                format!("retrying in {delay_ms} ms")
-            } else {
-                format!("falling back to model {target:?}")
-            };
-            self.thread.report_retry(error, &log.model, &plan);
+        if let Some((error, plan)) = retry {
+            self.thread.report_retry(error, &log.model, plan);
             self.object.flush(self.thread);
         }
     }

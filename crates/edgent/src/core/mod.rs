@@ -13,6 +13,7 @@ pub mod config;
 pub mod durable;
 pub mod ids;
 pub mod message;
+pub mod model_chain;
 pub mod openai;
 pub mod ops;
 pub mod protocol;
