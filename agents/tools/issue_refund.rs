@@ -3,7 +3,7 @@
 //! `POST /api/threads/:id/tool-calls/:call/approve`) or rejects it, in which case the model
 //! gets an error result with the reason.
 
-use edgent::core::ids::new_id;
+use edgent::values::ids::new_id;
 use edgent::prelude::*;
 
 /// The refund to issue.

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use edgent::core::ids::new_id;
+use edgent::values::ids::new_id;
 use edgent::prelude::*;
 
 /// An order to place.

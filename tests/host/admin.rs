@@ -2,9 +2,9 @@
 //! codec that writes definitions to D1, round-tripped through real SQLite with the project's
 //! migrations and read back with the engine's own row reader.
 
-use edgent::core::admin::{plan, Change, ConfigSet, Definition, Kind, KINDS};
-use edgent::core::api::ApiError;
-use edgent::core::sql::SqlValue;
+use edgent::api::ApiError;
+use edgent::config::admin::{plan, Change, ConfigSet, Definition, Kind, KINDS};
+use edgent::values::sql::SqlValue;
 use rusqlite::types::{Value as RValue, ValueRef};
 use serde_json::{json, Map, Value};
 
@@ -508,7 +508,7 @@ fn referrers_block_deletes() {
         "prompt \"boss\" (its \"tools\")"
     );
     assert_eq!(r(Kind::Prompt, "boss"), None);
-    let e = edgent::core::admin::in_use(Kind::Model, "big", "prompt \"helper\" (its \"model\")");
+    let e = edgent::config::admin::in_use(Kind::Model, "big", "prompt \"helper\" (its \"model\")");
     assert_eq!((e.status, e.code), (409, "in_use"));
 }
 
@@ -517,13 +517,13 @@ fn hook_names_must_be_hook_files() {
     crate::install_app();
     let mut p = serde_json::json!({ "name": "p2", "model": "m" });
     p["hooks"] = serde_json::json!(["not_a_hook"]);
-    let def =
-        edgent::core::admin::Definition::from_json(edgent::core::admin::Kind::Prompt, p).unwrap();
-    let stored = edgent::core::admin::ConfigSet::parse(
+    let def = edgent::config::admin::Definition::from_json(edgent::config::admin::Kind::Prompt, p)
+        .unwrap();
+    let stored = edgent::config::admin::ConfigSet::parse(
         br#"{"models":[{"name":"m","provider":"workers_ai","model":"@cf/x"}]}"#,
     )
     .unwrap();
-    let err = edgent::core::admin::plan(vec![def], &stored, &[]).unwrap_err();
+    let err = edgent::config::admin::plan(vec![def], &stored, &[]).unwrap_err();
     assert!(
         err.message.contains("\"not_a_hook\", which is not a hook"),
         "{}",

@@ -1,12 +1,12 @@
 //! Conformance of the Anthropic Messages parser on raw SSE bytes, split every way a network
 //! can, and the shape of the request bodies built from edgent history.
 
-use edgent::core::anthropic::{build_request, AnthropicStream, LEADING_USER_PLACEHOLDER};
-use edgent::core::config::{ModelConfig, ToolChoice, ToolSpec};
-use edgent::core::message::{Message, Role, ToolCall};
-use edgent::core::provider::ModelRequest;
-use edgent::core::stream::{Completion, FinishReason, ProviderError, StreamEvent};
+use edgent::config::{ModelConfig, ToolChoice, ToolSpec};
+use edgent::llm::anthropic::{build_request, AnthropicStream, LEADING_USER_PLACEHOLDER};
+use edgent::llm::stream::{Completion, FinishReason, ProviderError, StreamEvent};
+use edgent::llm::ModelRequest;
 use edgent::tool::{Content, Source};
+use edgent::values::message::{Message, Role, ToolCall};
 use serde_json::{json, Value};
 
 /// Every event of a body fed in the given cuts, `finish` included.
@@ -429,7 +429,7 @@ fn body_with(
     parallel_tool_calls: bool,
 ) -> Value {
     build_request(&ModelRequest {
-        model,
+        target: model.target(),
         system: "be brief",
         history,
         tools,
@@ -466,7 +466,7 @@ fn request_has_model_system_stream_and_a_default_output_limit() {
     // An empty system text is left out.
     let m = model(None);
     let b = build_request(&ModelRequest {
-        model: &m,
+        target: m.target(),
         system: "",
         history: &[msg(Role::User, "hi")],
         tools: &[],

@@ -3,12 +3,12 @@
 
 use crate::flow_host::{block_on, TestHost};
 use crate::sqlite::Sqlite;
-use edgent::core::message::{MessageStatus, Role};
-use edgent::core::openai::OpenAiStream;
-use edgent::core::protocol::ServerFrame;
-use edgent::core::store::{Order, ThreadStatus};
-use edgent::core::stream::ProviderError;
-use edgent::core::thread::{Action, ModelCall, Thread};
+use edgent::engine::store::{Order, ThreadStatus};
+use edgent::engine::thread::{Action, ModelCall, Thread};
+use edgent::llm::openai::OpenAiStream;
+use edgent::llm::stream::ProviderError;
+use edgent::values::message::{MessageStatus, Role};
+use edgent::values::protocol::ServerFrame;
 
 const T0: i64 = 1_795_300_162_000;
 const MAX_STEPS: u32 = 10;
@@ -320,7 +320,7 @@ fn a_stopped_thread_refuses_messages_and_does_no_work() {
     ));
     assert_eq!(
         t.post_user_message(T0 + 3, "more").unwrap_err(),
-        edgent::core::thread::ThreadError::Stopped
+        edgent::engine::thread::ThreadError::Stopped
     );
     let s = t.summary().unwrap();
     assert_eq!(
@@ -336,7 +336,7 @@ fn unknown_threads_and_double_creation() {
     let mut t = Thread::open(&db).unwrap();
     assert_eq!(
         t.summary().unwrap_err(),
-        edgent::core::thread::ThreadError::NotFound
+        edgent::engine::thread::ThreadError::NotFound
     );
     assert!(matches!(
         t.next_action(T0, MAX_STEPS).unwrap(),
@@ -345,7 +345,7 @@ fn unknown_threads_and_double_creation() {
     t.create(T0, "a", "support", &["x".into()]).unwrap();
     assert_eq!(
         t.create(T0, "a", "support", &[]).unwrap_err(),
-        edgent::core::thread::ThreadError::AlreadyExists
+        edgent::engine::thread::ThreadError::AlreadyExists
     );
 }
 
@@ -378,7 +378,7 @@ fn probing_an_object_without_a_thread_writes_nothing() {
     let db = Sqlite::memory();
     assert_eq!(
         Thread::open_existing(&db).err(),
-        Some(edgent::core::thread::ThreadError::NotFound)
+        Some(edgent::engine::thread::ThreadError::NotFound)
     );
     let tables =
         db.0.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {

@@ -1,6 +1,6 @@
 //! Tool and hook discovery rules (shared with build.rs) and the generated registry.
 
-use edgent::core::tool_name::{validate_hook_name, validate_tool_name};
+use edgent::values::tool_name::{validate_hook_name, validate_tool_name};
 
 #[test]
 fn snake_case_names_are_accepted() {

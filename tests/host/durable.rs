@@ -12,23 +12,23 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use edgent::core::durable::{
+use edgent::engine::durable::{
     cache_key, deliver_webhook, deployment_gate, settle, tool_status, CallStatus, Gate, Ran,
     Settle, Suspension, WebhookRefusal, Window,
 };
-use edgent::core::message::Role;
-use edgent::core::protocol::ServerFrame;
-use edgent::core::sql::{Sql, SqlValue};
-use edgent::core::store::{Order, Store, StoredToolCall, ThreadStatus};
-use edgent::core::stream::{FinishReason, StreamEvent};
-use edgent::core::thread::{Action, ModelCall, Thread, ThreadError};
-use edgent::core::tool_records::ToolCallRecord;
-use edgent::core::tool_runs::{Admission, ToolRun};
-use edgent::core::wake::CONFIG_RETRY_MS;
+use edgent::engine::store::{Order, Store, StoredToolCall, ThreadStatus};
+use edgent::engine::thread::{Action, ModelCall, Thread, ThreadError};
+use edgent::engine::tool_records::ToolCallRecord;
+use edgent::engine::tool_runs::{Admission, ToolRun};
+use edgent::engine::wake::CONFIG_RETRY_MS;
+use edgent::llm::stream::{FinishReason, StreamEvent};
 use edgent::tool::{
     run_until_suspended, BoxFuture, CallToolResult, FlowHost, FlowState, HttpRequest, HttpResponse,
     RateLimit, Registry, RetryPolicy, Tool, ToolError, ToolPolicy, WebhookEvent,
 };
+use edgent::values::message::Role;
+use edgent::values::protocol::ServerFrame;
+use edgent::values::sql::{Sql, SqlValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -1654,14 +1654,14 @@ fn queued_bindings_are_stored_with_the_call_and_reach_the_tool() {
 fn the_cache_key_is_the_canonical_arguments_plus_the_bindings() {
     crate::install_app();
     let call = |args: &str, bindings: Option<&str>| StoredToolCall {
-        call: edgent::core::message::ToolCall {
+        call: edgent::values::message::ToolCall {
             id: "c".into(),
             name: "t".into(),
             arguments: args.into(),
         },
         message_id: "m".into(),
         status: "queued".into(),
-        origin: edgent::core::store::CallOrigin::Queue,
+        origin: edgent::engine::store::CallOrigin::Queue,
         attempts: 0,
         interruptions: 0,
         wake_at: None,

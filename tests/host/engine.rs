@@ -1,12 +1,12 @@
 //! The agent engine's rules in virtual time: dual-AI alternation and views, max_turns, stop
 //! tools, stop_on_response, parallel tool batches, history budgets.
 
-use edgent::core::config::AgentKind;
-use edgent::core::message::{Message, Role, ToolCall};
-use edgent::core::store::{Side, ThreadStatus};
-use edgent::core::stream::{FinishReason, StreamEvent};
-use edgent::core::thread::{view_for_side, Action, ModelCall, Thread, TurnRules};
+use edgent::config::AgentKind;
+use edgent::engine::store::{Side, ThreadStatus};
+use edgent::engine::thread::{view_for_side, Action, ModelCall, Thread, TurnRules};
+use edgent::llm::stream::{FinishReason, StreamEvent};
 use edgent::tool::CallToolResult;
+use edgent::values::message::{Message, Role, ToolCall};
 
 use crate::sqlite::Sqlite;
 
@@ -396,12 +396,12 @@ fn declared_hooks_run_at_their_points_and_unknown_ones_are_reported_not_fatal() 
 
     t.inject_message(
         T0,
-        edgent::core::thread::InjectMessage::new(Role::System, "note"),
+        edgent::engine::thread::InjectMessage::new(Role::System, "note"),
         0,
     )
     .unwrap();
     let page = t
-        .messages(50, 0, edgent::core::store::Order::Asc, false)
+        .messages(50, 0, edgent::engine::store::Order::Asc, false)
         .unwrap();
     assert!(
         page.messages.iter().all(|m| m.role != Role::System),

@@ -7,11 +7,11 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use edgent::core::config::{AgentConfig, ModelConfig};
-use edgent::core::protocol::ServerFrame;
-use edgent::core::sql::{Sql, SqlValue};
-use edgent::core::thread::Thread;
+use edgent::config::{AgentConfig, ModelConfig};
+use edgent::engine::thread::Thread;
 use edgent::tool::{BoxFuture, FlowHost, FlowState, HttpRequest, HttpResponse, Registry};
+use edgent::values::protocol::ServerFrame;
+use edgent::values::sql::{Sql, SqlValue};
 use serde_json::{Map, Value};
 
 use crate::sqlite::Sqlite;
@@ -73,7 +73,7 @@ pub(crate) fn agent(tools: &[&str]) -> AgentConfig {
     });
     AgentConfig {
         agent: serde_json::from_value(json["agent"].clone()).expect("agent"),
-        side: edgent::core::store::Side::A,
+        side: edgent::engine::store::Side::A,
         prompt: serde_json::from_value(json["prompt"].clone()).expect("prompt"),
         models: vec![serde_json::from_value::<ModelConfig>(json["model"].clone()).expect("model")],
         delegates: Vec::new(),

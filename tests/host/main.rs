@@ -34,5 +34,5 @@ fn install_app() {
 /// The example app's tools, built and checked.
 fn registry() -> Result<edgent::tool::Registry, edgent::tool::RegistryError> {
     install_app();
-    edgent::tool::Registry::from_catalog(&edgent_example::CATALOG)
+    edgent_example::CATALOG.registry()
 }

@@ -1,12 +1,12 @@
-//! The model chain of the shipped engine (`edgent::core::model_chain`) in virtual time: which
+//! The model chain of the shipped engine (`edgent::engine::model_chain`) in virtual time: which
 //! attempt comes next and after what delay, fallbacks, giving up, a stop, and the request-log
 //! rows with secrets redacted. The driver only streams the attempts it is told to make; these
 //! tests stand in for it with scripted outcomes. What they do not prove: the stream timeouts
 //! themselves (first chunk, stall), which the Worker measures (tests/e2e/engine.test.mjs).
 
-use edgent::core::config::ModelConfig;
-use edgent::core::model_chain::{Attempt, AttemptEnd, ChainStep, ModelChain};
-use edgent::core::stream::ProviderError;
+use edgent::config::ModelConfig;
+use edgent::engine::model_chain::{Attempt, AttemptEnd, ChainStep, ModelChain};
+use edgent::llm::stream::ProviderError;
 use serde_json::json;
 
 const T0: i64 = 1_795_300_000_000;

@@ -1,7 +1,7 @@
 //! Conformance of the OpenAI streaming parser on raw SSE bytes, split every way a network can.
 
-use edgent::core::openai::{build_request, OpenAiStream};
-use edgent::core::stream::{Completion, FinishReason, ProviderError, StreamEvent};
+use edgent::llm::openai::{build_request, OpenAiStream};
+use edgent::llm::stream::{Completion, FinishReason, ProviderError, StreamEvent};
 
 /// Runs raw bytes through the full path (SSE → events → completion), in the given cuts.
 fn run(chunks: &[&[u8]]) -> Result<Completion, ProviderError> {
@@ -179,8 +179,8 @@ fn retry_classification() {
 
 #[test]
 fn request_body_has_history_tools_and_streaming() {
-    use edgent::core::config::ToolSpec;
-    use edgent::core::message::{Message, MessageStatus, Role, ToolCall};
+    use edgent::config::ToolSpec;
+    use edgent::values::message::{Message, MessageStatus, Role, ToolCall};
     let m = |role, content: &str| Message {
         id: "i".into(),
         role,
@@ -243,13 +243,13 @@ fn request_body_has_history_tools_and_streaming() {
 // ---- the OpenAI body with a model row, and provider dispatch ----
 
 mod provider {
-    use edgent::core::config::{ModelConfig, Provider, ToolChoice, ToolSpec};
-    use edgent::core::message::{Message, Role};
-    use edgent::core::openai::build_request_for;
-    use edgent::core::provider::{
+    use edgent::config::{ModelConfig, Provider, ToolChoice, ToolSpec};
+    use edgent::llm::openai::build_request_for;
+    use edgent::llm::stream::{Completion, ProviderError};
+    use edgent::llm::{
         auth_headers, build_request, endpoint, error_message, ModelRequest, StreamParser,
     };
-    use edgent::core::stream::{Completion, ProviderError};
+    use edgent::values::message::{Message, Role};
     use serde_json::json;
 
     fn model(provider: &str, base_url: &str) -> ModelConfig {
@@ -276,7 +276,7 @@ mod provider {
         parallel_tool_calls: bool,
     ) -> ModelRequest<'a> {
         ModelRequest {
-            model,
+            target: model.target(),
             system: "sys",
             history,
             tools,
@@ -307,7 +307,7 @@ mod provider {
         assert!(b.get("parallel_tool_calls").is_none());
         assert!(b.get("tools").is_none());
         // The rest is the same body the four-argument builder makes.
-        let mut plain = edgent::core::openai::build_request("the-model", "sys", &h, &[]);
+        let mut plain = edgent::llm::openai::build_request("the-model", "sys", &h, &[]);
         plain["max_tokens"] = json!(256);
         assert_eq!(b, plain);
     }
@@ -330,14 +330,14 @@ mod provider {
         assert!(b.get("model").is_none());
 
         assert_eq!(
-            endpoint(&openai).as_deref(),
+            endpoint(&openai.target()).as_deref(),
             Some("https://api.openai.com/v1/chat/completions")
         );
         assert_eq!(
-            endpoint(&anthropic).as_deref(),
+            endpoint(&anthropic.target()).as_deref(),
             Some("https://api.anthropic.com/v1/messages")
         );
-        assert_eq!(endpoint(&workers), None);
+        assert_eq!(endpoint(&workers.target()), None);
 
         assert!(matches!(
             StreamParser::new(Provider::OpenAi),
@@ -388,12 +388,12 @@ mod provider {
     #[test]
     fn auth_headers_carry_only_the_key_in_the_right_header() {
         let key = "sk-secret-123";
-        let openai = auth_headers(&model("openai", "https://x.test/v1"), key);
+        let openai = auth_headers(model("openai", "https://x.test/v1").provider, key);
         assert_eq!(
             openai,
             [("authorization", format!("Bearer {key}"))].to_vec()
         );
-        let anthropic = auth_headers(&model("anthropic", "https://x.test/v1"), key);
+        let anthropic = auth_headers(model("anthropic", "https://x.test/v1").provider, key);
         assert_eq!(
             anthropic,
             [
@@ -402,7 +402,7 @@ mod provider {
             ]
             .to_vec()
         );
-        assert!(auth_headers(&model("workers_ai", ""), key).is_empty());
+        assert!(auth_headers(model("workers_ai", "").provider, key).is_empty());
         for (headers, expected) in [(openai, "authorization"), (anthropic, "x-api-key")] {
             let holding: Vec<_> = headers
                 .iter()

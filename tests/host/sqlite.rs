@@ -1,6 +1,6 @@
 //! The host side of the SQL seam: rusqlite running the exact statements the Durable Object runs.
 
-use edgent::core::sql::{Row, Sql, SqlError, SqlValue};
+use edgent::values::sql::{Row, Sql, SqlError, SqlValue};
 use rusqlite::types::{Value as RValue, ValueRef};
 
 /// An in-memory (or file) SQLite database behind [`Sql`].

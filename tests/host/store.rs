@@ -1,9 +1,9 @@
 //! Schema creation, migration and message paging.
 
-use edgent::core::message::{Message, MessageStatus, Role};
-use edgent::core::schema::{migrate, SCHEMA_VERSION};
-use edgent::core::sql::Sql;
-use edgent::core::store::{Order, Store};
+use edgent::engine::schema::{migrate, SCHEMA_VERSION};
+use edgent::engine::store::{Order, Store};
+use edgent::values::message::{Message, MessageStatus, Role};
+use edgent::values::sql::Sql;
 
 use crate::sqlite::Sqlite;
 
@@ -144,7 +144,7 @@ fn messages_round_trip_every_field() {
     migrate(&db).unwrap();
     let store = Store::new(&db);
     let mut m = msg(1, 0);
-    m.tool_calls = vec![edgent::core::message::ToolCall {
+    m.tool_calls = vec![edgent::values::message::ToolCall {
         id: "call_1".into(),
         name: "get_current_time".into(),
         arguments: "{}".into(),

@@ -2,9 +2,9 @@
 //! `edgent-build` runs), then runs on the [`TestHost`] with real tools: values, parallel
 //! groups, failures, unresolved references, replay of recorded steps and argument checks.
 
-use edgent::core::protocol::ServerFrame;
-use edgent::core::store::Store;
+use edgent::engine::store::Store;
 use edgent::tool::{CallToolResult, Retry, Tool, ToolError};
+use edgent::values::protocol::ServerFrame;
 use serde_json::{json, Map, Value};
 
 use crate::flow_host::{block_on, TestHost};

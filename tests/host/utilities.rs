@@ -3,14 +3,14 @@
 
 use std::rc::Rc;
 
-use edgent::core::message::{Message, Role};
-use edgent::core::openai::build_request;
-use edgent::core::protocol::ServerFrame;
-use edgent::core::store::{CallOrigin, Order, Side, ThreadStatus};
-use edgent::core::stream::{FinishReason, StreamEvent};
-use edgent::core::thread::{Action, InjectMessage, ModelCall, Thread};
+use edgent::engine::store::{CallOrigin, Order, Side, ThreadStatus};
+use edgent::engine::thread::{Action, InjectMessage, ModelCall, Thread};
+use edgent::llm::openai::build_request;
+use edgent::llm::stream::{FinishReason, StreamEvent};
 use edgent::prelude::*;
 use edgent::tool::ToolError;
+use edgent::values::message::{Message, Role};
+use edgent::values::protocol::ServerFrame;
 use serde_json::json;
 
 use crate::flow_host::{block_on, TestHost};
@@ -206,7 +206,8 @@ fn queued_tools_run_after_the_current_one_in_order_before_the_next_model_call() 
         .thread()
         .summary()
         .map(|_| {
-            edgent::core::sql::Sql::exec(&host.db, "SELECT units FROM example_orders", &[]).unwrap()
+            edgent::values::sql::Sql::exec(&host.db, "SELECT units FROM example_orders", &[])
+                .unwrap()
         })
         .unwrap();
     assert_eq!(rows[0].int(0).unwrap(), 2);
@@ -439,7 +440,7 @@ fn update_context_and_conversation_stats_tools() {
 #[test]
 fn media_from_tools_reaches_openai_as_a_user_message_after_the_results() {
     crate::install_app();
-    let call = |id: &str| edgent::core::message::ToolCall {
+    let call = |id: &str| edgent::values::message::ToolCall {
         id: id.into(),
         name: "chart".into(),
         arguments: "{}".into(),
@@ -496,7 +497,7 @@ fn a_tool_that_keeps_killing_the_worker_is_abandoned_not_retried_forever() {
     let call = model_call(&mut t);
     reply(&mut t, call, "", &[("c1", "get_current_time", "{}")]);
     // Three starts that never finish (the process dies each time), then recovery gives up.
-    for attempt in 1..=edgent::core::thread::MAX_TOOL_INTERRUPTIONS {
+    for attempt in 1..=edgent::engine::thread::MAX_TOOL_INTERRUPTIONS {
         let mut t = host.thread();
         let Action::RunTool(c) = t.next_action(T0, MAX_STEPS).unwrap() else {
             panic!("attempt {attempt}: expected the tool to run again")

@@ -3,11 +3,11 @@
 
 use std::collections::HashSet;
 
-use edgent::core::config::{ModelConfig, ToolChoice, ToolSpec};
-use edgent::core::message::{Message, Role, ToolCall};
-use edgent::core::provider::ModelRequest;
-use edgent::core::stream::{Completion, FinishReason, ProviderError, StreamEvent};
-use edgent::core::workers_ai::{build_request, new_call_id, parse_response};
+use edgent::config::{ModelConfig, ToolChoice, ToolSpec};
+use edgent::llm::stream::{Completion, FinishReason, ProviderError, StreamEvent};
+use edgent::llm::workers_ai::{build_request, new_call_id, parse_response};
+use edgent::llm::ModelRequest;
+use edgent::values::message::{Message, Role, ToolCall};
 use serde_json::{json, Value};
 
 /// The answer folded into a checked reply.
@@ -238,7 +238,7 @@ fn tools() -> Vec<ToolSpec> {
 
 fn input(m: &ModelConfig, history: &[Message], tools: &[ToolSpec], choice: ToolChoice) -> Value {
     build_request(&ModelRequest {
-        model: m,
+        target: m.target(),
         system: "be brief",
         history,
         tools,

@@ -1,5 +1,5 @@
 //! The configuration API's D1 half: `GET|PUT|DELETE /api/{models,prompts,agents}[/:name]` and
-//! `PUT /api/config`. Parsing, validation and the SQL come from [`edgent::core::admin`]; this
+//! `PUT /api/config`. Parsing, validation and the SQL come from [`edgent::config::admin`]; this
 //! module loads rows, runs statements and shapes responses.
 //!
 //! Threads read their configuration from D1 when a turn starts, so a write here reaches every
@@ -10,10 +10,9 @@ use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, Env, Request, Response};
 
 use super::http::{json, logged, read_body, registry_error};
-use edgent::core::admin::{in_use, plan, Change, ConfigSet, Definition, Kind, Plan, KINDS};
-use edgent::core::api::ApiError;
-use edgent::core::sql::SqlValue;
-use edgent::tool::Registry;
+use edgent::api::ApiError;
+use edgent::config::admin::{in_use, plan, Change, ConfigSet, Definition, Kind, Plan, KINDS};
+use edgent::values::sql::SqlValue;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -111,7 +110,8 @@ pub(crate) async fn get(env: &Env, kind: Kind, name: &str) -> Result<Response> {
 
 /// Registered tool names (prompts may list them).
 fn tool_names() -> Result<Vec<&'static str>> {
-    Registry::discovered()
+    edgent::Catalog::installed()
+        .registry()
         .map(|r| r.names().collect())
         .map_err(|e| registry_error(&e))
 }

@@ -4,8 +4,8 @@
 use serde_json::Value;
 use worker::{D1Database, Env};
 
-use edgent::core::config::{rows, AgentConfig, AgentDef, Delegate, ModelConfig, PromptConfig};
-use edgent::core::store::Side;
+use edgent::config::{rows, AgentConfig, AgentDef, Delegate, ModelConfig, PromptConfig};
+use edgent::engine::store::Side;
 
 fn db(env: &Env) -> worker::Result<D1Database> {
     env.d1("DB")

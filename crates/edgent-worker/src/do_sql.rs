@@ -2,7 +2,7 @@
 
 use worker::{SqlStorage, SqlStorageValue};
 
-use edgent::core::sql::{Row, Sql, SqlError, SqlValue};
+use edgent::values::sql::{Row, Sql, SqlError, SqlValue};
 
 /// The thread's SQLite as the core sees it.
 pub(crate) struct DoSql(pub(crate) SqlStorage);

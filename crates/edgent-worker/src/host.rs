@@ -8,11 +8,11 @@ use serde_json::{Map, Value};
 use wasm_bindgen::JsValue;
 use worker::{AbortController, Env, Fetch, Headers, Method, Request, RequestInit, State};
 
+use super::clock::{now, with_timeout};
 use super::do_sql::DoSql;
-use super::model::with_timeout;
-use edgent::core::protocol::ServerFrame;
-use edgent::core::sql::{Sql, SqlValue};
 use edgent::tool::{BoxFuture, FlowHost, HttpRequest, HttpResponse, Registry};
+use edgent::values::protocol::ServerFrame;
+use edgent::values::sql::{Sql, SqlValue};
 
 /// One per tool call; cheap to build (JS handles are reference-counted).
 pub(crate) struct ShellHost {
@@ -20,10 +20,6 @@ pub(crate) struct ShellHost {
     pub(crate) state: State,
     pub(crate) env: Env,
     pub(crate) registry: Rc<Registry>,
-}
-
-pub(crate) fn now() -> i64 {
-    worker::Date::now().as_millis() as i64
 }
 
 /// Sends `frame` to every socket of the object; a closing socket just misses it.

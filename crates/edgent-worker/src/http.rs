@@ -3,7 +3,7 @@
 use serde::Serialize;
 use worker::{Request, Response, Result};
 
-use edgent::core::api::{ApiError, MAX_BODY_BYTES};
+use edgent::api::{ApiError, MAX_BODY_BYTES};
 use edgent::tool::RegistryError;
 
 /// A JSON response with `status`.

@@ -23,6 +23,8 @@
 #[cfg(target_arch = "wasm32")]
 mod admin;
 #[cfg(target_arch = "wasm32")]
+mod clock;
+#[cfg(target_arch = "wasm32")]
 mod config;
 #[cfg(target_arch = "wasm32")]
 mod do_sql;

@@ -1,39 +1,25 @@
 //! One streaming chat-completions call over `fetch`, feeding bytes to the core as they arrive.
 
-use std::future::Future;
 use std::time::Duration;
 
-use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use wasm_bindgen::JsValue;
 use worker::{
     AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
 };
 
-use super::host::now;
-use edgent::core::config::{
+use super::clock::{now, with_timeout};
+use edgent::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
-use edgent::core::model_chain::{AttemptEnd, ChainStep, ModelChain};
-use edgent::core::provider::{
-    auth_headers, endpoint, error_message, StreamParser, ANTHROPIC_VERSION,
-};
-use edgent::core::request_log::ModelRequestLog;
-use edgent::core::stream::{ProviderError, StreamEvent};
-use edgent::core::workers_ai;
+use edgent::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
+use edgent::engine::request_log::ModelRequestLog;
+use edgent::llm::stream::{ProviderError, StreamEvent};
+use edgent::llm::workers_ai;
+use edgent::llm::{auth_headers, endpoint, error_message, StreamParser, ANTHROPIC_VERSION};
 
 /// Largest error body we read from a failing provider.
 const MAX_ERROR_BODY: usize = 16 * 1024;
-
-/// Runs `fut` with a deadline; `None` when the deadline won.
-pub(crate) async fn with_timeout<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
-    let fut = Box::pin(fut);
-    let delay = Box::pin(Delay::from(limit));
-    match select(fut, delay).await {
-        Either::Left((out, _)) => Some(out),
-        Either::Right(_) => None,
-    }
-}
 
 /// An open model response body.
 pub(crate) struct ModelStream {
@@ -55,7 +41,9 @@ impl ModelStream {
         model: &ModelConfig,
         body: &serde_json::Value,
     ) -> Result<Self, ProviderError> {
-        let (Some(url), Some(parser)) = (endpoint(model), StreamParser::new(model.provider)) else {
+        let (Some(url), Some(parser)) =
+            (endpoint(&model.target()), StreamParser::new(model.provider))
+        else {
             return Err(ProviderError::Config(format!(
                 "provider {:?} does not stream over HTTP",
                 model.provider.as_str()
@@ -85,7 +73,7 @@ impl ModelStream {
                     model.name
                 ))
             })?;
-            for (name, value) in auth_headers(model, &key.to_string()) {
+            for (name, value) in auth_headers(model.provider, &key.to_string()) {
                 set(name, &value)?;
             }
         } else if model.provider == Provider::Anthropic {

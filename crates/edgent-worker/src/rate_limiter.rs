@@ -10,10 +10,10 @@ use worker::{
     durable_object, DurableObject, Env, Method, Request, RequestInit, Response, Result, State,
 };
 
+use super::clock::now;
 use super::do_sql::DoSql;
-use super::host::now;
-use edgent::core::durable::{Window, WINDOW_MS};
-use edgent::core::sql::Sql;
+use edgent::engine::durable::{Window, WINDOW_MS};
+use edgent::values::sql::Sql;
 
 #[derive(Serialize, Deserialize)]
 struct Acquire {
@@ -42,7 +42,7 @@ impl DurableObject for RateLimiter {
         let ask: Acquire = req.json().await?;
         let sql = DoSql(self.state.storage().sql());
         let now = now();
-        let run = |q: &str, p: &[edgent::core::sql::SqlValue]| {
+        let run = |q: &str, p: &[edgent::values::sql::SqlValue]| {
             sql.exec(q, p)
                 .map_err(|e| worker::Error::RustError(e.to_string()))
         };

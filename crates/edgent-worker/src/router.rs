@@ -6,10 +6,9 @@ use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 use super::admin;
 use super::config::agent_exists;
 use super::http::{error, json, logged, read_body, registry_error};
-use edgent::core::admin::Kind;
-use edgent::core::api::{authorized, ApiError, CreateThread};
-use edgent::core::ids::{is_uuid, new_id};
-use edgent::tool::Registry;
+use edgent::api::{authorized, ApiError, CreateThread};
+use edgent::config::admin::Kind;
+use edgent::values::ids::{is_uuid, new_id};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -160,7 +159,9 @@ async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Resp
 /// `GET /api/tools`: every tool's schema, how it runs (timeout, retries, approval, limits)
 /// and its deployment-wide status (`rate_limited` when a per-deployment window is full).
 async fn tools(env: &Env) -> std::result::Result<Response, ApiError> {
-    let registry = Registry::discovered().map_err(|e| registry_error(&e))?;
+    let registry = edgent::Catalog::installed()
+        .registry()
+        .map_err(|e| registry_error(&e))?;
     let mut out = Vec::new();
     for spec in registry.all_specs() {
         let policy = super::policy::policy_for(env, &registry, &spec.name);

@@ -20,18 +20,19 @@ mod delegate;
 mod tools;
 mod turn;
 
+use super::clock::now;
 use super::config::agent_has_side;
 use super::do_sql::DoSql;
-use super::host::{broadcast, now, ShellHost};
+use super::host::{broadcast, ShellHost};
 use super::http::{error, json, logged, read_body, registry_error};
-use edgent::core::api::{ApiError, CreateThread};
-use edgent::core::ops::ThreadOp;
-use edgent::core::protocol::{
+use edgent::api::ops::ThreadOp;
+use edgent::api::{ApiError, CreateThread};
+use edgent::engine::store::Side;
+use edgent::engine::thread::{Thread, ThreadError};
+use edgent::tool::{Registry, RegistryError};
+use edgent::values::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
 };
-use edgent::core::store::Side;
-use edgent::core::thread::{Thread, ThreadError};
-use edgent::tool::{Registry, RegistryError};
 
 /// What each socket remembers across hibernation.
 #[derive(Serialize, Deserialize)]
@@ -242,7 +243,7 @@ impl ThreadObject {
     fn registry(&self) -> std::result::Result<Rc<Registry>, RegistryError> {
         self.registry
             .borrow_mut()
-            .get_or_insert_with(|| Registry::discovered().map(Rc::new))
+            .get_or_insert_with(|| edgent::Catalog::installed().registry().map(Rc::new))
             .clone()
     }
 
@@ -353,7 +354,7 @@ impl ThreadObject {
                 let call_id = self.with_thread(|t| {
                     t.queue_tool_with_bindings(
                         now(),
-                        &registry,
+                        registry.as_ref(),
                         &p.name,
                         p.args,
                         p.bindings.as_ref(),
@@ -368,7 +369,7 @@ impl ThreadObject {
             })?),
             ThreadOp::GetLogs(q) => json!(self.with_thread(|t| {
                 t.summary()?;
-                Ok(edgent::core::request_log::page(
+                Ok(edgent::engine::request_log::page(
                     t.store().sql(),
                     q.limit,
                     q.offset,
@@ -423,7 +424,7 @@ impl ThreadObject {
             let mut out = Vec::new();
             for name in host.registry.names() {
                 let policy = super::policy::policy_for(&host.env, &host.registry, name);
-                let status = edgent::core::durable::tool_status(t.store(), name, &policy, now())?;
+                let status = edgent::engine::durable::tool_status(t.store(), name, &policy, now())?;
                 out.push(json!({ "name": name, "status": status }));
             }
             Ok(out)
@@ -434,7 +435,7 @@ impl ThreadObject {
     /// A POST to a webhook URL: wrong tokens get 404, a second delivery or a finished wait
     /// 409, a body that is not JSON 400 (after the token check); nothing changes on refusal.
     async fn webhook(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
-        use edgent::core::durable::{deliver_webhook, WebhookRefusal};
+        use edgent::engine::durable::{deliver_webhook, WebhookRefusal};
         let token = req
             .headers()
             .get("x-edgent-webhook-token")

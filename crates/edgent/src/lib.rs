@@ -14,20 +14,21 @@
 //! The Worker driver (router, `DurableThread`, bindings) is the `edgent-worker` crate; this
 //! crate has no `worker` dependency and runs on the host.
 
+pub mod api;
 pub mod catalog;
-pub mod core;
+pub mod config;
+pub mod engine;
 pub mod hook;
+pub mod llm;
 pub mod tool;
+pub mod values;
 
 pub use catalog::Catalog;
 
 /// What a tool or hook file needs in scope: `use edgent::prelude::*;`.
 pub mod prelude {
-    pub use crate::core::message::{Message, Role, ToolCall};
-    pub use crate::core::sql::SqlValue;
-    pub use crate::core::store::{Order, Side};
-    pub use crate::core::thread::InjectMessage;
-    pub use crate::core::time::rfc3339_from_ms;
+    pub use crate::engine::store::{Order, Side};
+    pub use crate::engine::thread::InjectMessage;
     pub use crate::hook::{Hook, HookContext, HookError};
     pub use crate::tool::{
         emit_thread_event, force_turn, get_messages, inject_message, queue_tool,
@@ -35,6 +36,9 @@ pub mod prelude {
         Json, LimitScope, RateLimit, RetryPolicy, Source, Tool, ToolError, ToolStatus,
         WebhookEvent,
     };
+    pub use crate::values::message::{Message, Role, ToolCall};
+    pub use crate::values::sql::SqlValue;
+    pub use crate::values::time::rfc3339_from_ms;
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
     pub use std::time::Duration;
@@ -44,6 +48,6 @@ pub mod prelude {
 /// for tool and hook names and the TOML workflow format. Not part of the app-facing API.
 #[doc(hidden)]
 pub mod build_support {
-    pub use crate::core::tool_name::{validate_hook_name, validate_tool_name};
     pub use crate::tool::workflow_toml::definition;
+    pub use crate::values::tool_name::{validate_hook_name, validate_tool_name};
 }

@@ -11,17 +11,18 @@ use worker::{Delay, Method};
 
 use super::turn::{record, tool_specs, RequestParts};
 use super::ThreadObject;
-use crate::host::{now, ShellHost};
+use crate::clock::now;
+use crate::host::ShellHost;
 use crate::model::{run_chain, ChainSink};
 use crate::router::{internal_request, send_to};
-use edgent::core::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
-use edgent::core::ids::new_id;
-use edgent::core::message::{Message, MessageStatus, Role};
-use edgent::core::request_log::ModelRequestLog;
-use edgent::core::store::{StoredToolCall, ThreadStatus, ThreadSummary};
-use edgent::core::stream::{Completion, ProviderError, StreamEvent};
-use edgent::core::thread::{repair_history, Thread};
+use edgent::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
+use edgent::engine::request_log::ModelRequestLog;
+use edgent::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
+use edgent::engine::thread::{repair_history, Thread};
+use edgent::llm::stream::{Completion, ProviderError, StreamEvent};
 use edgent::tool::{CallToolResult, FlowState};
+use edgent::values::ids::new_id;
+use edgent::values::message::{Message, MessageStatus, Role};
 
 /// Model calls a sub-prompt may make for one call.
 const SUB_PROMPT_MAX_STEPS: u32 = 10;
@@ -148,7 +149,7 @@ impl ThreadObject {
         let chat: Vec<Message> = if prompt.include_chat {
             let budget = models[0]
                 .max_history_tokens
-                .unwrap_or(edgent::core::config::DEFAULT_MAX_HISTORY_TOKENS);
+                .unwrap_or(edgent::config::DEFAULT_MAX_HISTORY_TOKENS);
             let history = store
                 .model_history_within(u64::from(budget))
                 .unwrap_or_default();

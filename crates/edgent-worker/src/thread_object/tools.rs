@@ -1,5 +1,5 @@
 //! Running tool calls: the driver side of the engine's tool-call lifecycle
-//! ([`edgent::core::tool_runs`]). Each due call goes to the engine, which answers run it, ask
+//! ([`edgent::engine::tool_runs`]). Each due call goes to the engine, which answers run it, ask
 //! the deployment's rate limiter first, or nothing; admitted calls of one reply run
 //! concurrently under their timeout, and each outcome goes back to the engine to be settled.
 //! Nothing here decides what a call's state becomes.
@@ -10,16 +10,17 @@ use futures_util::future::join_all;
 use serde_json::{Map, Value};
 
 use super::ThreadObject;
-use crate::host::{now, ShellHost};
-use crate::model::with_timeout;
+use crate::clock::now;
+use crate::clock::with_timeout;
+use crate::host::ShellHost;
 use crate::policy::policy_for;
-use edgent::core::config::{AgentConfig, Delegate};
-use edgent::core::durable::Ran;
-use edgent::core::ids::random_unit;
-use edgent::core::store::{CallOrigin, StoredToolCall, ThreadSummary};
-use edgent::core::thread::Thread;
-use edgent::core::tool_runs::{Admission, ToolRun};
+use edgent::config::{AgentConfig, Delegate};
+use edgent::engine::durable::Ran;
+use edgent::engine::store::{CallOrigin, StoredToolCall, ThreadSummary};
+use edgent::engine::thread::Thread;
+use edgent::engine::tool_runs::{Admission, ToolRun};
 use edgent::tool::{run_until_suspended, CallToolResult, FlowState};
+use edgent::values::ids::random_unit;
 
 impl ThreadObject {
     /// Runs calls of one reply (concurrently when there are several) and hands their

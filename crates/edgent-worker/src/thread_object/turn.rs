@@ -5,17 +5,18 @@
 use std::rc::Rc;
 
 use super::ThreadObject;
+use crate::clock::now;
 use crate::config::load_agent;
-use crate::host::{now, ShellHost};
+use crate::host::ShellHost;
 use crate::model::{run_chain, ChainSink};
-use edgent::core::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, ToolSpec};
-use edgent::core::message::Message;
-use edgent::core::provider::{build_request, ModelRequest};
-use edgent::core::request_log::{self, ModelRequestLog};
-use edgent::core::stream::{ProviderError, StreamEvent};
-use edgent::core::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
-use edgent::core::wake::WATCHDOG_MS;
+use edgent::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, ToolSpec};
+use edgent::engine::request_log::{self, ModelRequestLog};
+use edgent::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
+use edgent::engine::wake::WATCHDOG_MS;
+use edgent::llm::stream::{ProviderError, StreamEvent};
+use edgent::llm::{build_request, ModelRequest};
 use edgent::tool::Registry;
+use edgent::values::message::Message;
 
 /// The request body for `model`, from what every provider needs.
 pub(super) struct RequestParts<'a> {
@@ -28,7 +29,7 @@ pub(super) struct RequestParts<'a> {
 impl RequestParts<'_> {
     pub(super) fn body(&self, model: &ModelConfig) -> serde_json::Value {
         build_request(&ModelRequest {
-            model,
+            target: model.target(),
             system: self.system,
             history: self.history,
             tools: self.tools,
@@ -147,7 +148,7 @@ impl ThreadObject {
                 None
             }
         };
-        // The order of calls is the engine's (see `edgent::core::wake`).
+        // The order of calls is the engine's (see `edgent::engine::wake`).
         while let Some(thread) = thread.as_mut() {
             // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
             let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;

@@ -32,17 +32,30 @@
 //! # let _ = hook();
 //! ```
 
-use crate::core::message::{Message, ToolCall};
-use crate::core::store::Side;
-use crate::tool::CallToolResult;
+use crate::values::message::{Message, ToolCall};
+use crate::values::{CallToolResult, Side};
 
 /// Builds a hook; every file in `agents/hooks/` exports one as `pub fn hook() -> Hook`.
 pub type HookConstructor = fn() -> Hook;
 
+/// The app's hooks, installed once per process (by [`crate::Catalog::install`]).
+static INSTALLED: std::sync::OnceLock<&'static [(&'static str, HookConstructor)]> =
+    std::sync::OnceLock::new();
+
+/// Makes `table` the hooks every thread of this process may run. The first table installed
+/// stays (a Worker, like a test binary, runs one app).
+pub fn install(table: &'static [(&'static str, HookConstructor)]) {
+    let _ = INSTALLED.set(table);
+}
+
+fn installed() -> &'static [(&'static str, HookConstructor)] {
+    INSTALLED.get().copied().unwrap_or(&[])
+}
+
 /// Names of the installed app's hooks (`agents/hooks/`), alphabetically (what a config may
 /// list).
 pub fn names() -> impl Iterator<Item = &'static str> {
-    crate::Catalog::installed().hook_names()
+    installed().iter().map(|(name, _)| *name)
 }
 
 /// Where a hook runs: who is acting and at which depth.
@@ -320,11 +333,7 @@ impl Hooks {
             if hooks.iter().any(|(n, _)| n == name) || unknown.iter().any(|n| n == name) {
                 continue;
             }
-            match crate::Catalog::installed()
-                .hooks
-                .iter()
-                .find(|(n, _)| *n == name)
-            {
+            match installed().iter().find(|(n, _)| *n == name) {
                 Some((n, build)) => hooks.push(((*n).to_owned(), build())),
                 None => unknown.push(name.to_owned()),
             }

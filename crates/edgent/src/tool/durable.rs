@@ -21,9 +21,9 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{FlowState, ToolError};
-use crate::core::durable::{CallStatus, Ran, Suspension};
-use crate::core::ids::secret_token;
-use crate::core::store::Store;
+use crate::engine::durable::{CallStatus, Ran, Suspension};
+use crate::engine::store::Store;
+use crate::values::ids::secret_token;
 
 /// What one run of a call has done that the runner must know: whether it parked, and the
 /// step names it used (a name used twice in one run is a bug in the workflow).
@@ -233,7 +233,7 @@ impl FlowState {
         Ok(self.webhook_address(&hook.token))
     }
 
-    fn webhook(&self, name: &str) -> Result<crate::core::tool_records::WebhookRecord, ToolError> {
+    fn webhook(&self, name: &str) -> Result<crate::engine::tool_records::WebhookRecord, ToolError> {
         if let Some(hook) = self.store().webhook_for(&self.tool_call_id, name)? {
             return Ok(hook);
         }

@@ -8,10 +8,10 @@ use serde_json::{Map, Value};
 
 use super::ToolError;
 use super::{BoxFuture, HttpRequest, HttpResponse, Registry};
-use crate::core::config::AgentConfig;
-use crate::core::protocol::ServerFrame;
-use crate::core::sql::{Row, Sql, SqlValue};
-use crate::core::store::{MessagePage, Order, Side, Store, StoredToolCall, ThreadSummary};
+use crate::config::AgentConfig;
+use crate::engine::store::{MessagePage, Order, Side, Store, StoredToolCall, ThreadSummary};
+use crate::values::protocol::ServerFrame;
+use crate::values::sql::{Row, Sql, SqlValue};
 
 /// What a flow needs from whoever runs it: the Durable Object in the Worker, a test harness on
 /// the host. Everything here is called synchronously from a single thread.
@@ -210,7 +210,7 @@ impl MessageHistory {
         order: Order,
         include_silent: bool,
     ) -> Result<MessagePage, ToolError> {
-        let limit = limit.clamp(1, crate::core::api::MAX_PAGE);
+        let limit = limit.clamp(1, crate::api::MAX_PAGE);
         Ok(Store::new(self.0.sql()).messages_page(limit, offset, order, include_silent)?)
     }
 }

@@ -33,16 +33,14 @@
 //! ```
 
 mod durable;
-mod error;
 mod flow;
 mod handler;
 mod http;
-mod policy;
 mod registry;
-mod result;
 pub mod schema;
 mod utils;
-pub mod validate;
+
+pub use crate::values::validate;
 pub(crate) mod workflow_toml;
 
 use std::any::{Any, TypeId};
@@ -52,14 +50,16 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+pub use crate::values::policy::{
+    LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT,
+};
+pub use crate::values::tool_error::{Retry, ToolError};
+pub use crate::values::tool_result::{CallToolResult, Content, Source, SourceKind, ToolStatus};
 pub use durable::{run_until_suspended, RunState, WebhookEvent};
-pub use error::{Retry, ToolError};
 pub use flow::{Context, EventStream, FlowHost, FlowState, MessageHistory, Storage, ToolQueue};
 pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
 pub use http::{HttpRequest, HttpResponse};
-pub use policy::{LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT};
 pub use registry::{Registry, RegistryError};
-pub use result::{CallToolResult, Content, Source, SourceKind, ToolStatus};
 pub use utils::{
     emit_thread_event, force_turn, get_messages, inject_message, queue_tool,
     queue_tool_with_bindings,
@@ -282,8 +282,8 @@ impl Tool {
         let attempt = self.attempt(flow, raw_arguments);
         Box::pin(async move {
             match run_until_suspended(attempt, &state).await {
-                crate::core::durable::Ran::Done(Ok(result)) => result,
-                crate::core::durable::Ran::Done(Err(e)) => CallToolResult::error(e.text()),
+                crate::engine::durable::Ran::Done(Ok(result)) => result,
+                crate::engine::durable::Ran::Done(Err(e)) => CallToolResult::error(e.text()),
                 _ => CallToolResult::error(
                     "this tool sleeps or waits for a webhook, which only a top-level tool call can do",
                 ),

@@ -1,9 +1,8 @@
-//! The set of tools of this Worker: the app's [`Catalog`] (found by `edgent-build` in
-//! `agents/tools/` and `agents/workflows/`), built and checked.
+//! The set of tools of this Worker, built and checked from the tables an app's build wrote
+//! (`agents/tools/`, `agents/workflows/`); [`crate::Catalog::registry`] builds it.
 
-use super::Tool;
-use crate::core::config::ToolSpec;
-use crate::Catalog;
+use super::{Tool, ToolConstructor};
+use crate::llm::ToolSpec;
 
 /// Every registered tool, by name.
 #[derive(Debug, Default)]
@@ -16,6 +15,8 @@ pub struct Registry {
 pub struct RegistryError {
     /// `(tool name, problem)` pairs.
     pub problems: Vec<(String, String)>,
+    /// The tools among them that are TOML workflows (for the file named in messages).
+    toml: Vec<String>,
 }
 
 impl std::fmt::Display for RegistryError {
@@ -23,7 +24,14 @@ impl std::fmt::Display for RegistryError {
         let lines: Vec<String> = self
             .problems
             .iter()
-            .map(|(tool, why)| format!("tool `{tool}` ({}): {why}", source_file(tool)))
+            .map(|(tool, why)| {
+                let file = if self.toml.contains(tool) {
+                    format!("agents/workflows/{tool}.toml")
+                } else {
+                    format!("agents/tools/{tool}.rs")
+                };
+                format!("tool `{tool}` ({file}): {why}")
+            })
             .collect();
         f.write_str(&lines.join("; "))
     }
@@ -31,41 +39,33 @@ impl std::fmt::Display for RegistryError {
 
 impl std::error::Error for RegistryError {}
 
-/// Where a tool is defined, for messages.
-fn source_file(name: &str) -> String {
-    if Catalog::installed().is_toml_workflow(name) {
-        format!("agents/workflows/{name}.toml")
-    } else {
-        format!("agents/tools/{name}.rs")
-    }
-}
-
 impl Registry {
-    /// The tools and workflows of the installed [`Catalog`] (see [`Registry::from_catalog`]).
-    pub fn discovered() -> Result<Self, RegistryError> {
-        Self::from_catalog(Catalog::installed())
-    }
-
     /// The tools and workflows an app's build found (`agents/tools/*.rs`,
-    /// `agents/workflows/*.rs` and `agents/workflows/*.toml`), checked.
-    pub fn from_catalog(catalog: &Catalog) -> Result<Self, RegistryError> {
-        let mut tools: Vec<(&'static str, Tool)> = catalog
-            .tools
+    /// `agents/workflows/*.rs` and `agents/workflows/*.toml` as `(name, JSON)`), checked.
+    pub fn from_tables(
+        constructors: &[(&'static str, ToolConstructor)],
+        toml_workflows: &[(&'static str, &'static str)],
+    ) -> Result<Self, RegistryError> {
+        let toml: Vec<String> = toml_workflows
+            .iter()
+            .map(|(n, _)| (*n).to_owned())
+            .collect();
+        let mut tools: Vec<(&'static str, Tool)> = constructors
             .iter()
             .map(|(name, build)| (*name, build()))
             .collect();
         let mut problems = Vec::new();
-        for (name, json) in catalog.toml_workflows {
+        for (name, json) in toml_workflows {
             match Tool::from_workflow_json(json) {
                 Ok(tool) => tools.push((name, tool)),
                 Err(why) => problems.push(((*name).to_owned(), why)),
             }
         }
         if !problems.is_empty() {
-            return Err(RegistryError { problems });
+            return Err(RegistryError { problems, toml });
         }
         tools.sort_by_key(|(name, _)| *name);
-        Self::build(tools)
+        Self::build(tools).map_err(|e| RegistryError { toml, ..e })
     }
 
     /// A registry of the given tools, refusing any whose definition is broken (no handler,
@@ -78,7 +78,10 @@ impl Registry {
         if problems.is_empty() {
             Ok(Registry { tools })
         } else {
-            Err(RegistryError { problems })
+            Err(RegistryError {
+                problems,
+                toml: Vec::new(),
+            })
         }
     }
 
@@ -113,5 +116,19 @@ impl Registry {
     /// Every tool's spec, for `GET /api/tools`.
     pub fn all_specs(&self) -> Vec<ToolSpec> {
         self.specs(self.names().collect::<Vec<_>>())
+    }
+}
+
+impl crate::engine::thread::ToolIndex for Registry {
+    fn tool_names(&self) -> Vec<&str> {
+        self.names().collect()
+    }
+
+    fn check_arguments(
+        &self,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Option<Result<(), String>> {
+        self.get(name).map(|tool| tool.validate(arguments))
     }
 }

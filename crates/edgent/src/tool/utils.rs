@@ -5,9 +5,9 @@
 use serde::Serialize;
 
 use super::{FlowState, ToolError};
-use crate::core::message::Message;
-use crate::core::store::{MessagePage, Order, Side};
-use crate::core::thread::{InjectMessage, Thread, ThreadError};
+use crate::engine::store::{MessagePage, Order, Side};
+use crate::engine::thread::{InjectMessage, Thread, ThreadError};
+use crate::values::message::Message;
 
 fn with_thread<T>(
     flow: &FlowState,

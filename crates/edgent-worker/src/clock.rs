@@ -1,0 +1,23 @@
+//! The platform's clock and timers: the driver reads the time and passes it to the engine as
+//! `now`, and races I/O against deadlines.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures_util::future::{select, Either};
+use worker::Delay;
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+/// Runs `fut` with a deadline; `None` when the deadline won.
+pub(crate) async fn with_timeout<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
+    let fut = Box::pin(fut);
+    let delay = Box::pin(Delay::from(limit));
+    match select(fut, delay).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
+    }
+}

@@ -1,0 +1,252 @@
+//! One operation type for both transports: an HTTP request on a thread and a WebSocket `rpc`
+//! decode into the same [`ThreadOp`], so each operation has one validation, one paging rule
+//! and one set of errors. The driver applies an op in one place and answers HTTP with
+//! [`ThreadOp::http_status`] and the same JSON body an rpc `result` carries.
+
+use serde_json::Value;
+
+use crate::api::{
+    parse_params, ApiError, ApprovalParams, ForceTurnParams, PageQuery, PostMessage,
+    QueueToolParams,
+};
+use crate::engine::store::Side;
+use crate::engine::thread::InjectMessage;
+
+/// What a client asks of one thread.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ThreadOp {
+    /// The thread's summary (`GET /api/threads/:id`).
+    Summary,
+    /// A user message (`POST …/messages`, rpc `send_message`); starts a turn.
+    SendMessage(PostMessage),
+    /// A message of any role, stored without starting a turn (rpc `inject_message`).
+    InjectMessage(InjectMessage),
+    /// A tool call queued by the application (rpc `queue_tool`).
+    QueueTool(QueueToolParams),
+    /// A page of messages (`GET …/messages`, rpc `get_messages`).
+    GetMessages(PageQuery),
+    /// A page of the execution history (`GET …/tool-calls`, rpc `get_tool_calls`).
+    GetToolCalls(PageQuery),
+    /// A page of the model request log (`GET …/logs`).
+    GetLogs(PageQuery),
+    /// Each tool's status in this thread (`GET …/tools`).
+    ToolStatuses,
+    /// Approve or reject a call that waits for it (`POST …/tool-calls/:call/approve|reject`,
+    /// rpc `approve_tool`).
+    DecideApproval(ApprovalParams),
+    /// Make a side take a turn without a new message (rpc `force_turn`).
+    ForceTurn(ForceTurnParams),
+    /// End the conversation (`POST …/stop`, rpc `stop`).
+    Stop,
+}
+
+/// The rpc methods, for the error that names them.
+pub const RPC_METHODS: &[&str] = &[
+    "send_message",
+    "inject_message",
+    "queue_tool",
+    "get_messages",
+    "get_tool_calls",
+    "force_turn",
+    "stop",
+    "approve_tool",
+];
+
+impl ThreadOp {
+    /// Decodes a WebSocket `rpc {method, params}`.
+    pub fn from_rpc(method: &str, params: &Value) -> Result<ThreadOp, ApiError> {
+        Ok(match method {
+            "send_message" => ThreadOp::SendMessage(PostMessage::from_object(
+                &params.as_object().cloned().unwrap_or_default(),
+            )?),
+            "inject_message" => ThreadOp::InjectMessage(parse_params(params)?),
+            "queue_tool" => ThreadOp::QueueTool(parse_params(params)?),
+            "get_messages" => ThreadOp::GetMessages(page_from_params(params)?),
+            "get_tool_calls" => ThreadOp::GetToolCalls(page_from_params(params)?),
+            "force_turn" => ThreadOp::ForceTurn(parse_params(params)?),
+            "stop" => ThreadOp::Stop,
+            "approve_tool" => ThreadOp::DecideApproval(parse_params(params)?),
+            other => {
+                return Err(ApiError::new(
+                    400,
+                    "unknown_method",
+                    format!(
+                        "unknown rpc method {other:?}; available: {}",
+                        RPC_METHODS.join(", ")
+                    ),
+                ))
+            }
+        })
+    }
+
+    /// Decodes a request the router forwarded to the thread's object: `method` and `path`
+    /// (`/summary`, `/messages`, …), the query pairs and the body. `None` when the request is
+    /// not a client operation (creation, webhooks, sockets and the child-thread `/run` are
+    /// handled by the driver itself).
+    pub fn from_http(
+        method: &str,
+        path: &str,
+        query: &[(String, String)],
+        body: &[u8],
+    ) -> Result<Option<ThreadOp>, ApiError> {
+        let page = || PageQuery::parse(query.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        Ok(Some(match (method, path) {
+            ("GET", "/summary") => ThreadOp::Summary,
+            ("GET", "/messages") => ThreadOp::GetMessages(page()?),
+            ("POST", "/messages") => ThreadOp::SendMessage(PostMessage::parse(body)?),
+            ("POST", "/stop") => ThreadOp::Stop,
+            ("GET", "/logs") => ThreadOp::GetLogs(page()?),
+            ("GET", "/tool-calls") => ThreadOp::GetToolCalls(page()?),
+            ("GET", "/tools") => ThreadOp::ToolStatuses,
+            ("POST", "/approval") => {
+                let value: Value = serde_json::from_slice(body)
+                    .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
+                ThreadOp::DecideApproval(parse_params(&value)?)
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// The HTTP status of a successful answer (an rpc `result` carries the same body).
+    pub fn http_status(&self) -> u16 {
+        match self {
+            ThreadOp::SendMessage(_) => 202,
+            _ => 200,
+        }
+    }
+
+    /// Whether applying the op may leave work for the turn loop (the driver schedules it).
+    pub fn starts_work(&self) -> bool {
+        matches!(
+            self,
+            ThreadOp::SendMessage(_)
+                | ThreadOp::QueueTool(_)
+                | ThreadOp::DecideApproval(_)
+                | ThreadOp::ForceTurn(_)
+        )
+    }
+
+    /// The side a `force_turn` asks for (the driver checks the agent has it).
+    pub fn forced_side(&self) -> Option<Side> {
+        match self {
+            ThreadOp::ForceTurn(p) => Some(p.side),
+            _ => None,
+        }
+    }
+}
+
+/// Paging parameters of an rpc, validated exactly like the HTTP query: numbers, booleans or
+/// their text, else 400.
+fn page_from_params(params: &Value) -> Result<PageQuery, ApiError> {
+    let mut owned: Vec<(&str, String)> = Vec::new();
+    for key in ["limit", "offset", "order", "include_silent", "depth"] {
+        match params.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(v)) => owned.push((key, v.clone())),
+            Some(Value::Number(n)) => owned.push((key, n.to_string())),
+            Some(Value::Bool(b)) => owned.push((key, b.to_string())),
+            Some(_) => {
+                return Err(ApiError::invalid(format!(
+                    "\"{key}\" must be a number, a boolean or a string"
+                )))
+            }
+        }
+    }
+    PageQuery::parse(owned.iter().map(|(k, v)| (*k, v.as_str())))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::engine::store::Order;
+    use serde_json::json;
+
+    fn query(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn both_transports_decode_into_the_same_op() {
+        let http = ThreadOp::from_http(
+            "GET",
+            "/tool-calls",
+            &query(&[("limit", "2"), ("order", "desc")]),
+            b"",
+        )
+        .unwrap()
+        .unwrap();
+        let rpc =
+            ThreadOp::from_rpc("get_tool_calls", &json!({ "limit": 2, "order": "desc" })).unwrap();
+        assert_eq!(http, rpc);
+        let ThreadOp::GetToolCalls(q) = rpc else {
+            panic!("a page of tool calls")
+        };
+        assert_eq!((q.limit, q.order), (2, Order::Desc));
+
+        let http = ThreadOp::from_http("POST", "/messages", &[], br#"{"content":"hi"}"#)
+            .unwrap()
+            .unwrap();
+        let rpc = ThreadOp::from_rpc("send_message", &json!({ "content": "hi" })).unwrap();
+        assert_eq!(http, rpc);
+        assert_eq!(http.http_status(), 202);
+        assert!(http.starts_work());
+
+        let body = br#"{"tool_call_id":"c1","approved":false,"reason":"no"}"#;
+        let http = ThreadOp::from_http("POST", "/approval", &[], body)
+            .unwrap()
+            .unwrap();
+        let rpc = ThreadOp::from_rpc(
+            "approve_tool",
+            &json!({ "tool_call_id": "c1", "approved": false, "reason": "no" }),
+        )
+        .unwrap();
+        assert_eq!(http, rpc);
+    }
+
+    #[test]
+    fn bad_paging_is_the_same_400_on_both_transports() {
+        for (key, text, value) in [
+            ("limit", "0", json!(0)),
+            ("limit", "201", json!(201)),
+            ("limit", "abc", json!("abc")),
+            ("offset", "-1", json!(-1)),
+            ("order", "sideways", json!("sideways")),
+        ] {
+            let http =
+                ThreadOp::from_http("GET", "/messages", &query(&[(key, text)]), b"").unwrap_err();
+            let mut params = serde_json::Map::new();
+            params.insert(key.to_owned(), value);
+            let rpc = ThreadOp::from_rpc("get_messages", &Value::Object(params)).unwrap_err();
+            assert_eq!((http.status, http.code), (400, "invalid_request"));
+            assert_eq!(
+                (rpc.status, &rpc.code, &rpc.message),
+                (400, &http.code, &http.message)
+            );
+        }
+        let nested = ThreadOp::from_rpc("get_tool_calls", &json!({ "limit": [2] })).unwrap_err();
+        assert_eq!(nested.code, "invalid_request");
+    }
+
+    #[test]
+    fn unknown_methods_and_routes_are_refused() {
+        let e = ThreadOp::from_rpc("summon", &json!({})).unwrap_err();
+        assert_eq!((e.status, e.code), (400, "unknown_method"));
+        assert!(RPC_METHODS.iter().all(|m| e.message.contains(m)));
+        assert_eq!(
+            ThreadOp::from_http("DELETE", "/messages", &[], b"").unwrap(),
+            None
+        );
+        assert_eq!(
+            ThreadOp::from_http("GET", "/webhook", &[], b"").unwrap(),
+            None
+        );
+        let bad = ThreadOp::from_http("POST", "/approval", &[], b"not json").unwrap_err();
+        assert_eq!(bad.code, "invalid_request");
+    }
+}

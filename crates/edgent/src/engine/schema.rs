@@ -1,0 +1,230 @@
+//! The thread database schema, versioned and migrated inside the Durable Object on first use.
+//!
+//! Each migration is a list of single statements (Durable Object SQL runs one statement per
+//! `exec` reliably; so does our host adapter). Append new versions; never edit old ones.
+
+use crate::values::sql::{Sql, SqlError, SqlValue};
+
+/// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&[&str]] = &[
+    // v1: the thread row, its messages (ordered by `position`, paged through an index) and the
+    // tool calls awaiting or holding results.
+    &[
+        "CREATE TABLE thread (
+            id TEXT PRIMARY KEY,
+            agent_id TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]',
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            status TEXT NOT NULL DEFAULT 'idle',
+            turn_count INTEGER NOT NULL DEFAULT 0,
+            current_side TEXT NOT NULL DEFAULT 'a',
+            steps INTEGER NOT NULL DEFAULT 0,
+            stopped_by TEXT,
+            last_error TEXT
+        )",
+        "CREATE TABLE messages (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            position REAL NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL DEFAULT '',
+            name TEXT,
+            tool_calls TEXT,
+            tool_call_id TEXT,
+            created_at INTEGER NOT NULL,
+            silent INTEGER NOT NULL DEFAULT 0,
+            depth INTEGER NOT NULL DEFAULT 0,
+            parent_message_id TEXT,
+            status TEXT NOT NULL DEFAULT 'completed'
+        )",
+        "CREATE INDEX messages_by_depth_position ON messages (depth, position)",
+        "CREATE TABLE tool_calls (
+            id TEXT PRIMARY KEY,
+            message_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'queued',
+            result_message_id TEXT,
+            created_at INTEGER NOT NULL,
+            started_at INTEGER,
+            finished_at INTEGER
+        )",
+        "CREATE INDEX tool_calls_by_status ON tool_calls (status, seq)",
+    ],
+    // v2: tools and utilities. Whether the model is owed a call is stored (not inferred from
+    // the last message) so queued tools can run without one; message counters make paging
+    // cost independent of history length; `position` gets its own index for MAX() and
+    // inserts before a message; rich tool results keep their parts; the key/value context.
+    &[
+        "ALTER TABLE thread ADD COLUMN needs_model INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE thread ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE thread ADD COLUMN visible_count INTEGER NOT NULL DEFAULT 0",
+        "UPDATE thread SET
+            needs_model = CASE WHEN status = 'running' THEN 1 ELSE 0 END,
+            message_count = (SELECT COUNT(*) FROM messages WHERE depth = 0),
+            visible_count = (SELECT COUNT(*) FROM messages WHERE depth = 0 AND silent = 0)",
+        "ALTER TABLE messages ADD COLUMN parts TEXT",
+        "CREATE INDEX messages_by_position ON messages (position)",
+        "CREATE INDEX messages_visible ON messages (depth, silent, position)",
+        "CREATE INDEX tool_calls_by_seq ON tool_calls (seq)",
+        "CREATE INDEX messages_pending ON messages (status) WHERE status = 'pending'",
+        "ALTER TABLE tool_calls ADD COLUMN origin TEXT NOT NULL DEFAULT 'model'",
+        "ALTER TABLE tool_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+        "CREATE TABLE context (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            updated_at INTEGER NOT NULL
+        )",
+    ],
+    // v3: the agent engine. Which side wrote a message (dual-AI threads show each side the
+    // other's words as user messages); a pending end of the conversation (a side's stop tool)
+    // and its final answer; the parent of a child thread; the model request log, paged by
+    // its primary key.
+    &[
+        "ALTER TABLE messages ADD COLUMN side TEXT",
+        "ALTER TABLE messages ADD COLUMN parent_tool_call_id TEXT",
+        "CREATE INDEX messages_by_parent ON messages (parent_tool_call_id, position)
+            WHERE parent_tool_call_id IS NOT NULL",
+        "ALTER TABLE thread ADD COLUMN ending TEXT",
+        "ALTER TABLE thread ADD COLUMN result TEXT",
+        "ALTER TABLE thread ADD COLUMN parent_thread_id TEXT",
+        // The running prompt's hooks ({"prompt", "names"}), refreshed when a turn loads its
+        // configuration, so requests between turns apply them without reading D1.
+        "ALTER TABLE thread ADD COLUMN hook_config TEXT",
+        "CREATE TABLE model_requests (
+            seq INTEGER PRIMARY KEY,
+            message_id TEXT,
+            model TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            http_status INTEGER,
+            latency_ms INTEGER NOT NULL,
+            ttft_ms INTEGER,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            error TEXT,
+            depth INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL
+        )",
+        // Child threads created by agent-tool calls, so a re-run call finds its child.
+        "CREATE TABLE child_threads (
+            tool_call_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        )",
+    ],
+    // v4: durable tools. A call's status is one of queued, running, retrying, sleeping,
+    // waiting, rate_limited, success, error (`done` rows from v1-v3 mean finished). A
+    // suspended call sleeps until `wake_at` (one alarm serves them all through the partial
+    // index); `interruptions` counts runs cut short by a crash or eviction; `detail` says what
+    // a call waits for; `bindings` are the caller's runtime context; `deadline_at` is a
+    // workflow's whole-run limit. Recorded workflow steps, webhooks (looked up by their
+    // unguessable token), every attempt (also the rate-limit window) and cached results.
+    &[
+        "ALTER TABLE tool_calls ADD COLUMN wake_at INTEGER",
+        "ALTER TABLE tool_calls ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE tool_calls ADD COLUMN detail TEXT",
+        "ALTER TABLE tool_calls ADD COLUMN approval TEXT",
+        "ALTER TABLE tool_calls ADD COLUMN bindings TEXT",
+        "ALTER TABLE tool_calls ADD COLUMN deadline_at INTEGER",
+        "ALTER TABLE tool_calls ADD COLUMN first_started_at INTEGER",
+        "ALTER TABLE tool_calls ADD COLUMN last_error TEXT",
+        "CREATE INDEX tool_calls_waking ON tool_calls (wake_at) WHERE wake_at IS NOT NULL",
+        "ALTER TABLE thread ADD COLUMN public_url TEXT",
+        "CREATE TABLE tool_steps (
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            value TEXT,
+            wake_at INTEGER,
+            started_at INTEGER NOT NULL,
+            finished_at INTEGER,
+            PRIMARY KEY (call_id, name)
+        )",
+        "CREATE TABLE webhooks (
+            token TEXT PRIMARY KEY,
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'open',
+            deadline_at INTEGER,
+            body TEXT,
+            created_at INTEGER NOT NULL,
+            received_at INTEGER,
+            UNIQUE (call_id, name)
+        )",
+        "CREATE TABLE tool_attempts (
+            seq INTEGER PRIMARY KEY,
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            started_at INTEGER NOT NULL,
+            finished_at INTEGER,
+            outcome TEXT,
+            error TEXT
+        )",
+        "CREATE INDEX tool_attempts_by_call ON tool_attempts (call_id, seq)",
+        "CREATE INDEX tool_attempts_by_tool ON tool_attempts (name, started_at)",
+        "CREATE TABLE tool_cache (
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            result TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            PRIMARY KEY (tool, arguments)
+        )",
+    ],
+];
+
+/// The schema version this build expects.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Whether this database was ever migrated (a read-only check).
+pub fn exists(sql: &dyn Sql) -> Result<bool, SqlError> {
+    Ok(!sql
+        .exec(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'edgent_meta'",
+            &[],
+        )?
+        .is_empty())
+}
+
+/// Brings the database to [`SCHEMA_VERSION`], applying only the missing migrations.
+///
+/// Returns the version found before migrating (0 for a new database). A database newer
+/// than this build is an error rather than something to guess about.
+pub fn migrate(sql: &dyn Sql) -> Result<i64, SqlError> {
+    sql.exec(
+        "CREATE TABLE IF NOT EXISTS edgent_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        &[],
+    )?;
+    let found = sql
+        .exec(
+            "SELECT value FROM edgent_meta WHERE key = 'schema_version'",
+            &[],
+        )?
+        .first()
+        .map(|row| row.int(0))
+        .transpose()?
+        .unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(SqlError(format!(
+            "database schema v{found} is newer than this build (v{SCHEMA_VERSION})"
+        )));
+    }
+    for (version, statements) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        for statement in *statements {
+            sql.exec(statement, &[])?;
+        }
+        sql.exec(
+            "INSERT INTO edgent_meta (key, value) VALUES ('schema_version', ?)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[SqlValue::Integer(version as i64 + 1)],
+        )?;
+    }
+    Ok(found)
+}

@@ -1,0 +1,287 @@
+//! Messages: appending, inserting, paging through the indexes, model history within a budget.
+
+use super::*;
+
+impl Store<'_> {
+    /// Appends a message at the end of the history.
+    pub fn append_message(&self, m: &Message) -> Result<(), SqlError> {
+        let position = self
+            .sql
+            .exec("SELECT COALESCE(MAX(position), 0) + 1 FROM messages", &[])?
+            .first()
+            .map_or(Ok(1.0), |r| r.real(0))?;
+        self.insert_message(m, position)
+    }
+
+    /// Inserts a message just before `before_id` in history order. `Ok(false)` if there is
+    /// no such message.
+    pub fn insert_message_before(&self, m: &Message, before_id: &str) -> Result<bool, SqlError> {
+        let Some(target) = self
+            .sql
+            .exec(
+                "SELECT position FROM messages WHERE id = ?",
+                &[before_id.into()],
+            )?
+            .first()
+            .map(|r| r.real(0))
+            .transpose()?
+        else {
+            return Ok(false);
+        };
+        let previous = self
+            .sql
+            .exec(
+                "SELECT MAX(position) FROM messages WHERE position < ?",
+                &[target.into()],
+            )?
+            .first()
+            .map(|r| r.opt_real(0))
+            .transpose()?
+            .flatten();
+        let mut position = match previous {
+            Some(p) => p + (target - p) / 2.0,
+            None => target - 1.0,
+        };
+        if position <= previous.unwrap_or(f64::MIN) || position >= target {
+            // Out of room between two neighbours (after very many inserts at one spot):
+            // shift the tail by one, which is rare and keeps the order.
+            self.sql.exec(
+                "UPDATE messages SET position = position + 1 WHERE position >= ?",
+                &[target.into()],
+            )?;
+            position = target;
+        }
+        self.insert_message(m, position)?;
+        Ok(true)
+    }
+
+    fn insert_message(&self, m: &Message, position: f64) -> Result<(), SqlError> {
+        let tool_calls = json_column(&m.tool_calls)?;
+        let parts = json_column(&m.parts)?;
+        self.sql.exec(
+            "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
+                                   created_at, silent, depth, status, parts, side,
+                                   parent_message_id, parent_tool_call_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            &[
+                m.id.as_str().into(),
+                position.into(),
+                m.role.as_str().into(),
+                m.content.as_str().into(),
+                m.name.clone().into(),
+                tool_calls.into(),
+                m.tool_call_id.clone().into(),
+                m.created_at.into(),
+                m.silent.into(),
+                m.depth.into(),
+                m.status.as_str().into(),
+                parts.into(),
+                m.side.map(Side::as_str).into(),
+                m.parent_message_id.clone().into(),
+                m.parent_tool_call_id.clone().into(),
+            ],
+        )?;
+        if m.depth == 0 {
+            // Counters kept with the row, so `total` never needs a COUNT over the history.
+            self.sql.exec(
+                "UPDATE thread SET message_count = message_count + 1,
+                    visible_count = visible_count + ?",
+                &[(!m.silent).into()],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Whether a message with this id exists.
+    pub fn message_exists(&self, id: &str) -> Result<bool, SqlError> {
+        Ok(!self
+            .sql
+            .exec("SELECT 1 FROM messages WHERE id = ?", &[id.into()])?
+            .is_empty())
+    }
+
+    /// Rewrites content, tool calls and status of an existing message (a streamed reply).
+    pub fn update_message(&self, m: &Message) -> Result<(), SqlError> {
+        let tool_calls = json_column(&m.tool_calls)?;
+        self.sql.exec(
+            "UPDATE messages SET content = ?, tool_calls = ?, status = ? WHERE id = ?",
+            &[
+                m.content.as_str().into(),
+                tool_calls.into(),
+                m.status.as_str().into(),
+                m.id.as_str().into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// One message by id.
+    pub fn message(&self, id: &str) -> Result<Option<Message>, SqlError> {
+        let rows = self.sql.exec(
+            &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"),
+            &[id.into()],
+        )?;
+        rows.first().map(message_from_row).transpose()
+    }
+
+    /// A page of top-level messages, straight from an index (`(depth, position)`, or
+    /// `(depth, silent, position)` without silent messages); `total` comes from counters, so
+    /// the cost does not grow with the history.
+    pub fn messages_page(
+        &self,
+        limit: u32,
+        offset: u32,
+        order: Order,
+        include_silent: bool,
+    ) -> Result<MessagePage, SqlError> {
+        let direction = match order {
+            Order::Asc => "ASC",
+            Order::Desc => "DESC",
+        };
+        let filter = if include_silent {
+            "depth = 0"
+        } else {
+            "depth = 0 AND silent = 0"
+        };
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE {filter}
+                 ORDER BY position {direction} LIMIT ? OFFSET ?"
+            ),
+            &[limit.into(), offset.into()],
+        )?;
+        let messages = rows
+            .iter()
+            .map(message_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let counter = if include_silent {
+            "message_count"
+        } else {
+            "visible_count"
+        };
+        let total = self
+            .sql
+            .exec(&format!("SELECT {counter} FROM thread LIMIT 1"), &[])?
+            .first()
+            .map_or(Ok(0), |r| r.int(0))?;
+        let has_more = i64::from(offset) + (messages.len() as i64) < total;
+        Ok(MessagePage {
+            messages,
+            total,
+            has_more,
+        })
+    }
+
+    /// What the model sees: top-level, non-silent, completed messages, oldest first.
+    pub fn model_history(&self) -> Result<Vec<Message>, SqlError> {
+        self.model_history_within(u64::MAX)
+    }
+
+    /// The newest top-level, non-silent, completed messages whose estimated tokens fit in
+    /// `budget`, oldest first. Read newest-first in pages through the `(depth, silent,
+    /// position)` index, so a long thread costs only what is sent. The newest message is
+    /// always included, and a tool result pulls in its call even past the budget; older
+    /// results whose call was cut are dropped by [`crate::engine::thread::repair_history`], so
+    /// a call and its results stay together or go together.
+    pub fn model_history_within(&self, budget: u64) -> Result<Vec<Message>, SqlError> {
+        const PAGE: u32 = 64;
+        let mut out: Vec<Message> = Vec::new();
+        let mut used: u64 = 0;
+        let mut before = f64::MAX;
+        // Results taken whose call is not taken yet: the cut waits for the call, so the
+        // newest exchange is whole even when it alone is over the budget.
+        let mut open: Vec<String> = Vec::new();
+        'pages: loop {
+            let rows = self.sql.exec(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS}, position FROM messages
+                     WHERE depth = 0 AND silent = 0 AND position < ?
+                     ORDER BY position DESC LIMIT ?"
+                ),
+                &[before.into(), PAGE.into()],
+            )?;
+            for r in &rows {
+                before = r.real(14)?;
+                let m = message_from_row(r)?;
+                if m.status != MessageStatus::Completed {
+                    continue;
+                }
+                used += estimate_tokens(&m);
+                if used > budget && !out.is_empty() && open.is_empty() {
+                    break 'pages;
+                }
+                if let (Role::Tool, Some(id)) = (m.role, &m.tool_call_id) {
+                    open.push(id.clone());
+                }
+                open.retain(|id| !m.tool_calls.iter().any(|c| &c.id == id));
+                out.push(m);
+            }
+            if rows.len() < PAGE as usize {
+                break;
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// A sub-prompt's messages (those answering `parent_tool_call_id`), oldest first.
+    pub fn sub_messages(&self, parent_tool_call_id: &str) -> Result<Vec<Message>, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE parent_tool_call_id = ?
+                 ORDER BY position ASC"
+            ),
+            &[parent_tool_call_id.into()],
+        )?;
+        rows.iter().map(message_from_row).collect()
+    }
+
+    /// A page of messages at `depth` (> 0: sub-prompt messages), through the depth index.
+    pub fn messages_at_depth(
+        &self,
+        depth: u32,
+        limit: u32,
+        offset: u32,
+        order: Order,
+    ) -> Result<MessagePage, SqlError> {
+        let direction = match order {
+            Order::Asc => "ASC",
+            Order::Desc => "DESC",
+        };
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE depth = ?
+                 ORDER BY position {direction} LIMIT ? OFFSET ?"
+            ),
+            &[depth.into(), limit.into(), offset.into()],
+        )?;
+        let messages = rows
+            .iter()
+            .map(message_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Sub-prompt messages are few next to the conversation, so a counted total is fine.
+        let total = self
+            .sql
+            .exec(
+                "SELECT COUNT(*) FROM messages WHERE depth = ?",
+                &[depth.into()],
+            )?
+            .first()
+            .map_or(Ok(0), |r| r.int(0))?;
+        let has_more = i64::from(offset) + (messages.len() as i64) < total;
+        Ok(MessagePage {
+            messages,
+            total,
+            has_more,
+        })
+    }
+
+    /// Assistant messages left `pending` by an interrupted model call.
+    pub fn pending_messages(&self) -> Result<Vec<Message>, SqlError> {
+        let rows = self.sql.exec(
+            &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE status = 'pending'"),
+            &[],
+        )?;
+        rows.iter().map(message_from_row).collect()
+    }
+}

@@ -1,0 +1,332 @@
+//! The thread state machine, split by topic: client operations ([`client`]), the turn
+//! ([`turn`]), tool calls ([`tools`]) and history shaping ([`history`]); this module holds
+//! the [`Thread`] view itself, its frames and its hooks.
+//!
+//! All durable state lives in the thread's SQLite; a [`Thread`] is a short-lived view over it,
+//! built for each event. Inputs are `handle_*`/command methods, outputs are the [`Action`]
+//! returned by [`Thread::next_action`] and the frames drained with [`Thread::poll_frame`].
+//! The driver (the Durable Object, or a host test) performs the actions and feeds results back:
+//!
+//! ```text
+//! post_user_message ─► next_action ─► CallModel ─► on_model_event* ─► finish_model_call ─┐
+//!                          ▲             RunTool ─► start_tool ─► finish_tool ────────────┤
+//!                          └──────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! Because the next action is derived from what is stored (pending tool calls, the last
+//! message), a driver that crashes at any point resumes by calling `next_action` again.
+
+mod client;
+mod history;
+mod tools;
+mod turn;
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::config::{AgentConfig, AgentKind, DEFAULT_MAX_HISTORY_TOKENS, DEFAULT_MAX_TURNS};
+use crate::engine::durable::{CallStatus, Suspension};
+use crate::engine::schema::migrate;
+use crate::engine::store::{
+    CallOrigin, MessagePage, Order, Side, Store, StoredToolCall, ThreadStatus, ThreadSummary,
+};
+use crate::hook::{HookContext, HookFailure, Hooks};
+use crate::llm::stream::{Completion, ProviderError, StreamEvent};
+use crate::values::message::{Message, MessageStatus, Role, ToolCall};
+use crate::values::protocol::ServerFrame;
+use crate::values::sql::{Sql, SqlError};
+use crate::values::CallToolResult;
+use std::rc::Rc;
+
+/// What the engine knows of the registered tools: which exist and whether arguments fit
+/// one. The tool layer's `Registry` implements it, so the engine needs no tool code.
+pub trait ToolIndex {
+    /// The registered names, alphabetically (for messages naming what exists).
+    fn tool_names(&self) -> Vec<&str>;
+    /// Checks `arguments` against the tool's schema and rules; `None` when no tool is named
+    /// `name`.
+    fn check_arguments(&self, name: &str, arguments: Value) -> Option<Result<(), String>>;
+}
+
+/// Why a thread operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadError {
+    /// No thread was created in this object.
+    NotFound,
+    /// `create` on an object that already holds a thread.
+    AlreadyExists,
+    /// The thread is stopped and accepts no new work.
+    Stopped,
+    /// No tool with that name is registered.
+    UnknownTool(String),
+    /// The arguments do not fit the tool's schema or rules.
+    InvalidArguments(String),
+    /// The request itself is wrong (says why).
+    Invalid(String),
+    /// An id that must be new is already taken.
+    Conflict(String),
+    /// Storage failed.
+    Sql(SqlError),
+}
+
+impl From<SqlError> for ThreadError {
+    fn from(e: SqlError) -> Self {
+        ThreadError::Sql(e)
+    }
+}
+
+impl std::fmt::Display for ThreadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadError::NotFound => f.write_str("thread not found"),
+            ThreadError::AlreadyExists => f.write_str("thread already exists"),
+            ThreadError::Stopped => f.write_str("the thread is stopped"),
+            ThreadError::UnknownTool(why)
+            | ThreadError::InvalidArguments(why)
+            | ThreadError::Invalid(why)
+            | ThreadError::Conflict(why) => f.write_str(why),
+            ThreadError::Sql(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ThreadError {}
+
+impl From<ThreadError> for crate::values::ToolError {
+    /// A refused thread operation (unknown tool, bad arguments, stopped thread) will be
+    /// refused again; only storage errors are retried.
+    fn from(e: ThreadError) -> Self {
+        match e {
+            ThreadError::Sql(e) => e.into(),
+            e => crate::values::ToolError::fatal(e.to_string()),
+        }
+    }
+}
+
+/// Interruptions (the Worker stopped while the call ran) after which a call is abandoned with
+/// an error result.
+pub const MAX_TOOL_INTERRUPTIONS: i64 = 3;
+
+pub use client::InjectMessage;
+pub use history::{repair_history, view_for_side};
+use history::{stop_answer, without_calls, worn_out};
+pub use turn::{Action, ModelCall, TurnRules};
+
+/// A view of one thread over its SQLite, plus the frames produced while handling an event.
+pub struct Thread<'a> {
+    store: Store<'a>,
+    frames: VecDeque<ServerFrame>,
+    rules: TurnRules,
+    /// The running prompt's hooks, resolved on first use from the stored hook config.
+    hooks: Option<(Rc<Hooks>, String)>,
+    hook_failures: Vec<HookFailure>,
+}
+
+impl<'a> Thread<'a> {
+    /// Opens the thread database, creating or migrating the schema first.
+    pub fn open(sql: &'a dyn Sql) -> Result<Self, ThreadError> {
+        migrate(sql)?;
+        Ok(Self::open_migrated(sql))
+    }
+
+    /// A view over a database the caller has already opened with [`Thread::open`] in this
+    /// process (no schema checks: for drivers that open a view per event).
+    pub fn open_migrated(sql: &'a dyn Sql) -> Self {
+        Thread {
+            store: Store::new(sql),
+            frames: VecDeque::new(),
+            rules: TurnRules::default(),
+            hooks: None,
+            hook_failures: Vec::new(),
+        }
+    }
+
+    /// Records the running prompt and its hooks (agent hooks first) for this and later views.
+    pub fn set_hook_config<'n>(
+        &mut self,
+        prompt: &str,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> Result<(), ThreadError> {
+        let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
+        self.store.set_hook_config(prompt, &names)?;
+        self.hooks = None;
+        Ok(())
+    }
+
+    /// Failures of hooks since the last call, for the driver to log.
+    pub fn take_hook_failures(&mut self) -> Vec<HookFailure> {
+        std::mem::take(&mut self.hook_failures)
+    }
+
+    /// The hooks in force and the context they see (`None` when there are none).
+    fn hooks(&mut self, depth: u32) -> Option<(Rc<Hooks>, HookContext)> {
+        if self.hooks.is_none() {
+            let (prompt, names) = self.store.hook_config().ok().flatten().unwrap_or_default();
+            let known: Vec<&str> = crate::hook::names().collect();
+            let (found, unknown): (Vec<&String>, Vec<&String>) =
+                names.iter().partition(|n| known.contains(&n.as_str()));
+            for name in unknown {
+                self.hook_failures.push(HookFailure {
+                    hook: name.clone(),
+                    kind: "unknown",
+                    error: "no such hook in agents/hooks/; it is skipped".into(),
+                });
+            }
+            let hooks = Hooks::resolve(found.into_iter().map(String::as_str)).unwrap_or_default();
+            self.hooks = Some((Rc::new(hooks), prompt));
+        }
+        let (hooks, prompt) = self.hooks.clone()?;
+        if hooks.is_empty() {
+            return None;
+        }
+        let t = self.store.thread().ok().flatten()?;
+        Some((
+            hooks,
+            HookContext {
+                thread_id: t.thread_id,
+                agent_id: t.agent_id,
+                prompt,
+                side: t.current_side,
+                depth,
+            },
+        ))
+    }
+
+    /// Runs `before_create_message` hooks over a message about to be stored.
+    fn before_create(&mut self, message: Message) -> Message {
+        let Some((hooks, ctx)) = self.hooks(message.depth) else {
+            return message;
+        };
+        let (message, failures) = hooks.before_create_message(&ctx, message);
+        self.hook_failures.extend(failures);
+        message
+    }
+
+    /// Runs `after_create_message` hooks over a message just stored.
+    fn after_create(&mut self, message: &Message) {
+        if let Some((hooks, ctx)) = self.hooks(message.depth) {
+            let failures = hooks.after_create_message(&ctx, message);
+            self.hook_failures.extend(failures);
+        }
+    }
+
+    /// Sets the rules of the running side (the driver does this after loading its config).
+    pub fn set_rules(&mut self, rules: TurnRules) {
+        self.rules = rules;
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &TurnRules {
+        &self.rules
+    }
+
+    /// The storage, for the driver's own records (request log, sub-prompt messages).
+    pub fn store(&self) -> &Store<'a> {
+        &self.store
+    }
+
+    /// Opens the database of an object that may never have held a thread, without writing to
+    /// it: `NotFound` when no schema exists (so probing unknown ids costs no storage).
+    pub fn open_existing(sql: &'a dyn Sql) -> Result<Self, ThreadError> {
+        if !crate::engine::schema::exists(sql)? {
+            return Err(ThreadError::NotFound);
+        }
+        Self::open(sql)
+    }
+
+    /// Creates the thread row.
+    pub fn create(
+        &mut self,
+        now: i64,
+        thread_id: &str,
+        agent_id: &str,
+        tags: &[String],
+    ) -> Result<ThreadSummary, ThreadError> {
+        if self.store.thread()?.is_some() {
+            return Err(ThreadError::AlreadyExists);
+        }
+        self.store.create_thread(now, thread_id, agent_id, tags)?;
+        self.summary()
+    }
+
+    /// The thread row and counters.
+    pub fn summary(&self) -> Result<ThreadSummary, ThreadError> {
+        self.store.thread()?.ok_or(ThreadError::NotFound)
+    }
+
+    /// The page a client asked for: top-level messages, or with `depth` > 0 the messages of
+    /// sub-prompts at that depth.
+    pub fn messages_query(
+        &mut self,
+        q: &crate::values::page::PageQuery,
+    ) -> Result<MessagePage, ThreadError> {
+        if q.depth == 0 {
+            return self.messages(q.limit, q.offset, q.order, q.include_silent);
+        }
+        self.summary()?;
+        Ok(self
+            .store
+            .messages_at_depth(q.depth, q.limit, q.offset, q.order)?)
+    }
+
+    /// A page of top-level messages (silent ones only with `include_silent`).
+    pub fn messages(
+        &mut self,
+        limit: u32,
+        offset: u32,
+        order: Order,
+        include_silent: bool,
+    ) -> Result<MessagePage, ThreadError> {
+        self.summary()?;
+        let mut page = self
+            .store
+            .messages_page(limit, offset, order, include_silent)?;
+        if let Some((hooks, ctx)) = self.hooks(0) {
+            let (messages, failures) = hooks.filter_messages(&ctx, page.messages);
+            self.hook_failures.extend(failures);
+            page.messages = messages;
+        }
+        Ok(page)
+    }
+
+    /// The frame describing the current state (sent on connect and after changes).
+    pub fn status_frame(&self) -> Result<ServerFrame, ThreadError> {
+        let t = self.summary()?;
+        Ok(ServerFrame::Status {
+            state: t.status.as_str().to_owned(),
+            turn: t.turn_count,
+            side: t.current_side.as_str().to_owned(),
+        })
+    }
+
+    /// The next frame to broadcast to every socket of this thread.
+    pub fn poll_frame(&mut self) -> Option<ServerFrame> {
+        self.frames.pop_front()
+    }
+
+    fn reply_message(&self, call: &ModelCall, status: MessageStatus, with_calls: bool) -> Message {
+        Message {
+            tool_calls: if with_calls {
+                call.completion.tool_calls.clone()
+            } else {
+                Vec::new()
+            },
+            status,
+            side: Some(call.side),
+            ..Message::with_id(
+                call.message_id.clone(),
+                Role::Assistant,
+                call.completion.text.clone(),
+                call.created_at,
+            )
+        }
+    }
+
+    fn push_status(&mut self) -> Result<(), ThreadError> {
+        let frame = self.status_frame()?;
+        self.frames.push_back(frame);
+        Ok(())
+    }
+}

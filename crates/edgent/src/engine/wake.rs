@@ -1,0 +1,73 @@
+//! When a thread needs its driver: the engine's timers and work checks. The driver keeps one
+//! alarm per thread and sets it only to what these say, so the policy (a watchdog while a turn
+//! runs, the earliest parked call afterwards, nothing for a stopped thread) is engine code with
+//! host tests, not driver code.
+//!
+//! The order of calls in the driver's loop:
+//! 1. before each step, arm the alarm [`WATCHDOG_MS`] ahead (a crash mid-step resumes there);
+//! 2. [`Thread::wants_step`]: whether to take a step now (otherwise the loop ends);
+//! 3. load configuration if the engine's side or agent changed; on failure
+//!    [`Thread::handle_config_failure`] and end the loop;
+//! 4. [`Thread::next_action`] and perform it;
+//! 5. after the loop: set the alarm to [`Thread::poll_timeout`] (or delete it), then
+//!    [`Thread::has_work`]: a message that arrived while the alarm was being changed starts
+//!    the loop again instead of waiting.
+
+use crate::engine::store::ThreadStatus;
+use crate::engine::thread::{Thread, ThreadError};
+use crate::llm::stream::ProviderError;
+
+/// How long a turn may go without progress before the watchdog alarm resumes it.
+pub const WATCHDOG_MS: i64 = 30_000;
+
+/// How long due parked calls wait when the agent's configuration cannot be loaded, so an idle
+/// thread does not loop (and alarm) on a configuration that fails.
+pub const CONFIG_RETRY_MS: i64 = 60_000;
+
+impl Thread<'_> {
+    /// Whether the driver should take a step now: the thread is running, or it is idle with a
+    /// parked call that has fallen due (which starts a turn). `false` for a stopped thread or
+    /// an object without a thread.
+    pub fn wants_step(&self, now: i64) -> Result<bool, ThreadError> {
+        let Some(summary) = self.store().thread()? else {
+            return Ok(false);
+        };
+        Ok(match summary.status {
+            ThreadStatus::Running => true,
+            ThreadStatus::Idle => self.store().next_tool_call(now)?.is_some(),
+            ThreadStatus::Stopped => false,
+        })
+    }
+
+    /// The agent's configuration could not be loaded (`why` says what failed): the turn
+    /// fails with a `model_config` error, and due parked calls wait [`CONFIG_RETRY_MS`].
+    pub fn handle_config_failure(&mut self, now: i64, why: String) -> Result<(), ThreadError> {
+        self.fail_turn(now, &ProviderError::Config(why))?;
+        self.store()
+            .defer_due_calls(now, now.saturating_add(CONFIG_RETRY_MS))?;
+        Ok(())
+    }
+
+    /// When the thread must be woken next, once the driver's loop has stopped: the earliest
+    /// wake time of a parked call (retrying, sleeping, waiting for a webhook's timeout, rate
+    /// limited), or `None` when nothing is parked. A stopped thread parks nothing.
+    pub fn poll_timeout(&self) -> Result<Option<i64>, ThreadError> {
+        if self.summary()?.status == ThreadStatus::Stopped {
+            return Ok(None);
+        }
+        Ok(self.store().next_wake()?)
+    }
+
+    /// Whether work is waiting that nobody will start unless the driver does now: a running
+    /// thread whose model call is owed (not one blocked on a parked call of its reply), or a
+    /// parked call that has fallen due.
+    pub fn has_work(&self, now: i64) -> Result<bool, ThreadError> {
+        let status = self.summary()?.status;
+        let due = self.store().next_tool_call(now)?.is_some();
+        Ok(match status {
+            ThreadStatus::Running => !self.store().has_pending_model_calls()? || due,
+            ThreadStatus::Idle => due,
+            ThreadStatus::Stopped => false,
+        })
+    }
+}

@@ -1,0 +1,464 @@
+//! The Anthropic Messages API wire format (`POST /v1/messages`, `anthropic-version:
+//! 2023-06-01`): request bodies and the streaming response.
+//!
+//! The Messages API is stricter than chat completions about history: roles must alternate
+//! user/assistant starting with user, tool results are content blocks of the next user turn
+//! and there is no `system` or `tool` role. [`build_request`] folds edgent's history into
+//! that shape.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use crate::llm::request::ToolChoice;
+use crate::llm::sse::{SseEvent, SseParser};
+use crate::llm::stream::{FinishReason, ProviderError, StreamEvent};
+use crate::llm::ModelRequest;
+use crate::values::message::{Message, Role};
+use crate::values::tool_result::{Content, Source, SourceKind};
+
+/// Output limit sent when the model row sets none (the Messages API requires one).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// First user turn sent when the history starts with the model's own message (a thread
+/// opened by the agent, or one whose first user message fell out of the history budget):
+/// the Messages API rejects a conversation that does not start with a user turn.
+pub const LEADING_USER_PLACEHOLDER: &str = "(The conversation so far follows.)";
+
+/// How [`Message::content`] of a tool result marks an error; see
+/// [`crate::tool::CallToolResult::to_model_text`].
+const ERROR_PREFIX: &str = "Error:";
+
+/// Builds a streaming Messages request body.
+///
+/// `history` must already be model-ready (no silent or failed messages, every tool call
+/// paired with its result); see [`crate::engine::thread::repair_history`].
+pub fn build_request(req: &ModelRequest) -> Value {
+    let mut body = json!({
+        "model": req.target.model,
+        "max_tokens": req.target.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        "messages": messages(req.history),
+        "stream": true,
+    });
+    // An empty system text is left out rather than sent as "", which says nothing.
+    if !req.system.is_empty() {
+        body["system"] = Value::from(req.system);
+    }
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.parameters }))
+            .collect();
+        body["tool_choice"] = tool_choice(req.tool_choice, req.parallel_tool_calls);
+    }
+    body
+}
+
+fn tool_choice(choice: ToolChoice, parallel: bool) -> Value {
+    let mut v = match choice {
+        ToolChoice::Auto => json!({ "type": "auto" }),
+        ToolChoice::Required => json!({ "type": "any" }),
+        // `none` takes no other field: with no calls there is nothing to serialise.
+        ToolChoice::None => return json!({ "type": "none" }),
+    };
+    if !parallel {
+        v["disable_parallel_tool_use"] = Value::Bool(true);
+    }
+    v
+}
+
+/// One turn being assembled: consecutive history messages of the same wire role merge.
+struct Turn {
+    role: &'static str,
+    content: Vec<Value>,
+}
+
+/// The history as strictly alternating turns that start with a user turn.
+fn messages(history: &[Message]) -> Vec<Value> {
+    let mut turns: Vec<Turn> = Vec::with_capacity(history.len() + 1);
+    for m in history {
+        let (role, blocks) = match m.role {
+            // A participant name has no field here; user text goes as it is.
+            Role::User => ("user", text_block(&m.content).into_iter().collect()),
+            // The only system slot is the top-level `system`, fixed before the whole
+            // conversation; moving a mid-conversation note there would lose where it was said.
+            // It stays in place as user text, tagged so the model can tell it from the user.
+            Role::System if m.content.trim().is_empty() => continue,
+            Role::System => (
+                "user",
+                vec![text(format!("<system>\n{}\n</system>", m.content))],
+            ),
+            Role::Assistant => ("assistant", assistant_blocks(m)),
+            Role::Tool => ("user", vec![tool_result(m)]),
+        };
+        // Empty messages are skipped (the API rejects empty content); merging the neighbours
+        // around them keeps the alternation.
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some(turn) if turn.role == role => turn.content.extend(blocks),
+            _ => turns.push(Turn {
+                role,
+                content: blocks,
+            }),
+        }
+    }
+    if turns.first().is_none_or(|t| t.role != "user") {
+        turns.insert(
+            0,
+            Turn {
+                role: "user",
+                content: vec![text(LEADING_USER_PLACEHOLDER.to_owned())],
+            },
+        );
+    }
+    turns
+        .into_iter()
+        .map(|t| json!({ "role": t.role, "content": t.content }))
+        .collect()
+}
+
+fn text(s: String) -> Value {
+    json!({ "type": "text", "text": s })
+}
+
+/// A text block, or nothing for blank text (the API rejects text blocks without
+/// non-whitespace text).
+fn text_block(s: &str) -> Option<Value> {
+    (!s.trim().is_empty()).then(|| text(s.to_owned()))
+}
+
+fn assistant_blocks(m: &Message) -> Vec<Value> {
+    let mut blocks: Vec<Value> = text_block(&m.content).into_iter().collect();
+    for call in &m.tool_calls {
+        // `input` must be an object. Arguments that are not one (malformed JSON from the
+        // model) were already answered with an error result telling the model so; sending an
+        // empty object keeps that exchange in the history instead of failing the request.
+        let input = match serde_json::from_str::<Value>(&call.arguments) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => json!({}),
+        };
+        blocks.push(json!({
+            "type": "tool_use",
+            "id": wire_id(&call.id),
+            "name": call.name,
+            "input": input,
+        }));
+    }
+    blocks
+}
+
+/// A call id the Messages API accepts (`^[a-zA-Z0-9_-]+$`). Ids from other providers (a
+/// fallback model may have made the call) can hold other characters; the same mapping is
+/// applied to the call and to its result, so they still pair up.
+fn wire_id(id: &str) -> String {
+    let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if id.is_empty() {
+        return "call".to_owned();
+    }
+    id.chars().map(|c| if ok(c) { c } else { '_' }).collect()
+}
+
+fn tool_result(m: &Message) -> Value {
+    let mut block = json!({
+        "type": "tool_result",
+        "tool_use_id": wire_id(m.tool_call_id.as_deref().unwrap_or_default()),
+    });
+    // With media, `parts` holds every item in order and `content` only their text rendering.
+    let content = if m.parts.is_empty() {
+        (!m.content.trim().is_empty()).then(|| Value::from(m.content.as_str()))
+    } else {
+        let blocks: Vec<Value> = m.parts.iter().filter_map(part_block).collect();
+        (!blocks.is_empty()).then_some(Value::Array(blocks))
+    };
+    if let Some(content) = content {
+        block["content"] = content;
+    }
+    if m.content.starts_with(ERROR_PREFIX) {
+        block["is_error"] = Value::Bool(true);
+    }
+    block
+}
+
+/// One tool-result item as a content block; `None` for empty text.
+fn part_block(part: &Content) -> Option<Value> {
+    match part {
+        Content::Text { text: t } => text_block(t),
+        Content::Image { source } => {
+            Some(json!({ "type": "image", "source": source_json(source) }))
+        }
+        Content::Document { source } => Some(document_block(source)),
+    }
+}
+
+fn source_json(source: &Source) -> Value {
+    match source.kind {
+        SourceKind::Base64 => {
+            json!({ "type": "base64", "media_type": source.media_type, "data": source.data })
+        }
+        SourceKind::Url => json!({ "type": "url", "url": source.data }),
+    }
+}
+
+/// Inline documents must be PDF (base64) or plain text (sent as text, not base64); other
+/// inline formats are named for the model instead of failing the whole request.
+fn document_block(source: &Source) -> Value {
+    let inline_text = source.kind == SourceKind::Base64
+        && (source.media_type.starts_with("text/") || source.media_type == "application/json");
+    if inline_text {
+        let decoded = decode_base64(&source.data).and_then(|b| String::from_utf8(b).ok());
+        return match decoded {
+            Some(data) => json!({ "type": "document", "source": {
+                "type": "text", "media_type": "text/plain", "data": data,
+            }}),
+            None => text(format!(
+                "[document: {} (its bytes are not valid base64 UTF-8 text)]",
+                source.media_type
+            )),
+        };
+    }
+    if source.kind == SourceKind::Base64 && source.media_type != "application/pdf" {
+        return text(format!(
+            "[document: {} (this format cannot be shown to the model)]",
+            source.media_type
+        ));
+    }
+    json!({ "type": "document", "source": source_json(source) })
+}
+
+/// Decodes standard or URL-safe base64, with or without padding; `None` on other characters.
+fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() / 4 * 3 + 3);
+    let mut acc: u32 = 0;
+    let mut bits = 0u32;
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            b'=' => break,
+            b'\r' | b'\n' | b' ' | b'\t' => continue,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// Turns the bytes of a streaming Messages response into [`StreamEvent`]s.
+#[derive(Debug, Default)]
+pub struct AnthropicStream {
+    sse: SseParser,
+    /// Our call index of each `tool_use` block, by content block index (text and thinking
+    /// blocks take block indexes too, so the two numberings differ).
+    call_by_block: HashMap<u64, usize>,
+    /// Input given whole in `content_block_start` (proxies do this), by block index: sent at
+    /// the block's end unless `input_json_delta`s arrived instead.
+    start_input: HashMap<u64, String>,
+    calls: usize,
+    /// Prompt tokens from `message_start`, reported with the output tokens at the end.
+    input_tokens: u64,
+    done: bool,
+}
+
+impl AnthropicStream {
+    /// A parser at the start of a response body.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds body bytes; returns the events they complete.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, ProviderError> {
+        let events = self
+            .sse
+            .feed(bytes)
+            .map_err(|e| ProviderError::Malformed(e.to_string()))?;
+        let mut out = Vec::new();
+        for ev in events {
+            self.on_event(ev, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Call at end of body: a stream that stops without `message_stop` is truncated.
+    pub fn finish(&mut self) -> Result<Vec<StreamEvent>, ProviderError> {
+        // A final frame missing only its blank line still counts; a half-written one means the
+        // body was cut, which is a truncation rather than a format error. A whole `error` event
+        // says more than "truncated", so it is reported as itself.
+        match self.feed(b"\n\n") {
+            Err(e @ ProviderError::Stream(_)) => Err(e),
+            _ if !self.done => Err(ProviderError::Truncated),
+            fed => fed,
+        }
+    }
+
+    fn on_event(&mut self, ev: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), ProviderError> {
+        let data = ev.data.trim();
+        if self.done || data.is_empty() {
+            return Ok(());
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| ProviderError::Malformed(format!("event data is not JSON: {e}")))?;
+        // The data's `type` repeats the SSE event name; either will do.
+        let kind = v["type"]
+            .as_str()
+            .or(ev.event.as_deref())
+            .unwrap_or_default();
+        match kind {
+            "message_start" => self.input_tokens = input_tokens(&v["message"]["usage"]),
+            "content_block_start" => self.on_block_start(&v, out)?,
+            "content_block_delta" => self.on_block_delta(&v, out),
+            "content_block_stop" => {
+                let block = v["index"].as_u64().unwrap_or(u64::MAX);
+                if let (Some(&index), Some(arguments)) = (
+                    self.call_by_block.get(&block),
+                    self.start_input.remove(&block),
+                ) {
+                    out.push(StreamEvent::ToolCallDelta { index, arguments });
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = v["delta"]["stop_reason"].as_str() {
+                    out.push(StreamEvent::Finish(FinishReason::parse(reason)));
+                }
+                let usage = &v["usage"];
+                if usage.is_object() {
+                    // Newer API versions repeat the (final) input count here; prefer it.
+                    let input_tokens = if usage.get("input_tokens").is_some() {
+                        input_tokens(usage)
+                    } else {
+                        self.input_tokens
+                    };
+                    out.push(StreamEvent::Usage {
+                        input_tokens,
+                        output_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+                    });
+                }
+            }
+            "message_stop" => {
+                self.done = true;
+                out.push(StreamEvent::Done);
+            }
+            "error" => {
+                let err = &v["error"];
+                let message = err["message"]
+                    .as_str()
+                    .or_else(|| err["type"].as_str())
+                    .unwrap_or("unknown error");
+                return Err(ProviderError::Stream(message.to_owned()));
+            }
+            // `ping` keeps the connection alive; new event types are allowed by the API's
+            // versioning policy and carry nothing we act on.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_block_start(
+        &mut self,
+        v: &Value,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ProviderError> {
+        let block = &v["content_block"];
+        match block["type"].as_str() {
+            Some("text") => {
+                if let Some(t) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::TextDelta(t.to_owned()));
+                }
+            }
+            Some("tool_use") => {
+                let block_index = v["index"].as_u64().ok_or_else(|| {
+                    ProviderError::Malformed("tool_use block without an index".into())
+                })?;
+                let index = self.calls;
+                self.calls += 1;
+                self.call_by_block.insert(block_index, index);
+                out.push(StreamEvent::ToolCallStart {
+                    index,
+                    id: block["id"].as_str().unwrap_or_default().to_owned(),
+                    name: block["name"].as_str().unwrap_or_default().to_owned(),
+                });
+                if let Some(input) = block["input"].as_object().filter(|o| !o.is_empty()) {
+                    self.start_input
+                        .insert(block_index, Value::Object(input.clone()).to_string());
+                }
+            }
+            // Thinking and server-tool blocks are the provider's business, not a reply or a
+            // call for us to run.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_block_delta(&mut self, v: &Value, out: &mut Vec<StreamEvent>) {
+        let delta = &v["delta"];
+        match delta["type"].as_str() {
+            Some("text_delta") => {
+                if let Some(t) = delta["text"].as_str().filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::TextDelta(t.to_owned()));
+                }
+            }
+            Some("input_json_delta") => {
+                let block = v["index"].as_u64().unwrap_or(u64::MAX);
+                // Deltas for blocks that are not our tool calls (server tools) are dropped.
+                let Some(&index) = self.call_by_block.get(&block) else {
+                    return;
+                };
+                if let Some(part) = delta["partial_json"].as_str().filter(|p| !p.is_empty()) {
+                    self.start_input.remove(&block);
+                    out.push(StreamEvent::ToolCallDelta {
+                        index,
+                        arguments: part.to_owned(),
+                    });
+                }
+            }
+            // thinking_delta, signature_delta, citations_delta: nothing we keep.
+            _ => {}
+        }
+    }
+}
+
+/// Prompt tokens of a `usage` object: cache writes and reads are prompt tokens too (the
+/// API counts them apart from `input_tokens`).
+fn input_tokens(usage: &Value) -> u64 {
+    [
+        "input_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    ]
+    .iter()
+    .map(|k| usage[*k].as_u64().unwrap_or(0))
+    .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_decodes_with_and_without_padding() {
+        assert_eq!(decode_base64("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(decode_base64("aGVsbG8").unwrap(), b"hello");
+        assert_eq!(decode_base64("aGVs\nbG8h").unwrap(), b"hello!");
+        assert_eq!(decode_base64("").unwrap(), b"");
+        assert_eq!(decode_base64("-_8").unwrap(), [0xfb, 0xff]);
+        assert_eq!(decode_base64("a*b"), None);
+    }
+
+    #[test]
+    fn wire_ids_keep_valid_ids_and_fix_others() {
+        assert_eq!(wire_id("toolu_01A-b"), "toolu_01A-b");
+        assert_eq!(wire_id("call:1.2"), "call_1_2");
+        assert_eq!(wire_id(""), "call");
+    }
+}

@@ -1,0 +1,242 @@
+//! The provider-neutral stream contract: every provider's parser emits [`StreamEvent`]s and
+//! [`Completion`] folds them into one assistant reply.
+
+use crate::values::message::ToolCall;
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A natural end of the answer.
+    Stop,
+    /// The model wants tools to run.
+    ToolCalls,
+    /// The output token limit was reached.
+    Length,
+    /// The provider filtered the output.
+    ContentFilter,
+    /// Anything else the provider said.
+    Other(String),
+}
+
+impl FinishReason {
+    /// Maps a provider's finish/stop reason string.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "stop" | "end_turn" | "stop_sequence" => FinishReason::Stop,
+            "tool_calls" | "tool_use" | "function_call" => FinishReason::ToolCalls,
+            "length" | "max_tokens" => FinishReason::Length,
+            "content_filter" | "refusal" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
+/// One thing a model stream told us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// More assistant text.
+    TextDelta(String),
+    /// A tool call begins at `index` (its position in this reply).
+    ToolCallStart {
+        /// Position of the call in the reply.
+        index: usize,
+        /// Call id (provider's, or generated when the provider gives none).
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// More argument JSON for the call at `index`.
+    ToolCallDelta {
+        /// Position of the call in the reply.
+        index: usize,
+        /// A piece of the arguments' JSON text.
+        arguments: String,
+    },
+    /// Token counts.
+    Usage {
+        /// Prompt tokens.
+        input_tokens: u64,
+        /// Completion tokens.
+        output_tokens: u64,
+    },
+    /// The model finished this reply.
+    Finish(FinishReason),
+    /// The body ended properly (`[DONE]` or its equivalent).
+    Done,
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderError {
+    /// The server answered with a non-success status.
+    Http {
+        /// HTTP status.
+        status: u16,
+        /// The provider's error message, if it gave one.
+        message: String,
+        /// `Retry-After` in milliseconds, if present.
+        retry_after_ms: Option<u64>,
+    },
+    /// The request never got an answer (DNS, connection refused, reset).
+    Network(String),
+    /// No byte or no progress within the allowed time.
+    Timeout(String),
+    /// The stream ended before the model finished.
+    Truncated,
+    /// The provider reported an error inside the stream.
+    Stream(String),
+    /// The bytes did not follow the wire format.
+    Malformed(String),
+    /// Our side cannot make the call (missing secret, unknown provider).
+    Config(String),
+}
+
+impl ProviderError {
+    /// Whether trying again (or a fallback) could help.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Http { status, .. } => {
+                matches!(status, 408 | 409 | 429) || *status >= 500
+            }
+            ProviderError::Network(_)
+            | ProviderError::Timeout(_)
+            | ProviderError::Truncated
+            | ProviderError::Stream(_) => true,
+            ProviderError::Malformed(_) | ProviderError::Config(_) => false,
+        }
+    }
+
+    /// The same error with `f` applied to its text (to redact secrets before it is shown).
+    pub fn map_text(self, f: impl Fn(&str) -> String) -> Self {
+        match self {
+            ProviderError::Http {
+                status,
+                message,
+                retry_after_ms,
+            } => ProviderError::Http {
+                status,
+                message: f(&message),
+                retry_after_ms,
+            },
+            ProviderError::Network(m) => ProviderError::Network(f(&m)),
+            ProviderError::Timeout(m) => ProviderError::Timeout(f(&m)),
+            ProviderError::Truncated => ProviderError::Truncated,
+            ProviderError::Stream(m) => ProviderError::Stream(f(&m)),
+            ProviderError::Malformed(m) => ProviderError::Malformed(f(&m)),
+            ProviderError::Config(m) => ProviderError::Config(f(&m)),
+        }
+    }
+
+    /// A stable machine-readable code for `error` frames.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProviderError::Http { status: 429, .. } => "model_rate_limited",
+            ProviderError::Http { .. } => "model_http_error",
+            ProviderError::Network(_) => "model_unreachable",
+            ProviderError::Timeout(_) => "model_timeout",
+            ProviderError::Truncated => "model_stream_truncated",
+            ProviderError::Stream(_) => "model_stream_error",
+            ProviderError::Malformed(_) => "model_bad_response",
+            ProviderError::Config(_) => "model_config",
+        }
+    }
+}
+
+impl std::fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProviderError::Http {
+                status, message, ..
+            } => write!(f, "model server answered {status}: {message}"),
+            ProviderError::Network(m) => write!(f, "model server unreachable: {m}"),
+            ProviderError::Timeout(m) => write!(f, "model timed out: {m}"),
+            ProviderError::Truncated => f.write_str("model stream ended before the reply finished"),
+            ProviderError::Stream(m) => write!(f, "model stream error: {m}"),
+            ProviderError::Malformed(m) => write!(f, "malformed model response: {m}"),
+            ProviderError::Config(m) => write!(f, "model configuration: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+/// An assistant reply assembled from stream events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Completion {
+    /// All text deltas, joined.
+    pub text: String,
+    /// Tool calls in index order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Why the model stopped, once known.
+    pub finish: Option<FinishReason>,
+    /// Prompt tokens, if reported.
+    pub input_tokens: u64,
+    /// Completion tokens, if reported.
+    pub output_tokens: u64,
+    /// Whether the end-of-stream marker arrived.
+    pub done: bool,
+}
+
+impl Completion {
+    /// Folds one event in.
+    pub fn apply(&mut self, ev: &StreamEvent) -> Result<(), ProviderError> {
+        match ev {
+            StreamEvent::TextDelta(t) => self.text.push_str(t),
+            StreamEvent::ToolCallStart { index, id, name } => {
+                if *index > self.tool_calls.len() + 64 {
+                    return Err(ProviderError::Malformed(format!(
+                        "tool call index {index} out of range"
+                    )));
+                }
+                while self.tool_calls.len() <= *index {
+                    self.tool_calls.push(ToolCall {
+                        id: String::new(),
+                        name: String::new(),
+                        arguments: String::new(),
+                    });
+                }
+                let call = &mut self.tool_calls[*index];
+                call.id.clone_from(id);
+                call.name.clone_from(name);
+            }
+            StreamEvent::ToolCallDelta { index, arguments } => {
+                let call = self.tool_calls.get_mut(*index).ok_or_else(|| {
+                    ProviderError::Malformed(format!("arguments for unknown tool call {index}"))
+                })?;
+                call.arguments.push_str(arguments);
+            }
+            StreamEvent::Usage {
+                input_tokens,
+                output_tokens,
+            } => {
+                self.input_tokens = *input_tokens;
+                self.output_tokens = *output_tokens;
+            }
+            StreamEvent::Finish(r) => self.finish = Some(r.clone()),
+            StreamEvent::Done => self.done = true,
+        }
+        Ok(())
+    }
+
+    /// Checks the reply is whole: it finished, and every tool call has a name.
+    pub fn validate(&mut self) -> Result<(), ProviderError> {
+        if self.finish.is_none() && !self.done {
+            return Err(ProviderError::Truncated);
+        }
+        if self.finish.is_none() && self.text.is_empty() && self.tool_calls.is_empty() {
+            return Err(ProviderError::Truncated);
+        }
+        for call in &mut self.tool_calls {
+            if call.name.is_empty() {
+                return Err(ProviderError::Malformed("tool call without a name".into()));
+            }
+            if call.id.is_empty() {
+                call.id = format!("call_{}", crate::values::ids::new_id().replace('-', ""));
+            }
+            if call.arguments.trim().is_empty() {
+                call.arguments = "{}".into();
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,25 @@
+//! The bottom layer: plain values that every other layer speaks. Messages and their content,
+//! tool results and failures, tool policies, the thread's statuses, ids, time, limits, the
+//! storage seam ([`sql::Sql`]) and the frames a thread sends. It imports nothing of ours.
+
+pub mod error;
+pub mod ids;
+pub mod limits;
+pub mod message;
+pub mod page;
+pub mod policy;
+pub mod protocol;
+pub mod sql;
+pub mod status;
+pub mod time;
+pub mod tool_error;
+pub mod tool_name;
+pub mod tool_result;
+pub mod validate;
+
+pub use error::ApiError;
+pub use message::{Message, MessageStatus, Role, ToolCall};
+pub use policy::{LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT};
+pub use status::{Order, Side, ThreadStatus};
+pub use tool_error::{Retry, ToolError};
+pub use tool_result::{CallToolResult, Content, Source, SourceKind, ToolStatus};
