@@ -20,6 +20,7 @@ mod model_chain;
 mod openai_stream;
 mod sqlite;
 mod store;
+mod sub_prompt;
 mod toml_workflows;
 mod tools;
 mod utilities;

@@ -18,14 +18,11 @@ use crate::router::{internal_request, send_to};
 use edgent::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
 use edgent::engine::request_log::ModelRequestLog;
 use edgent::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
-use edgent::engine::thread::{repair_history, Thread};
+use edgent::engine::thread::{SubStep, Thread, ThreadError};
 use edgent::llm::stream::{Completion, ProviderError, StreamEvent};
 use edgent::tool::{CallToolResult, FlowState};
 use edgent::values::ids::new_id;
-use edgent::values::message::{Message, MessageStatus, Role};
 
-/// Model calls a sub-prompt may make for one call.
-const SUB_PROMPT_MAX_STEPS: u32 = 10;
 /// How long an agent tool waits for its child conversation.
 const CHILD_DEADLINE_MS: i64 = 10 * 60 * 1000;
 
@@ -83,9 +80,9 @@ impl ChainSink for SubSink<'_, '_> {
 }
 
 impl ThreadObject {
-    /// Runs `prompt` as a sub-prompt answering `call`: its messages are stored at depth 1,
-    /// linked to the call, and it may call its own registered tools. A call re-run after a
-    /// restart continues from the messages already stored.
+    /// Runs `prompt` as a sub-prompt answering `call`: the engine's [`SubPrompt`] says each
+    /// step (call the model, run tools, done) and stores every message at depth 1; this only
+    /// calls the model chain and the tools.
     pub(super) async fn run_sub_prompt(
         &self,
         host: &Rc<ShellHost>,
@@ -95,16 +92,9 @@ impl ThreadObject {
         prompt: &PromptConfig,
         models: &[ModelConfig],
     ) -> CallToolResult {
-        let input = match parse_input(&call.call.arguments) {
-            Ok(i) => i,
-            Err(e) => return e,
+        let storage = |e: ThreadError| {
+            CallToolResult::error(format!("could not store a sub-prompt message: {e}"))
         };
-        if models.is_empty() {
-            return CallToolResult::error(format!(
-                "prompt {:?} cannot run: its model {:?} is missing from D1",
-                prompt.name, prompt.model
-            ));
-        }
         let config = Rc::new(AgentConfig {
             agent: parent.agent.clone(),
             side: parent.side,
@@ -113,141 +103,75 @@ impl ThreadObject {
             delegates: Vec::new(),
         });
         let sql = self.sql();
-        let thread = Thread::open_migrated(&sql);
-        let store = thread.store();
-        // Every message of the sub-prompt sits at depth 1, linked to the call it answers.
-        let in_sub_prompt = |m: Message| Message {
-            depth: 1,
-            parent_message_id: Some(call.message_id.clone()),
-            parent_tool_call_id: Some(call.call.id.clone()),
-            ..m
+        let mut thread = Thread::open_migrated(&sql);
+        let budget = models
+            .first()
+            .and_then(|m| m.max_history_tokens)
+            .unwrap_or(edgent::config::DEFAULT_MAX_HISTORY_TOKENS);
+        let started = thread.start_sub_prompt(now(), call, prompt, !models.is_empty(), budget);
+        let (mut sub, mut step) = match started {
+            Ok(s) => s,
+            Err(e) => return storage(e),
         };
-        let stored = |m: &Message| {
-            store.append_message(m).map_err(|e| {
-                CallToolResult::error(format!("could not store a sub-prompt message: {e}"))
-            })
-        };
-        let existing = match store.sub_messages(&call.call.id) {
-            Ok(m) => m,
-            Err(e) => return CallToolResult::error(format!("could not read the sub-prompt: {e}")),
-        };
-        // Re-run after a restart that came between the sub-prompt's answer and storing the
-        // call's result: the answer stands, the model is not asked again.
-        if let Some(done) = existing.last().filter(|m| {
-            m.role == Role::Assistant
-                && m.tool_calls.is_empty()
-                && m.status == MessageStatus::Completed
-        }) {
-            return CallToolResult::text(done.content.clone());
-        }
-        if existing.is_empty() {
-            if let Err(e) = stored(&in_sub_prompt(Message::new(Role::User, input, now()))) {
-                return e;
-            }
-        }
-        // The parent conversation up to (not including) the message holding this call.
-        let chat: Vec<Message> = if prompt.include_chat {
-            let budget = models[0]
-                .max_history_tokens
-                .unwrap_or(edgent::config::DEFAULT_MAX_HISTORY_TOKENS);
-            let history = store
-                .model_history_within(u64::from(budget))
-                .unwrap_or_default();
-            let cut = history
-                .iter()
-                .position(|m| m.id == call.message_id)
-                .unwrap_or(history.len());
-            repair_history(history.into_iter().take(cut).collect())
-        } else {
-            Vec::new()
-        };
-        let context = store.context_all().unwrap_or_default();
+        let context = thread.store().context_all().unwrap_or_default();
         let system = prompt.render_system(&context);
         let tools = tool_specs(&host.registry, &config);
-        for _ in 0..SUB_PROMPT_MAX_STEPS {
-            if self.stop_requested.get() {
-                return CallToolResult::error("the thread was stopped");
-            }
-            let own: Vec<Message> = store
-                .sub_messages(&call.call.id)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|m| m.status == MessageStatus::Completed)
-                .collect();
-            let mut history = chat.clone();
-            history.extend(repair_history(own));
-            let parts = RequestParts {
-                system: &system,
-                history: &history,
-                tools: &tools,
-                config: &config,
-            };
-            let mut sink = SubSink {
-                object: self,
-                thread: &thread,
-                completion: Completion::default(),
-                models,
-                parent_tool_call_id: &call.call.id,
-            };
-            let outcome = run_chain(&self.env, models, &|m| parts.body(m), &mut sink).await;
-            let mut completion = sink.completion;
-            if let Err(e) = outcome.and_then(|()| completion.validate()) {
-                return CallToolResult::error(format!("prompt {:?} failed: {e}", prompt.name));
-            }
-            let reply = in_sub_prompt(Message {
-                tool_calls: completion.tool_calls.clone(),
-                side: Some(summary.current_side),
-                ..Message::new(Role::Assistant, completion.text.clone(), now())
-            });
-            if let Err(e) = stored(&reply) {
-                return e;
-            }
-            if reply.tool_calls.is_empty() {
-                return CallToolResult::text(completion.text);
-            }
-            for tc in &reply.tool_calls {
-                let result = match host.registry.get(&tc.name) {
-                    Some(tool)
-                        if prompt.tools.contains(&tc.name) && tool.policy().needs_approval =>
-                    {
-                        // Approval needs a top-level call a client can see and decide on.
-                        CallToolResult::error(format!(
-                            "{:?} needs a person's approval, which a sub-prompt cannot wait for; ask the user in the main conversation",
-                            tc.name
-                        ))
-                    }
-                    Some(tool) if prompt.tools.contains(&tc.name) => {
-                        let mut flow =
-                            FlowState::top_level(host.clone(), summary, config.clone(), &tc.id);
-                        flow.depth = 1;
-                        flow.parent_message_id = Some(reply.id.clone());
-                        tool.call(flow, &tc.arguments).await
-                    }
-                    _ => CallToolResult::error(format!(
-                        "unknown tool {:?}; a sub-prompt may call its registered tools: {}",
-                        tc.name,
-                        prompt
-                            .tools
-                            .iter()
-                            .filter(|t| host.registry.get(t).is_some())
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )),
-                };
-                let m = in_sub_prompt(Message {
-                    side: Some(summary.current_side),
-                    ..Message::tool_result(tc, result.to_model_text(), now())
-                });
-                if let Err(e) = stored(&m) {
-                    return e;
+        loop {
+            let next = match step {
+                SubStep::Done(result) => {
+                    self.flush(&mut thread);
+                    return result;
                 }
-            }
+                SubStep::CallModel { history } => {
+                    let parts = RequestParts {
+                        system: &system,
+                        history: &history,
+                        tools: &tools,
+                        config: &config,
+                    };
+                    let mut sink = SubSink {
+                        object: self,
+                        thread: &thread,
+                        completion: Completion::default(),
+                        models,
+                        parent_tool_call_id: &call.call.id,
+                    };
+                    let outcome = run_chain(&self.env, models, &|m| parts.body(m), &mut sink).await;
+                    let reply = outcome.map(|()| sink.completion);
+                    sub.handle_reply(&mut thread, now(), reply, host.registry.as_ref())
+                }
+                SubStep::RunTools(calls) => {
+                    let mut stored = Ok(());
+                    for c in calls {
+                        let result = match (c.refused, host.registry.get(&c.call.name)) {
+                            (Some(refusal), _) => refusal,
+                            (None, Some(tool)) => {
+                                let mut flow = FlowState::top_level(
+                                    host.clone(),
+                                    summary,
+                                    config.clone(),
+                                    &c.call.id,
+                                );
+                                flow.depth = 1;
+                                flow.parent_message_id = Some(c.message_id.clone());
+                                tool.call(flow, &c.call.arguments).await
+                            }
+                            (None, None) => CallToolResult::error("the tool is gone"),
+                        };
+                        stored = sub.handle_tool_result(&mut thread, now(), &c.call, result);
+                        if stored.is_err() {
+                            break;
+                        }
+                    }
+                    stored.and_then(|()| sub.next(&thread))
+                }
+            };
+            self.flush(&mut thread);
+            step = match next {
+                Ok(s) => s,
+                Err(e) => return storage(e),
+            };
         }
-        CallToolResult::error(format!(
-            "prompt {:?} used its {SUB_PROMPT_MAX_STEPS} model calls without answering",
-            prompt.name
-        ))
     }
 
     /// An agent called as a tool: dual-AI agents run in a child thread; AI-human agents take

@@ -131,4 +131,8 @@ impl crate::engine::thread::ToolIndex for Registry {
     ) -> Option<Result<(), String>> {
         self.get(name).map(|tool| tool.validate(arguments))
     }
+
+    fn tool_policy(&self, name: &str) -> Option<crate::values::ToolPolicy> {
+        self.get(name).map(|tool| tool.policy().clone())
+    }
 }

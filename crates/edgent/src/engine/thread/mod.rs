@@ -18,6 +18,7 @@
 
 mod client;
 mod history;
+mod sub_prompt;
 mod tools;
 mod turn;
 
@@ -48,6 +49,8 @@ pub trait ToolIndex {
     /// Checks `arguments` against the tool's schema and rules; `None` when no tool is named
     /// `name`.
     fn check_arguments(&self, name: &str, arguments: Value) -> Option<Result<(), String>>;
+    /// The policy of the tool named `name` (`None` when there is none).
+    fn tool_policy(&self, name: &str) -> Option<crate::values::ToolPolicy>;
 }
 
 /// Why a thread operation was refused.
@@ -112,6 +115,7 @@ pub const MAX_TOOL_INTERRUPTIONS: i64 = 3;
 pub use client::InjectMessage;
 pub use history::{repair_history, view_for_side};
 use history::{stop_answer, without_calls, worn_out};
+pub use sub_prompt::{SubPrompt, SubStep, SubToolCall, SUB_PROMPT_MAX_STEPS};
 pub use turn::{Action, ModelCall, TurnRules};
 
 /// A view of one thread over its SQLite, plus the frames produced while handling an event.

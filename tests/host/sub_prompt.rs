@@ -1,0 +1,319 @@
+//! Sub-prompts on the shipped engine (`engine::thread::sub_prompt`): a prompt called as a tool
+//! runs at depth 1 in the same thread. The test performs what the Worker's driver performs
+//! (model replies, tool runs) and checks what the engine decides and stores: the answer, tool
+//! calls run or refused, a resumed run that does not ask the model again, the step limit, a
+//! stop, and hooks seeing depth-1 messages. What it does not prove: the model chain's I/O
+//! (tests/e2e/engine.test.mjs runs sub-prompts against the scripted model server).
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use edgent::config::PromptConfig;
+use edgent::engine::store::{Store, StoredToolCall};
+use edgent::engine::thread::{Action, SubStep, Thread, SUB_PROMPT_MAX_STEPS};
+use edgent::llm::stream::{Completion, FinishReason, ProviderError, StreamEvent};
+use edgent::tool::{CallToolResult, FlowState, Registry, Tool};
+use edgent::values::message::{Message, Role};
+use serde_json::json;
+
+use crate::sqlite::Sqlite;
+
+const T0: i64 = 1_795_400_000_000;
+
+fn prompt(tools: &[&str], include_chat: bool) -> PromptConfig {
+    serde_json::from_value(json!({
+        "name": "summarize", "model": "default", "system": "Summarize.",
+        "tools": tools, "include_chat": include_chat,
+    }))
+    .unwrap()
+}
+
+fn registry(runs: &Rc<Cell<u32>>) -> Registry {
+    let runs = runs.clone();
+    let count = Tool::new("Counts words.").handler(move |_f: FlowState| {
+        let runs = runs.clone();
+        async move {
+            runs.set(runs.get() + 1);
+            CallToolResult::text("3 words")
+        }
+    });
+    let refund = Tool::new("Refunds.")
+        .handler(|_f: FlowState| async { CallToolResult::text("refunded") })
+        .needs_approval();
+    Registry::build(vec![("count_words", count), ("refund", refund)]).unwrap()
+}
+
+fn text(t: &str) -> Completion {
+    let mut c = Completion::default();
+    for ev in [
+        StreamEvent::TextDelta(t.to_owned()),
+        StreamEvent::Finish(FinishReason::Stop),
+        StreamEvent::Done,
+    ] {
+        c.apply(&ev).unwrap();
+    }
+    c
+}
+
+fn calling(calls: &[(&str, &str)]) -> Completion {
+    let mut c = Completion::default();
+    for (index, (id, name)) in calls.iter().enumerate() {
+        c.apply(&StreamEvent::ToolCallStart {
+            index,
+            id: (*id).to_owned(),
+            name: (*name).to_owned(),
+        })
+        .unwrap();
+        c.apply(&StreamEvent::ToolCallDelta {
+            index,
+            arguments: "{}".into(),
+        })
+        .unwrap();
+    }
+    c.apply(&StreamEvent::Finish(FinishReason::ToolCalls))
+        .unwrap();
+    c.apply(&StreamEvent::Done).unwrap();
+    c
+}
+
+/// A thread whose model called the `summarize` prompt with `arguments`: the stored call.
+fn delegated(db: &Sqlite, arguments: &str) -> StoredToolCall {
+    let mut t = Thread::open(db).unwrap();
+    t.create(T0, "thread-1", "support", &[]).unwrap();
+    t.post_user_message(T0, "summarize our chat").unwrap();
+    let Action::CallModel(mut call) = t.next_action(T0, 10).unwrap() else {
+        panic!("the model is owed a call");
+    };
+    for ev in [
+        StreamEvent::TextDelta("Let me ask.".into()),
+        StreamEvent::ToolCallStart {
+            index: 0,
+            id: "call_sum".into(),
+            name: "summarize".into(),
+        },
+        StreamEvent::ToolCallDelta {
+            index: 0,
+            arguments: arguments.into(),
+        },
+        StreamEvent::Finish(FinishReason::ToolCalls),
+        StreamEvent::Done,
+    ] {
+        t.on_model_event(&mut call, ev).unwrap();
+    }
+    t.finish_model_call(T0, call).unwrap();
+    Store::new(db).tool_call("call_sum").unwrap().unwrap()
+}
+
+fn done(step: SubStep) -> CallToolResult {
+    match step {
+        SubStep::Done(r) => r,
+        other => panic!("expected the sub-prompt to be done, got {other:?}"),
+    }
+}
+
+fn depth_1(db: &Sqlite) -> Vec<Message> {
+    Store::new(db).sub_messages("call_sum").unwrap()
+}
+
+#[test]
+fn a_reply_without_tool_calls_is_the_answer_stored_at_depth_1() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"input":"the chat"}"#);
+    let runs = Rc::new(Cell::new(0));
+    let tools = registry(&runs);
+    let mut t = Thread::open_migrated(&db);
+    let (mut sub, step) = t
+        .start_sub_prompt(T0, &call, &prompt(&[], true), true, 10_000)
+        .unwrap();
+    let SubStep::CallModel { history } = step else {
+        panic!("the model is asked first");
+    };
+    // The parent chat up to the message holding the call, then the sub-prompt's input.
+    let roles: Vec<(Role, &str)> = history
+        .iter()
+        .map(|m| (m.role, m.content.as_str()))
+        .collect();
+    assert_eq!(
+        roles,
+        [(Role::User, "summarize our chat"), (Role::User, "the chat")]
+    );
+    let answer = done(
+        sub.handle_reply(&mut t, T0 + 1, Ok(text("A short chat.")), &tools)
+            .unwrap(),
+    );
+    assert_eq!(answer, CallToolResult::text("A short chat."));
+    let stored = depth_1(&db);
+    assert_eq!(stored.len(), 2);
+    assert!(stored.iter().all(|m| m.depth == 1
+        && m.parent_tool_call_id.as_deref() == Some("call_sum")
+        && m.parent_message_id.as_deref() == Some(call.message_id.as_str())));
+}
+
+#[test]
+fn listed_tools_run_and_others_are_refused_with_a_reason() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"input":"count"}"#);
+    let runs = Rc::new(Cell::new(0));
+    let tools = registry(&runs);
+    let mut t = Thread::open_migrated(&db);
+    let p = prompt(&["count_words", "refund"], false);
+    let (mut sub, _) = t.start_sub_prompt(T0, &call, &p, true, 10_000).unwrap();
+    let reply = calling(&[("c1", "count_words"), ("c2", "refund"), ("c3", "launch")]);
+    let SubStep::RunTools(calls) = sub.handle_reply(&mut t, T0, Ok(reply), &tools).unwrap() else {
+        panic!("the reply's calls run next");
+    };
+    assert_eq!(calls.len(), 3);
+    assert!(calls[0].refused.is_none());
+    let approval = calls[1].refused.clone().unwrap().to_model_text();
+    assert!(approval.contains("needs a person's approval"), "{approval}");
+    let unknown = calls[2].refused.clone().unwrap().to_model_text();
+    assert!(
+        unknown.contains("unknown tool \"launch\"") && unknown.contains("count_words, refund"),
+        "{unknown}"
+    );
+    for c in &calls {
+        let result = c
+            .refused
+            .clone()
+            .unwrap_or_else(|| CallToolResult::text("3 words"));
+        sub.handle_tool_result(&mut t, T0, &c.call, result).unwrap();
+    }
+    let SubStep::CallModel { history } = sub.next(&t).unwrap() else {
+        panic!("the model sees the results");
+    };
+    let results: Vec<&str> = history
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.tool_call_id.as_deref().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        results,
+        ["c1", "c2", "c3"],
+        "every call paired with its result"
+    );
+}
+
+#[test]
+fn a_rerun_after_a_restart_returns_the_stored_answer_without_the_model() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"input":"x"}"#);
+    let tools = registry(&Rc::new(Cell::new(0)));
+    {
+        let mut t = Thread::open_migrated(&db);
+        let (mut sub, _) = t
+            .start_sub_prompt(T0, &call, &prompt(&[], false), true, 10_000)
+            .unwrap();
+        done(
+            sub.handle_reply(&mut t, T0, Ok(text("Stored.")), &tools)
+                .unwrap(),
+        );
+    }
+    // The Worker died before the call's result was stored; the call runs again.
+    let mut t = Thread::open_migrated(&db);
+    let (_, step) = t
+        .start_sub_prompt(T0 + 5, &call, &prompt(&[], false), true, 10_000)
+        .unwrap();
+    assert_eq!(done(step), CallToolResult::text("Stored."));
+    assert_eq!(depth_1(&db).len(), 2, "nothing stored twice");
+}
+
+#[test]
+fn bad_input_a_missing_model_a_failed_chain_and_a_stop_end_it_with_an_error() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"question":"x"}"#);
+    let tools = registry(&Rc::new(Cell::new(0)));
+    let mut t = Thread::open_migrated(&db);
+    let (_, step) = t
+        .start_sub_prompt(T0, &call, &prompt(&[], false), true, 10_000)
+        .unwrap();
+    assert!(done(step).to_model_text().contains("invalid arguments"));
+
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"input":"x"}"#);
+    let mut t = Thread::open_migrated(&db);
+    let (_, step) = t
+        .start_sub_prompt(T0, &call, &prompt(&[], false), false, 10_000)
+        .unwrap();
+    assert!(done(step).to_model_text().contains("missing from D1"));
+
+    let (mut sub, _) = t
+        .start_sub_prompt(T0, &call, &prompt(&[], false), true, 10_000)
+        .unwrap();
+    let failed = done(
+        sub.handle_reply(&mut t, T0, Err(ProviderError::Truncated), &tools)
+            .unwrap(),
+    );
+    assert!(failed
+        .to_model_text()
+        .contains("prompt \"summarize\" failed"));
+
+    t.stop(T0, "user").unwrap();
+    assert_eq!(
+        done(sub.next(&t).unwrap()).to_model_text(),
+        CallToolResult::error("the thread was stopped").to_model_text()
+    );
+}
+
+#[test]
+fn a_sub_prompt_that_never_answers_stops_after_its_steps() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"input":"loop"}"#);
+    let runs = Rc::new(Cell::new(0));
+    let tools = registry(&runs);
+    let mut t = Thread::open_migrated(&db);
+    let (mut sub, mut step) = t
+        .start_sub_prompt(T0, &call, &prompt(&["count_words"], false), true, 10_000)
+        .unwrap();
+    let mut model_calls = 0;
+    loop {
+        step = match step {
+            SubStep::CallModel { .. } => {
+                model_calls += 1;
+                let id = format!("c{model_calls}");
+                sub.handle_reply(&mut t, T0, Ok(calling(&[(&id, "count_words")])), &tools)
+                    .unwrap()
+            }
+            SubStep::RunTools(calls) => {
+                for c in calls {
+                    sub.handle_tool_result(&mut t, T0, &c.call, CallToolResult::text("3"))
+                        .unwrap();
+                }
+                sub.next(&t).unwrap()
+            }
+            SubStep::Done(r) => {
+                assert!(r.to_model_text().contains("model calls without answering"));
+                break;
+            }
+        };
+    }
+    assert_eq!(model_calls, SUB_PROMPT_MAX_STEPS);
+}
+
+#[test]
+fn hooks_see_sub_prompt_messages_at_depth_1() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"input":"mail ada@example.com"}"#);
+    let tools = registry(&Rc::new(Cell::new(0)));
+    let mut t = Thread::open_migrated(&db);
+    t.set_hook_config("support", ["redact_emails"]).unwrap();
+    let (mut sub, _) = t
+        .start_sub_prompt(T0, &call, &prompt(&[], false), true, 10_000)
+        .unwrap();
+    done(
+        sub.handle_reply(&mut t, T0, Ok(text("ok")), &tools)
+            .unwrap(),
+    );
+    let input = &depth_1(&db)[0];
+    assert_eq!(input.role, Role::User);
+    assert!(
+        !input.content.contains("ada@example.com"),
+        "redact_emails runs on the sub-prompt's user message: {}",
+        input.content
+    );
+}
