@@ -1,7 +1,7 @@
 //! Whole conversations through the thread state machine, in virtual time, including a crash
 //! at each step and failing models. The driver here is what the Durable Object does, minus I/O.
 
-use crate::flow_host::{block_on, TestHost};
+use crate::flow_host::{block_on, TestHost, WithThread};
 use crate::sqlite::Sqlite;
 use edgent::engine::store::{Order, ThreadStatus};
 use edgent::engine::thread::{Action, ModelCall, Thread};
@@ -129,7 +129,7 @@ fn a_tool_call_round_trip_feeds_the_result_back() {
     };
     assert_eq!(tc.call.name, "get_current_time");
     t.start_tool(T0 + 5, &tc, true).unwrap();
-    host.now.set(T0 + 5);
+    host.set_now(T0 + 5);
     let flow = host.flow(&tc.call.id);
     let result = block_on(
         host.registry

@@ -1,106 +1,66 @@
 //! Durable tool calls in virtual time: retries with backoff, timeouts, workflow replay with
 //! sleeps and webhooks, approvals, rate limits, result caching and whole-run deadlines, and how
-//! parked calls shape the turn. [`run_tools`] below is the host twin of the Worker's
-//! `run_tools` (src/shell/thread_object/tools.rs): gate each due call, start it, run it until it
-//! finishes or parks (a run still pending with nothing left to wake it has hit its timeout),
-//! settle the outcome and store it. Everything else is the real core over real SQLite.
+//! parked calls shape the turn. The host is the shipped harness (`edgent::testing::TestHost`):
+//! it performs what the engine asks (runs tools, a run still pending with nothing left to wake
+//! it has hit its timeout; answers the deployment counter) and hands the outcomes back; every
+//! decision is the engine's, over real SQLite.
 
-use std::cell::{Cell, RefCell};
-use std::future::Future;
-use std::pin::pin;
+use std::cell::Cell;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use edgent::engine::durable::{
     cache_key, deliver_webhook, deployment_gate, settle, tool_status, CallStatus, Gate, Ran,
     Settle, Suspension, WebhookRefusal, Window,
 };
-use edgent::engine::store::{Order, Store, StoredToolCall, ThreadStatus};
+use edgent::engine::store::{Order, StoredToolCall, ThreadStatus};
 use edgent::engine::thread::{Action, ModelCall, Thread, ThreadError};
 use edgent::engine::tool_records::ToolCallRecord;
-use edgent::engine::tool_runs::{Admission, ToolRun};
+use edgent::engine::tool_runs::Admission;
 use edgent::engine::wake::CONFIG_RETRY_MS;
-use edgent::llm::stream::{FinishReason, StreamEvent};
+use edgent::testing::TestHost;
 use edgent::tool::{
-    run_until_suspended, BoxFuture, CallToolResult, FlowHost, FlowState, HttpRequest, HttpResponse,
-    RateLimit, Registry, RetryPolicy, Tool, ToolError, ToolPolicy, WebhookEvent,
+    CallToolResult, FlowState, RateLimit, Registry, RetryPolicy, Tool, ToolError, ToolPolicy,
+    WebhookEvent,
 };
 use edgent::values::message::Role;
 use edgent::values::protocol::ServerFrame;
-use edgent::values::sql::{Sql, SqlValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-
-use crate::flow_host::agent;
-use crate::sqlite::Sqlite;
 
 const T0: i64 = 1_795_300_162_000;
 const MAX_STEPS: u32 = 10;
 const PUBLIC_URL: &str = "https://agents.example";
 
-// ---- the host ----------------------------------------------------------------------------
-
-/// A thread's SQLite, the tools under test and a virtual clock the tools may advance (to make
-/// a step take time).
-struct Host {
-    db: Sqlite,
-    registry: Registry,
-    clock: Rc<Cell<i64>>,
-    frames: RefCell<Vec<ServerFrame>>,
-    /// The deployment counter's answer (`None`: unreachable).
-    limiter: RefCell<Option<Window>>,
-    /// How many times the engine asked the deployment counter.
-    limiter_asked: Cell<u32>,
-    /// Runs while the limiter's answer is on its way (a stop arriving meanwhile, say).
-    before_limiter_answer: RefCell<Meanwhile>,
-}
+// ---- the host: the shipped harness (edgent::testing) with this file's helpers ------------
 
 type Clock = Rc<Cell<i64>>;
-
-/// Something that happens to the thread while a round trip is on its way.
-type Meanwhile = Box<dyn FnMut(&mut Thread<'_>)>;
 
 fn clock() -> Clock {
     Rc::new(Cell::new(T0))
 }
 
-impl Host {
-    /// A host over a fresh database holding thread `thread-1`, with `tools` registered.
-    fn new(clock: &Clock, tools: Vec<(&'static str, Tool)>) -> Rc<Self> {
-        let host = Rc::new(Host {
-            db: Sqlite::memory(),
-            registry: Registry::build(tools).unwrap(),
-            clock: clock.clone(),
-            frames: RefCell::new(Vec::new()),
-            limiter: RefCell::new(None),
-            limiter_asked: Cell::new(0),
-            before_limiter_answer: RefCell::new(Box::new(|_| {})),
-        });
-        Thread::open(&host.db)
-            .unwrap()
-            .create(clock.get(), "thread-1", "support", &[])
-            .unwrap();
-        host
-    }
+/// A host whose thread may run `tools`, on the shared virtual clock, with a public URL for
+/// webhook links.
+fn host(clock: &Clock, tools: Vec<(&'static str, Tool)>) -> Rc<TestHost> {
+    TestHost::with_clock(Registry::build(tools).unwrap(), clock.clone())
+        .var("PUBLIC_URL", PUBLIC_URL)
+        .into_rc()
+}
 
-    fn now(&self) -> i64 {
-        self.clock.get()
-    }
+/// Reads of what the engine stored, for assertions.
+trait Stored {
+    fn policy(&self, name: &str) -> ToolPolicy;
+    fn call(&self, id: &str) -> StoredToolCall;
+    fn record(&self, id: &str) -> ToolCallRecord;
+    fn next_wake(&self) -> Option<i64>;
+    fn status(&self) -> ThreadStatus;
+    fn queue(&self, name: &str, args: Value) -> String;
+    fn tool_statuses(&self, id: &str) -> Vec<String>;
+}
 
-    fn set_now(&self, t: i64) {
-        self.clock.set(t);
-    }
-
-    fn thread(&self) -> Thread<'_> {
-        Thread::open_migrated(&self.db)
-    }
-
-    fn store(&self) -> Store<'_> {
-        Store::new(&self.db)
-    }
-
+impl Stored for TestHost {
     fn policy(&self, name: &str) -> ToolPolicy {
         self.registry.get(name).unwrap().policy().clone()
     }
@@ -137,159 +97,39 @@ impl Host {
         id
     }
 
-    fn keep_frames(&self, t: &mut Thread<'_>) {
-        self.frames
-            .borrow_mut()
-            .extend(std::iter::from_fn(|| t.poll_frame()));
-    }
-
     /// The statuses the `tool` frames announced for one call, in order.
     fn tool_statuses(&self, id: &str) -> Vec<String> {
-        self.frames
-            .borrow()
+        self.frames()
             .iter()
             .filter_map(|f| match f {
                 ServerFrame::Tool {
                     tool_call_id,
                     status,
                     ..
-                } if tool_call_id == id => Some(status.clone()),
+                } if tool_call_id == id => Some(status.as_str().to_owned()),
                 _ => None,
             })
             .collect()
     }
 }
 
-impl FlowHost for Host {
-    fn sql(&self) -> &dyn Sql {
-        &self.db
-    }
-    fn registry(&self) -> &Registry {
-        &self.registry
-    }
-    fn now_ms(&self) -> i64 {
-        self.clock.get()
-    }
-    fn broadcast(&self, frame: &ServerFrame) {
-        self.frames.borrow_mut().push(frame.clone());
-    }
-    fn secret(&self, _name: &str) -> Option<String> {
-        None
-    }
-    fn var(&self, name: &str) -> Option<String> {
-        (name == "PUBLIC_URL").then(|| PUBLIC_URL.to_owned())
-    }
-    fn fetch(&self, _request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, String>> {
-        Box::pin(async { Err("no network in host tests".to_owned()) })
-    }
-    fn d1_query(
-        &self,
-        _binding: &str,
-        _sql: &str,
-        _params: Vec<SqlValue>,
-    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, String>> {
-        Box::pin(async { Err("no D1 in host tests".to_owned()) })
-    }
-}
-
-// ---- the driver --------------------------------------------------------------------------
-
-/// Performs what the engine asks for due calls, as the Worker's driver does: hands each call
-/// to the engine, answers a limiter question with [`Host::limiter`], runs what the engine
-/// admitted and hands the outcomes back. The decisions are the shipped engine's.
-fn run_tools(h: &Rc<Host>, t: &mut Thread<'_>, calls: Vec<StoredToolCall>, jitter: f64) {
-    let mut runs: Vec<ToolRun> = Vec::new();
-    for call in calls {
-        let policy = h.policy(&call.call.name);
-        let mut admitted = t.handle_due_call(h.now(), call, policy, None).unwrap();
-        if let Admission::AskLimiter { call, policy, .. } = admitted {
-            h.limiter_asked.set(h.limiter_asked.get() + 1);
-            (h.before_limiter_answer.borrow_mut())(t);
-            let window = *h.limiter.borrow();
-            admitted = t
-                .handle_limiter_answer(h.now(), call, policy, window)
-                .unwrap();
-        }
-        if let Admission::Run(run) = admitted {
-            runs.push(run);
-        }
-    }
-    h.keep_frames(t);
-    // The Worker runs these concurrently; none of them waits on real I/O here.
-    let ends: Vec<Ran> = runs
-        .iter()
-        .map(|run| execute(h, &run.call, &run.policy))
-        .collect();
-    for (run, ran) in runs.iter().zip(ends) {
-        t.handle_tool_outcome(h.now(), run, ran, jitter).unwrap();
-    }
-    h.keep_frames(t);
-}
-
-/// One run of a call, with its bindings, until it finishes, parks or times out.
-fn execute(h: &Rc<Host>, call: &StoredToolCall, policy: &ToolPolicy) -> Ran {
-    let Some(tool) = h.registry.get(&call.call.name) else {
-        return Ran::Done(Ok(CallToolResult::error(format!(
-            "unknown tool {:?}",
-            call.call.name
-        ))));
-    };
-    let summary = h.thread().summary().unwrap();
-    let names: Vec<&str> = h.registry.names().collect();
-    let bindings = call
-        .bindings
-        .as_deref()
-        .and_then(|b| serde_json::from_str(b).ok())
-        .unwrap_or_default();
-    let flow = FlowState::top_level(h.clone(), &summary, Rc::new(agent(&names)), &call.call.id)
-        .with_bindings(bindings);
-    let state = flow.run_state().clone();
-    let attempt = tool.attempt(flow, &call.call.arguments);
-    with_virtual_timeout(h, run_until_suspended(attempt, &state), policy.timeout)
-}
-
-/// The Worker races each run against its timeout. Host tools never wait on I/O, so a run
-/// still pending after many polls waits for nothing that will come: its timeout fires (and
-/// that much virtual time passes).
-fn with_virtual_timeout(h: &Host, run: impl Future<Output = Ran>, timeout: Duration) -> Ran {
-    let mut run = pin!(run);
-    let mut cx = Context::from_waker(Waker::noop());
-    for _ in 0..1_000 {
-        if let Poll::Ready(ran) = run.as_mut().poll(&mut cx) {
-            return ran;
-        }
-    }
-    h.set_now(h.now() + i64::try_from(timeout.as_millis()).unwrap());
-    Ran::TimedOut
-}
-
 /// Drives the thread until it needs the model or has nothing to do.
-fn drive(h: &Rc<Host>, jitter: f64) -> Action {
-    loop {
-        let mut t = h.thread();
-        let action = t.next_action(h.now(), MAX_STEPS).unwrap();
-        h.keep_frames(&mut t);
-        match action {
-            Action::RunTool(call) => run_tools(h, &mut t, vec![call], jitter),
-            Action::RunTools(calls) => run_tools(h, &mut t, calls, jitter),
-            Action::Continue => {}
-            other => return other,
-        }
-    }
+fn drive(h: &Rc<TestHost>, jitter: f64) -> Action {
+    h.drive(jitter)
 }
 
-fn drive_idle(h: &Rc<Host>) {
+fn drive_idle(h: &Rc<TestHost>) {
     drive_idle_with(h, 0.5);
 }
 
-fn drive_idle_with(h: &Rc<Host>, jitter: f64) {
+fn drive_idle_with(h: &Rc<TestHost>, jitter: f64) {
     match drive(h, jitter) {
         Action::Idle => {}
         other => panic!("expected the thread to go idle, got {other:?}"),
     }
 }
 
-fn expect_model(h: &Rc<Host>) -> ModelCall {
+fn expect_model(h: &Rc<TestHost>) -> ModelCall {
     match drive(h, 0.5) {
         Action::CallModel(call) => call,
         other => panic!("expected a model call, got {other:?}"),
@@ -297,38 +137,12 @@ fn expect_model(h: &Rc<Host>) -> ModelCall {
 }
 
 /// Completes a model call with `text` and tool calls `(id, name, raw arguments)`.
-fn reply(h: &Host, mut call: ModelCall, text: &str, calls: &[(&str, &str, &str)]) {
-    let mut t = h.thread();
-    let mut events = Vec::new();
-    if !text.is_empty() {
-        events.push(StreamEvent::TextDelta(text.to_owned()));
-    }
-    for (index, (id, name, args)) in calls.iter().enumerate() {
-        events.push(StreamEvent::ToolCallStart {
-            index,
-            id: (*id).to_owned(),
-            name: (*name).to_owned(),
-        });
-        events.push(StreamEvent::ToolCallDelta {
-            index,
-            arguments: (*args).to_owned(),
-        });
-    }
-    events.push(StreamEvent::Finish(if calls.is_empty() {
-        FinishReason::Stop
-    } else {
-        FinishReason::ToolCalls
-    }));
-    events.push(StreamEvent::Done);
-    for ev in events {
-        t.on_model_event(&mut call, ev).unwrap();
-    }
-    t.finish_model_call(h.now(), call).unwrap();
-    h.keep_frames(&mut t);
+fn reply(h: &TestHost, call: ModelCall, text: &str, calls: &[(&str, &str, &str)]) {
+    h.reply(call, text, calls);
 }
 
 /// Posts a user message and answers the model call it causes with these tool calls.
-fn model_calls(h: &Rc<Host>, calls: &[(&str, &str, &str)]) {
+fn model_calls(h: &Rc<TestHost>, calls: &[(&str, &str, &str)]) {
     let mut t = h.thread();
     t.post_user_message(h.now(), "please").unwrap();
     h.keep_frames(&mut t);
@@ -336,7 +150,7 @@ fn model_calls(h: &Rc<Host>, calls: &[(&str, &str, &str)]) {
     reply(h, call, "", calls);
 }
 
-fn result_of(h: &Host, id: &str) -> String {
+fn result_of(h: &TestHost, id: &str) -> String {
     h.record(id).result.unwrap_or_default()
 }
 
@@ -395,7 +209,7 @@ fn a_failing_step_is_retried_with_jittered_backoff_until_it_succeeds() {
                 Ok(format!("ok on run {n}"))
             }
         });
-        let h = Host::new(&clock, vec![("flaky", tool)]);
+        let h = host(&clock, vec![("flaky", tool)]);
         let id = h.queue("flaky", json!({}));
 
         drive_idle_with(&h, jitter);
@@ -470,7 +284,7 @@ fn a_fatal_error_is_the_result_after_one_attempt() {
     let clock = clock();
     let runs = counter();
     let tool = step_tool(&runs, |_| Err(ToolError::fatal("no such city")));
-    let h = Host::new(&clock, vec![("fatal", tool)]);
+    let h = host(&clock, vec![("fatal", tool)]);
     let id = h.queue("fatal", json!({}));
     drive_idle(&h);
     let record = h.record(&id);
@@ -497,7 +311,7 @@ fn retry_after_wakes_exactly_when_the_service_said() {
             )),
             _ => Ok("fine".to_owned()),
         });
-        let h = Host::new(&clock, vec![("quota", tool)]);
+        let h = host(&clock, vec![("quota", tool)]);
         let id = h.queue("quota", json!({}));
         drive_idle(&h);
         let call = h.call(&id);
@@ -520,7 +334,7 @@ fn exhausted_attempts_give_up_with_the_last_error() {
     let clock = clock();
     let runs = counter();
     let tool = step_tool(&runs, |n| Err(ToolError::new(format!("boom {n}"))));
-    let h = Host::new(&clock, vec![("doomed", tool)]);
+    let h = host(&clock, vec![("doomed", tool)]);
     let id = h.queue("doomed", json!({}));
     for _ in 0..3 {
         drive_idle(&h);
@@ -555,7 +369,7 @@ fn a_tool_that_never_retries_fails_at_once_without_the_gave_up_note() {
     let runs = counter();
     let tool =
         step_tool(&runs, |_| Err(ToolError::new("flaky upstream"))).retry(RetryPolicy::none());
-    let h = Host::new(&clock, vec![("once", tool)]);
+    let h = host(&clock, vec![("once", tool)]);
     let id = h.queue("once", json!({}));
     drive_idle(&h);
     assert_eq!(runs.get(), 1);
@@ -580,7 +394,7 @@ fn a_timed_out_attempt_is_retried_and_logged_as_timeout() {
             }
         })
         .timeout(Duration::from_millis(1500));
-    let h = Host::new(&clock, vec![("hangs", tool)]);
+    let h = host(&clock, vec![("hangs", tool)]);
     let id = h.queue("hangs", json!({}));
     drive_idle(&h);
     let record = h.record(&id);
@@ -636,7 +450,7 @@ fn invalid_arguments_are_an_error_result_and_never_retried() {
             Ok::<_, ToolError>(format!("sunny in {}", c.city))
         }
     });
-    let h = Host::new(&clock, vec![("weather", tool)]);
+    let h = host(&clock, vec![("weather", tool)]);
     model_calls(
         &h,
         &[
@@ -692,7 +506,7 @@ fn a_workflow_resumes_after_its_sleep_without_repeating_finished_steps() {
             Ok::<_, ToolError>(format!("a={first} b={second}"))
         }
     });
-    let h = Host::new(&clock, vec![("workflow", tool)]);
+    let h = host(&clock, vec![("workflow", tool)]);
     model_calls(&h, &[("wf1", "workflow", "{}")]);
     assert!(matches!(drive(&h, 0.5), Action::Wait));
 
@@ -786,7 +600,7 @@ fn a_retried_workflow_replays_done_steps_and_reruns_the_failed_one() {
             Ok::<_, ToolError>(format!("{x} then {y}"))
         }
     });
-    let h = Host::new(&clock, vec![("wf", tool)]);
+    let h = host(&clock, vec![("wf", tool)]);
     let id = h.queue("wf", json!({}));
     drive_idle(&h);
     let record = h.record(&id);
@@ -819,7 +633,7 @@ fn a_tool_called_from_a_step_cannot_sleep() {
             .await?;
         Ok::<_, ToolError>(text)
     });
-    let h = Host::new(&clock, vec![("outer", outer), ("nap", napper(30, &woke))]);
+    let h = host(&clock, vec![("outer", outer), ("nap", napper(30, &woke))]);
     let id = h.queue("outer", json!({}));
     drive_idle(&h);
     let record = h.record(&id);
@@ -853,7 +667,7 @@ fn a_step_name_used_twice_in_one_run_is_a_fatal_error_naming_it() {
             Ok::<_, ToolError>("unreachable".to_owned())
         }
     });
-    let h = Host::new(&clock, vec![("twice", tool)]);
+    let h = host(&clock, vec![("twice", tool)]);
     let id = h.queue("twice", json!({}));
     drive_idle(&h);
     let record = h.record(&id);
@@ -882,7 +696,7 @@ fn hook_tool() -> Tool {
 }
 
 /// The token of the call's webhook, from the URL in its `waiting` detail.
-fn waiting_token(h: &Host, id: &str) -> String {
+fn waiting_token(h: &TestHost, id: &str) -> String {
     let detail = h.record(id).waiting_for.unwrap();
     let url = detail["url"].as_str().unwrap().to_owned();
     let prefix = format!("{PUBLIC_URL}/webhooks/thread-1/");
@@ -900,7 +714,7 @@ fn waiting_token(h: &Host, id: &str) -> String {
 fn a_webhook_parks_the_call_until_one_json_body_arrives() {
     crate::install_app();
     let clock = clock();
-    let h = Host::new(&clock, vec![("hook", hook_tool())]);
+    let h = host(&clock, vec![("hook", hook_tool())]);
     let id = h.queue("hook", json!({}));
     drive_idle(&h);
     let parked = h.call(&id);
@@ -958,7 +772,7 @@ fn a_webhook_parks_the_call_until_one_json_body_arrives() {
 fn a_webhook_wait_times_out_and_later_deliveries_are_refused() {
     crate::install_app();
     let clock = clock();
-    let h = Host::new(&clock, vec![("hook", hook_tool())]);
+    let h = host(&clock, vec![("hook", hook_tool())]);
     let id = h.queue("hook", json!({}));
     drive_idle(&h);
     let token = waiting_token(&h, &id);
@@ -989,12 +803,12 @@ fn a_call_needing_approval_waits_and_runs_once_approved() {
     crate::install_app();
     let clock = clock();
     let runs = counter();
-    let h = Host::new(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
+    let h = host(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
     model_calls(&h, &[("r1", "refund", "{}")]);
     assert!(matches!(drive(&h, 0.5), Action::Wait));
     let call = h.call("r1");
     assert_eq!(call.status, "waiting");
-    assert_eq!(call.approval.as_deref(), Some("pending"));
+    assert_eq!(call.approval.map(|a| a.as_str()), Some("pending"));
     assert_eq!(call.wake_at, None);
     assert_eq!(
         h.record("r1").waiting_for,
@@ -1035,7 +849,7 @@ fn an_approved_call_that_fails_gets_its_full_attempts() {
     let clock = clock();
     let runs = counter();
     let tool = step_tool(&runs, |n| Err(ToolError::new(format!("fail {n}")))).needs_approval();
-    let h = Host::new(&clock, vec![("refund", tool)]);
+    let h = host(&clock, vec![("refund", tool)]);
     let id = h.queue("refund", json!({}));
     drive_idle(&h);
     h.thread()
@@ -1061,7 +875,7 @@ fn a_rejected_call_gets_an_error_result_with_the_reason() {
     crate::install_app();
     let clock = clock();
     let runs = counter();
-    let h = Host::new(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
+    let h = host(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
     model_calls(&h, &[("r1", "refund", "{}")]);
     assert!(matches!(drive(&h, 0.5), Action::Wait));
     h.thread()
@@ -1089,7 +903,7 @@ fn a_call_over_the_rate_limit_waits_for_room_in_the_window() {
     let clock = clock();
     let runs = counter();
     let tool = ok_tool(&runs).rate_limit(RateLimit::per_minute(2));
-    let h = Host::new(&clock, vec![("limited", tool)]);
+    let h = host(&clock, vec![("limited", tool)]);
     let first = h.queue("limited", json!({}));
     drive_idle(&h);
     h.set_now(T0 + 1000);
@@ -1130,7 +944,7 @@ fn a_failing_rate_limit_answers_with_an_error_saying_when_to_retry() {
     let clock = clock();
     let runs = counter();
     let tool = ok_tool(&runs).rate_limit(RateLimit::per_minute(2).fail());
-    let h = Host::new(&clock, vec![("limited", tool)]);
+    let h = host(&clock, vec![("limited", tool)]);
     model_calls(
         &h,
         &[
@@ -1189,28 +1003,28 @@ fn the_engine_asks_the_deployment_counter_and_follows_its_answer() {
     let clock = clock();
     let runs = counter();
     let tool = ok_tool(&runs).rate_limit(RateLimit::per_minute(3).per_deployment());
-    let h = Host::new(&clock, vec![("shared", tool)]);
+    let h = host(&clock, vec![("shared", tool)]);
 
     // The counter cannot be reached: the call runs (the thread's own window still applies).
     let first = h.queue("shared", json!({}));
     drive_idle(&h);
-    assert_eq!((h.limiter_asked.get(), runs.get()), (1, 1));
+    assert_eq!((h.limiter_asked(), runs.get()), (1, 1));
     assert_eq!(h.record(&first).status, "success");
 
     // Room in the shared window: it runs.
-    *h.limiter.borrow_mut() = Some(Window {
+    h.set_limiter(Some(Window {
         used: 2,
         frees_at: T0 + 4000,
-    });
+    }));
     h.queue("shared", json!({}));
     drive_idle(&h);
-    assert_eq!((h.limiter_asked.get(), runs.get()), (2, 2));
+    assert_eq!((h.limiter_asked(), runs.get()), (2, 2));
 
     // A full shared window: parked until it frees, not counted as an attempt, one alarm.
-    *h.limiter.borrow_mut() = Some(Window {
+    h.set_limiter(Some(Window {
         used: 3,
         frees_at: T0 + 4000,
-    });
+    }));
     let third = h.queue("shared", json!({}));
     drive_idle(&h);
     assert_eq!(runs.get(), 2);
@@ -1225,10 +1039,10 @@ fn the_engine_asks_the_deployment_counter_and_follows_its_answer() {
     );
 
     // At the wake time with room again, the parked call runs.
-    *h.limiter.borrow_mut() = Some(Window {
+    h.set_limiter(Some(Window {
         used: 0,
         frees_at: T0 + 4000,
-    });
+    }));
     h.set_now(T0 + 4000);
     drive_idle(&h);
     assert_eq!(runs.get(), 3);
@@ -1241,14 +1055,14 @@ fn a_call_cancelled_while_the_counter_answers_never_runs() {
     let clock = clock();
     let runs = counter();
     let tool = ok_tool(&runs).rate_limit(RateLimit::per_minute(3).per_deployment());
-    let h = Host::new(&clock, vec![("shared", tool)]);
+    let h = host(&clock, vec![("shared", tool)]);
     let id = h.queue("shared", json!({}));
     // A stop lands during the round trip to the shared counter.
-    *h.before_limiter_answer.borrow_mut() = Box::new(|t: &mut Thread<'_>| {
+    h.before_limiter_answer(Box::new(|t: &mut Thread<'_>| {
         t.stop(T0, "user").unwrap();
-    });
+    }));
     assert!(matches!(drive(&h, 0.5), Action::Idle));
-    assert_eq!(h.limiter_asked.get(), 1);
+    assert_eq!(h.limiter_asked(), 1);
     assert_eq!(runs.get(), 0, "a cancelled call must not run");
     let record = h.record(&id);
     assert_eq!(record.status, "error");
@@ -1265,7 +1079,7 @@ fn prompt_bindings_are_merged_with_the_callers_and_fixed_at_the_first_start() {
     let clock = clock();
     let tool = Tool::new("Echoes its bindings.")
         .handler(|flow: FlowState| async move { CallToolResult::json(&flow.bindings) });
-    let h = Host::new(&clock, vec![("echo", tool)]);
+    let h = host(&clock, vec![("echo", tool)]);
     let mut own = Map::new();
     own.insert("account".into(), json!("acme"));
     let id = h
@@ -1291,7 +1105,7 @@ fn prompt_bindings_are_merged_with_the_callers_and_fixed_at_the_first_start() {
         fixed,
         "stored with the call, so later runs and the cache see the same"
     );
-    let ran = execute(&h, &run.call, &run.policy);
+    let ran = h.execute(&run);
     t.handle_tool_outcome(h.now(), &run, ran, 0.5).unwrap();
     assert_eq!(result_of(&h, &id), r#"{"account":"acme","region":"eu"}"#);
 }
@@ -1319,7 +1133,7 @@ fn cached_results_answer_the_same_arguments_until_the_ttl_passes() {
             }
         })
         .cache_results(Duration::from_secs(60));
-    let h = Host::new(&clock, vec![("add", tool)]);
+    let h = host(&clock, vec![("add", tool)]);
     model_calls(&h, &[("k1", "add", r#"{"a":1,"b":2}"#)]);
     let call = expect_model(&h);
     assert_eq!(result_of(&h, "k1"), "3 (run 1)");
@@ -1350,7 +1164,7 @@ fn error_results_are_not_cached() {
     let runs = counter();
     let tool =
         step_tool(&runs, |_| Err(ToolError::fatal("nope"))).cache_results(Duration::from_secs(60));
-    let h = Host::new(&clock, vec![("failing", tool)]);
+    let h = host(&clock, vec![("failing", tool)]);
     let first = h.queue("failing", json!({}));
     drive_idle(&h);
     let second = h.queue("failing", json!({}));
@@ -1367,7 +1181,7 @@ fn a_workflow_deadline_caps_its_sleep_and_stops_it_on_time() {
     let clock = clock();
     let woke = counter();
     let tool = napper(60, &woke).deadline(Duration::from_secs(10));
-    let h = Host::new(&clock, vec![("slow", tool)]);
+    let h = host(&clock, vec![("slow", tool)]);
     let id = h.queue("slow", json!({}));
     drive_idle(&h);
     let call = h.call(&id);
@@ -1397,7 +1211,7 @@ fn a_retry_that_would_wake_after_the_deadline_ends_the_call() {
         Err(ToolError::retry_after("later", Duration::from_secs(20)))
     })
     .deadline(Duration::from_secs(10));
-    let h = Host::new(&clock, vec![("late", tool)]);
+    let h = host(&clock, vec![("late", tool)]);
     let id = h.queue("late", json!({}));
     drive_idle(&h);
     assert_eq!(runs.get(), 1);
@@ -1411,7 +1225,7 @@ fn a_model_reply_waits_for_its_parked_call_and_then_calls_the_model() {
     crate::install_app();
     let clock = clock();
     let (woke, quick) = (counter(), counter());
-    let h = Host::new(
+    let h = host(
         &clock,
         vec![("nap", napper(30, &woke)), ("quick", ok_tool(&quick))],
     );
@@ -1445,7 +1259,7 @@ fn a_parked_queued_workflow_does_not_hold_up_the_conversation() {
     crate::install_app();
     let clock = clock();
     let woke = counter();
-    let h = Host::new(&clock, vec![("nap", napper(30, &woke))]);
+    let h = host(&clock, vec![("nap", napper(30, &woke))]);
     let id = h.queue("nap", json!({}));
     drive_idle(&h);
     assert_eq!(h.status(), ThreadStatus::Idle);
@@ -1474,7 +1288,7 @@ fn a_parked_queued_workflow_does_not_hold_up_the_conversation() {
     };
     assert_eq!(due.call.id, id);
     assert_eq!(t.summary().unwrap().status, ThreadStatus::Running);
-    run_tools(&h, &mut t, vec![due], 0.5);
+    h.run_tools(&mut t, vec![due], 0.5);
     drop(t);
     drive_idle(&h);
     assert_eq!(woke.get(), 1);
@@ -1493,7 +1307,7 @@ fn stopping_the_thread_cancels_parked_calls() {
     crate::install_app();
     let clock = clock();
     let (woke, approved) = (counter(), counter());
-    let h = Host::new(
+    let h = host(
         &clock,
         vec![
             ("nap", napper(30, &woke)),
@@ -1527,10 +1341,10 @@ fn an_approval_cannot_be_decided_once_the_call_is_cancelled() {
     crate::install_app();
     let clock = clock();
     let runs = counter();
-    let h = Host::new(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
+    let h = host(&clock, vec![("refund", ok_tool(&runs).needs_approval())]);
     let id = h.queue("refund", json!({}));
     drive_idle(&h);
-    assert_eq!(h.call(&id).approval.as_deref(), Some("pending"));
+    assert_eq!(h.call(&id).approval.map(|a| a.as_str()), Some("pending"));
     h.thread().stop(h.now(), "user").unwrap();
     assert_eq!(h.call(&id).status, "error");
     assert!(matches!(
@@ -1545,7 +1359,7 @@ fn a_call_interrupted_three_times_is_abandoned() {
     crate::install_app();
     let clock = clock();
     let runs = counter();
-    let h = Host::new(&clock, vec![("crashy", ok_tool(&runs))]);
+    let h = host(&clock, vec![("crashy", ok_tool(&runs))]);
     let id = h.queue("crashy", json!({}));
     for run in 0..3 {
         let mut t = h.thread();
@@ -1575,7 +1389,7 @@ fn tool_status_reports_busy_rate_limited_error_and_available() {
     crate::install_app();
     let clock = clock();
     let (woke, limited, failing) = (counter(), counter(), counter());
-    let h = Host::new(
+    let h = host(
         &clock,
         vec![
             ("nap", napper(30, &woke)),
@@ -1616,7 +1430,7 @@ fn queued_bindings_are_stored_with_the_call_and_reach_the_tool() {
     let clock = clock();
     let tool = Tool::new("Echoes its bindings.")
         .handler(|flow: FlowState| async move { CallToolResult::json(&flow.bindings) });
-    let h = Host::new(&clock, vec![("echo", tool)]);
+    let h = host(&clock, vec![("echo", tool)]);
     let mut bindings = Map::new();
     bindings.insert("account".into(), json!("acme"));
     let mut t = h.thread();
@@ -1660,7 +1474,7 @@ fn the_cache_key_is_the_canonical_arguments_plus_the_bindings() {
             arguments: args.into(),
         },
         message_id: "m".into(),
-        status: "queued".into(),
+        status: CallStatus::Queued,
         origin: edgent::engine::store::CallOrigin::Queue,
         attempts: 0,
         interruptions: 0,
@@ -1691,7 +1505,7 @@ fn the_engine_wakes_the_thread_at_its_earliest_parked_call_and_never_when_stoppe
     crate::install_app();
     let clock = clock();
     let woke = counter();
-    let h = Host::new(
+    let h = host(
         &clock,
         vec![("short", napper(10, &woke)), ("long", napper(90, &woke))],
     );
@@ -1743,7 +1557,7 @@ fn a_running_thread_has_work_unless_its_reply_waits_on_a_parked_call() {
     crate::install_app();
     let clock = clock();
     let woke = counter();
-    let h = Host::new(&clock, vec![("nap", napper(30, &woke))]);
+    let h = host(&clock, vec![("nap", napper(30, &woke))]);
     let mut t = h.thread();
     t.post_user_message(h.now(), "hi").unwrap();
     assert!(t.wants_step(h.now()).unwrap());
@@ -1769,7 +1583,7 @@ fn a_configuration_failure_fails_the_turn_and_defers_due_parked_calls_a_minute()
     crate::install_app();
     let clock = clock();
     let woke = counter();
-    let h = Host::new(&clock, vec![("nap", napper(10, &woke))]);
+    let h = host(&clock, vec![("nap", napper(10, &woke))]);
     let id = h.queue("nap", json!({}));
     drive_idle(&h);
     let due = T0 + 10_000;

@@ -7,7 +7,7 @@ use edgent::tool::{CallToolResult, Retry, Tool, ToolError};
 use edgent::values::protocol::ServerFrame;
 use serde_json::{json, Map, Value};
 
-use crate::flow_host::{block_on, TestHost};
+use crate::flow_host::{block_on, TestHost, WithThread};
 
 use edgent::build_support::definition::{
     parse_reference, parse_text, resolve, Part, Reference, Text, Workflow,
@@ -329,7 +329,7 @@ fn steps(host: &TestHost, call_id: &str) -> Vec<(String, String)> {
         .steps(call_id)
         .unwrap()
         .into_iter()
-        .map(|s| (s.name, s.status))
+        .map(|s| (s.name, s.status.as_str().to_owned()))
         .collect()
 }
 
@@ -551,7 +551,7 @@ fn a_second_run_of_the_same_call_replays_recorded_steps() {
             .count()
     };
     assert_eq!(messages(&host.take_frames()), 1, "update_context ran once");
-    host.now.set(T0 + 3_600_000);
+    host.set_now(T0 + 3_600_000);
     let first = attempt(
         &host,
         &t,
@@ -577,7 +577,7 @@ fn a_second_run_of_the_same_call_replays_recorded_steps() {
     );
 
     // A finished call run again answers from the record: no tool runs at all.
-    host.now.set(T0 + 7_200_000);
+    host.set_now(T0 + 7_200_000);
     let again = attempt(&host, &t, "call_1", channel, json!({ "city": "Porto" })).unwrap();
     assert_eq!(json_result(&again), first);
     assert!(

@@ -8,7 +8,7 @@ use edgent::tool::schema::{check_arguments, schema_for, SchemaProblem, MAX_DEPTH
 use edgent::tool::{Registry, SourceKind};
 use serde_json::{json, Value};
 
-use crate::flow_host::{block_on, TestHost};
+use crate::flow_host::{block_on, TestHost, WithThread};
 
 const T0: i64 = 1_795_300_162_000;
 

@@ -13,7 +13,7 @@ use edgent::values::message::{Message, Role};
 use edgent::values::protocol::ServerFrame;
 use serde_json::json;
 
-use crate::flow_host::{block_on, TestHost};
+use crate::flow_host::{block_on, TestHost, WithThread};
 
 const T0: i64 = 1_795_300_162_000;
 const MAX_STEPS: u32 = 10;

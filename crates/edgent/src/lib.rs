@@ -23,6 +23,9 @@ pub mod llm;
 pub mod tool;
 pub mod values;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 pub use catalog::Catalog;
 
 /// What a tool or hook file needs in scope: `use edgent::prelude::*;`.

@@ -3,69 +3,15 @@
 //! retry after a backoff, or a suspension until a wake time). The Durable Object performs the
 //! decisions; host tests drive them in virtual time.
 
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::engine::store::{Store, StoredToolCall};
 use crate::values::sql::SqlError;
-use crate::values::{CallToolResult, LimitScope, Retry, ToolError, ToolPolicy, WhenLimited};
+use crate::values::{
+    Approval, CallToolResult, LimitScope, Retry, ToolError, ToolPolicy, WebhookStatus, WhenLimited,
+};
 
-/// Where a tool call is in its life. Stored as lowercase text; broadcast in `tool` frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallStatus {
-    /// Waiting for its turn.
-    Queued,
-    /// An attempt is running.
-    Running,
-    /// An attempt failed; the next one is due at the call's wake time.
-    Retrying,
-    /// A workflow sleeps until its wake time.
-    Sleeping,
-    /// Waiting for the outside world: a webhook (until its timeout) or an approval.
-    Waiting,
-    /// Over the tool's rate limit; runs when the window has room.
-    RateLimited,
-    /// Finished with a result.
-    Success,
-    /// Finished with an error result.
-    Error,
-}
-
-impl CallStatus {
-    /// The stored and wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallStatus::Queued => "queued",
-            CallStatus::Running => "running",
-            CallStatus::Retrying => "retrying",
-            CallStatus::Sleeping => "sleeping",
-            CallStatus::Waiting => "waiting",
-            CallStatus::RateLimited => "rate_limited",
-            CallStatus::Success => "success",
-            CallStatus::Error => "error",
-        }
-    }
-
-    /// Parses a stored status (`done`, from schema v1-v3, means finished).
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "queued" => CallStatus::Queued,
-            "running" => CallStatus::Running,
-            "retrying" => CallStatus::Retrying,
-            "sleeping" => CallStatus::Sleeping,
-            "waiting" => CallStatus::Waiting,
-            "rate_limited" => CallStatus::RateLimited,
-            "error" => CallStatus::Error,
-            _ => CallStatus::Success,
-        }
-    }
-
-    /// Sleeping or waiting: a run stopped part-way and will resume (not a new attempt).
-    pub fn is_suspended_run(self) -> bool {
-        matches!(self, CallStatus::Sleeping | CallStatus::Waiting)
-    }
-}
+pub use crate::values::status::CallStatus;
 
 /// Why and until when a call is parked.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,11 +87,11 @@ pub fn gate(
     policy: &ToolPolicy,
     now: i64,
 ) -> Result<Gate, SqlError> {
-    let status = CallStatus::parse(&call.status);
+    let status = call.status;
     if policy.needs_approval {
-        match call.approval.as_deref() {
-            Some("approved") => {}
-            Some("rejected") => {
+        match call.approval {
+            Some(Approval::Approved) => {}
+            Some(Approval::Rejected) => {
                 let reason = store.tool_call_error(&call.call.id)?;
                 let why = match reason.filter(|r| !r.trim().is_empty()) {
                     Some(r) => format!("the user rejected this call: {r}"),
@@ -157,7 +103,7 @@ pub fn gate(
             }
             Some(_) => return Ok(Gate::Suspend(approval_wait())),
             None => {
-                store.set_approval(&call.call.id, "pending")?;
+                store.set_approval(&call.call.id, Approval::Pending.as_str())?;
                 return Ok(Gate::Suspend(approval_wait()));
             }
         }
@@ -335,19 +281,17 @@ pub fn deliver_webhook(
     let Some(hook) = store.webhook_by_token(token)? else {
         return Ok(Err(WebhookRefusal::Unknown));
     };
-    let call_status = store
-        .tool_call(&hook.call_id)?
-        .map(|c| CallStatus::parse(&c.status));
+    let call_status = store.tool_call(&hook.call_id)?.map(|c| c.status);
     let call_open =
         call_status.is_some_and(|c| !matches!(c, CallStatus::Success | CallStatus::Error));
-    match hook.status.as_str() {
-        "open" if call_open => {}
-        "received" => {
+    match hook.status {
+        WebhookStatus::Open if call_open => {}
+        WebhookStatus::Received => {
             return Ok(Err(WebhookRefusal::Closed(
                 "this webhook was already delivered; a webhook accepts one body".into(),
             )))
         }
-        "timed_out" => {
+        WebhookStatus::TimedOut => {
             return Ok(Err(WebhookRefusal::Closed(
                 "this webhook's wait timed out".into(),
             )))

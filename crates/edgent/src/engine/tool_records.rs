@@ -8,17 +8,17 @@ use serde_json::Value;
 use crate::engine::durable::{Window, WINDOW_MS};
 use crate::engine::store::{Order, Store};
 use crate::values::sql::{Row, SqlError};
-use crate::values::CallToolResult;
+use crate::values::{CallStatus, CallToolResult, StepKind, StepStatus, WebhookStatus};
 
 /// A recorded step of a workflow call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepRecord {
     /// The name the workflow gave it (unique within the call).
     pub name: String,
-    /// `step`, `sleep` or `webhook`.
-    pub kind: String,
-    /// `running`, `sleeping`, `waiting`, `done` or `failed`.
-    pub status: String,
+    /// A step, a sleep or a webhook wait.
+    pub kind: StepKind,
+    /// Where it is.
+    pub status: StepStatus,
     /// A done step's value (JSON text), returned on replay.
     #[serde(skip)]
     pub value: Option<String>,
@@ -41,8 +41,8 @@ pub struct WebhookRecord {
     pub call_id: String,
     /// Its name within the call.
     pub name: String,
-    /// `open`, `received` or `timed_out`.
-    pub status: String,
+    /// Open, received or timed out.
+    pub status: WebhookStatus,
     /// When waiting ends without it.
     pub deadline_at: Option<i64>,
     /// The JSON body that resumed the workflow.
@@ -60,8 +60,8 @@ pub struct ToolCallRecord {
     pub arguments: Value,
     /// `model` or `queue`.
     pub origin: String,
-    /// queued, running, retrying, sleeping, waiting, rate_limited, success or error.
-    pub status: String,
+    /// Where the call is in its life.
+    pub status: CallStatus,
     /// The result text the model saw, once finished.
     pub result: Option<String>,
     /// Attempts started.
@@ -121,8 +121,8 @@ fn step_from_row(r: &Row) -> Result<StepRecord, SqlError> {
     let finished_at = r.opt_int(6)?;
     Ok(StepRecord {
         name: r.text(0)?,
-        kind: r.text(1)?,
-        status: r.text(2)?,
+        kind: StepKind::parse(&r.text(1)?),
+        status: StepStatus::parse(&r.text(2)?),
         value: r.opt_text(3)?,
         wake_at: r.opt_int(4)?,
         started_at,
@@ -138,7 +138,7 @@ fn webhook_from_row(r: &Row) -> Result<WebhookRecord, SqlError> {
         token: r.text(0)?,
         call_id: r.text(1)?,
         name: r.text(2)?,
-        status: r.text(3)?,
+        status: WebhookStatus::parse(&r.text(3)?),
         deadline_at: r.opt_int(4)?,
         body: r.opt_text(5)?,
     })
@@ -171,8 +171,8 @@ impl Store<'_> {
         &self,
         call_id: &str,
         name: &str,
-        kind: &str,
-        status: &str,
+        kind: StepKind,
+        status: StepStatus,
         wake_at: Option<i64>,
         now: i64,
     ) -> Result<(), SqlError> {
@@ -183,9 +183,9 @@ impl Store<'_> {
             &[
                 call_id.into(),
                 name.into(),
-                kind.into(),
+                kind.as_str().into(),
                 call_id.into(),
-                status.into(),
+                status.as_str().into(),
                 wake_at.into(),
                 now.into(),
             ],
@@ -198,13 +198,19 @@ impl Store<'_> {
         &self,
         call_id: &str,
         name: &str,
-        status: &str,
+        status: StepStatus,
         value: Option<&str>,
         now: i64,
     ) -> Result<(), SqlError> {
         self.sql().exec(
             "UPDATE tool_steps SET status = ?, value = ?, finished_at = ? WHERE call_id = ? AND name = ?",
-            &[status.into(), value.into(), now.into(), call_id.into(), name.into()],
+            &[
+                status.as_str().into(),
+                value.into(),
+                now.into(),
+                call_id.into(),
+                name.into(),
+            ],
         )?;
         Ok(())
     }
@@ -413,9 +419,7 @@ impl Store<'_> {
                 tool: r.text(1)?,
                 arguments: serde_json::from_str(&arguments).unwrap_or(Value::String(arguments)),
                 origin: r.text(3)?,
-                status: crate::engine::durable::CallStatus::parse(&r.text(4)?)
-                    .as_str()
-                    .to_owned(),
+                status: CallStatus::parse(&r.text(4)?),
                 result: r.opt_text(5)?,
                 attempts: r.int(6)?,
                 interruptions: r.int(7)?,

@@ -24,6 +24,7 @@ use super::{FlowState, ToolError};
 use crate::engine::durable::{CallStatus, Ran, Suspension};
 use crate::engine::store::Store;
 use crate::values::ids::secret_token;
+use crate::values::{StepKind, StepStatus, WebhookStatus};
 
 /// What one run of a call has done that the runner must know: whether it parked, and the
 /// step names it used (a name used twice in one run is a bug in the workflow).
@@ -118,7 +119,7 @@ impl FlowState {
         if let Some(done) = self
             .store()
             .step(call, name)?
-            .filter(|s| s.status == "done")
+            .filter(|s| s.status == StepStatus::Done)
         {
             let value = done.value.unwrap_or_else(|| "null".into());
             return serde_json::from_str(&value).map_err(|e| {
@@ -128,8 +129,14 @@ impl FlowState {
             });
         }
         let started = self.host().now_ms();
-        self.store()
-            .begin_step(call, name, "step", "running", None, started)?;
+        self.store().begin_step(
+            call,
+            name,
+            StepKind::Step,
+            StepStatus::Running,
+            None,
+            started,
+        )?;
         self.progress(name, "step", "running", None);
         *self.run.step.borrow_mut() = (name.to_owned(), 0);
         match f().await {
@@ -137,13 +144,14 @@ impl FlowState {
                 let text = serde_json::to_string(&value)?;
                 let now = self.host().now_ms();
                 self.store()
-                    .end_step(call, name, "done", Some(&text), now)?;
+                    .end_step(call, name, StepStatus::Done, Some(&text), now)?;
                 self.progress(name, "step", "done", Some(now - started));
                 Ok(value)
             }
             Err(e) => {
                 let now = self.host().now_ms();
-                self.store().end_step(call, name, "failed", None, now)?;
+                self.store()
+                    .end_step(call, name, StepStatus::Failed, None, now)?;
                 self.progress(name, "step", "failed", Some(now - started));
                 Err(e.context(format_args!("step {name:?} failed: ")))
             }
@@ -199,19 +207,26 @@ impl FlowState {
         let call = &self.tool_call_id;
         let now = self.host().now_ms();
         let wake_at = match self.store().step(call, name)? {
-            Some(s) if s.status == "done" => return Ok(()),
+            Some(s) if s.status == StepStatus::Done => return Ok(()),
             Some(s) => s.wake_at.unwrap_or(now),
             None => {
                 let ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 2);
                 let wake_at = now.saturating_add(ms);
-                self.store()
-                    .begin_step(call, name, "sleep", "sleeping", Some(wake_at), now)?;
+                self.store().begin_step(
+                    call,
+                    name,
+                    StepKind::Sleep,
+                    StepStatus::Sleeping,
+                    Some(wake_at),
+                    now,
+                )?;
                 self.progress(name, "sleep", "sleeping", None);
                 wake_at
             }
         };
         if now >= wake_at {
-            self.store().end_step(call, name, "done", None, now)?;
+            self.store()
+                .end_step(call, name, StepStatus::Done, None, now)?;
             self.progress(name, "sleep", "done", None);
             return Ok(());
         }
@@ -274,41 +289,50 @@ impl FlowState {
                 let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX / 2);
                 let d = now.saturating_add(ms);
                 self.store().set_webhook_deadline(&hook.token, d)?;
-                self.store()
-                    .begin_step(call, name, "webhook", "waiting", Some(d), now)?;
+                self.store().begin_step(
+                    call,
+                    name,
+                    StepKind::Webhook,
+                    StepStatus::Waiting,
+                    Some(d),
+                    now,
+                )?;
                 self.progress(name, "webhook", "waiting", None);
                 d
             }
         };
-        match hook.status.as_str() {
-            "received" => {
+        match hook.status {
+            WebhookStatus::Received => {
                 let body = hook.body.as_deref().unwrap_or("null");
                 let value = serde_json::from_str(body).unwrap_or(Value::Null);
                 if self
                     .store()
                     .step(call, name)?
-                    .is_some_and(|s| s.status != "done")
+                    .is_some_and(|s| s.status != StepStatus::Done)
                 {
-                    self.store().end_step(call, name, "done", None, now)?;
+                    self.store()
+                        .end_step(call, name, StepStatus::Done, None, now)?;
                     self.progress(name, "webhook", "done", None);
                 }
                 return Ok(WebhookEvent::Received(value));
             }
-            "timed_out" => {
+            WebhookStatus::TimedOut => {
                 if self
                     .store()
                     .step(call, name)?
-                    .is_some_and(|s| s.status == "waiting")
+                    .is_some_and(|s| s.status == StepStatus::Waiting)
                 {
-                    self.store().end_step(call, name, "timed_out", None, now)?;
+                    self.store()
+                        .end_step(call, name, StepStatus::TimedOut, None, now)?;
                 }
                 return Ok(WebhookEvent::TimedOut);
             }
-            _ => {}
+            WebhookStatus::Open => {}
         }
         if now >= deadline {
             self.store().expire_webhook(&hook.token)?;
-            self.store().end_step(call, name, "timed_out", None, now)?;
+            self.store()
+                .end_step(call, name, StepStatus::TimedOut, None, now)?;
             self.progress(name, "webhook", "timed_out", None);
             return Ok(WebhookEvent::TimedOut);
         }

@@ -266,7 +266,10 @@ impl ToolQueue {
 
     /// Whether a tool call is running now.
     pub fn is_handling(&self) -> Result<bool, ToolError> {
-        Ok(self.pending()?.iter().any(|c| c.status == "running"))
+        Ok(self
+            .pending()?
+            .iter()
+            .any(|c| c.status == crate::values::CallStatus::Running))
     }
 }
 

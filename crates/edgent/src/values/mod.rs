@@ -20,6 +20,8 @@ pub mod validate;
 pub use error::ApiError;
 pub use message::{Message, MessageStatus, Role, ToolCall};
 pub use policy::{LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT};
-pub use status::{Order, Side, ThreadStatus};
+pub use status::{
+    Approval, CallStatus, Order, Side, StepKind, StepStatus, ThreadStatus, WebhookStatus,
+};
 pub use tool_error::{Retry, ToolError};
 pub use tool_result::{CallToolResult, Content, Source, SourceKind, ToolStatus};

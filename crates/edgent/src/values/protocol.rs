@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::values::message::Message;
+use crate::values::status::CallStatus;
 
 /// Version announced in `hello`; bumped on incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -58,9 +59,8 @@ pub enum ServerFrame {
         tool_call_id: String,
         /// Tool name.
         name: String,
-        /// `queued`, `running`, `retrying`, `sleeping`, `waiting`, `rate_limited`, `success`
-        /// or `error`.
-        status: String,
+        /// Where the call is in its life.
+        status: CallStatus,
         /// A parked call's wake time (ms since the epoch).
         #[serde(skip_serializing_if = "Option::is_none")]
         wake_at: Option<i64>,
@@ -133,11 +133,11 @@ impl ServerFrame {
     }
 
     /// A `tool` frame with only the status.
-    pub fn tool(tool_call_id: &str, name: &str, status: &str) -> Self {
+    pub fn tool(tool_call_id: &str, name: &str, status: CallStatus) -> Self {
         ServerFrame::Tool {
             tool_call_id: tool_call_id.into(),
             name: name.into(),
-            status: status.into(),
+            status,
             wake_at: None,
             waiting_for: None,
             attempt: None,

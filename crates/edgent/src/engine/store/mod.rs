@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use crate::values::message::{Message, MessageStatus, Role, ToolCall};
 use crate::values::sql::{Row, Sql, SqlError};
 
-pub use crate::values::status::{Order, Side, ThreadStatus};
+pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus};
 
 /// The thread row, as returned by `GET /api/threads/:id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,7 +76,7 @@ pub struct StoredToolCall {
     pub message_id: String,
     /// `queued`, `running`, `retrying`, `sleeping`, `waiting`, `rate_limited`, `success` or
     /// `error` (see [`super::tool_calls::CallStatus`]).
-    pub status: String,
+    pub status: CallStatus,
     /// Who asked for it: the model, or the application (`queue_tool` from a tool or client).
     pub origin: CallOrigin,
     /// Attempts started (a retry is a new attempt; resuming a suspended workflow is not).
@@ -85,8 +85,8 @@ pub struct StoredToolCall {
     pub interruptions: i64,
     /// A suspended call's time to run again (ms since the epoch).
     pub wake_at: Option<i64>,
-    /// `pending`, `approved` or `rejected` for tools that need approval.
-    pub approval: Option<String>,
+    /// For tools that need approval: waiting for it, approved or rejected.
+    pub approval: Option<Approval>,
     /// The caller's runtime bindings (a JSON object), kept apart from the arguments.
     pub bindings: Option<String>,
     /// A workflow's whole-run deadline (ms since the epoch), set at its first start.
@@ -180,7 +180,7 @@ fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
             arguments: r.text(2)?,
         },
         message_id: r.text(3)?,
-        status: r.text(4)?,
+        status: CallStatus::parse(&r.text(4)?),
         origin: if r.text(5)? == "queue" {
             CallOrigin::Queue
         } else {
@@ -189,7 +189,7 @@ fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
         attempts: r.int(6)?,
         interruptions: r.int(7)?,
         wake_at: r.opt_int(8)?,
-        approval: r.opt_text(9)?,
+        approval: r.opt_text(9)?.as_deref().map(Approval::parse),
         bindings: r.opt_text(10)?,
         deadline_at: r.opt_int(11)?,
     })

@@ -186,7 +186,7 @@ impl<'a> Thread<'a> {
         }
         self.frames.push_back(ServerFrame::Message { message });
         self.frames
-            .push_back(ServerFrame::tool(&call.id, &call.name, "queued"));
+            .push_back(ServerFrame::tool(&call.id, &call.name, CallStatus::Queued));
         if t.status == ThreadStatus::Idle {
             self.store.begin_turn(now)?;
             self.push_status()?;
@@ -271,18 +271,22 @@ impl<'a> Thread<'a> {
             )));
         };
         // A pending approval of a finished call (cancelled by a stop) is no longer open.
-        let finished = matches!(
-            CallStatus::parse(&call.status),
-            CallStatus::Success | CallStatus::Error
-        );
-        if finished || call.approval.as_deref() != Some("pending") {
+        let finished = matches!(call.status, CallStatus::Success | CallStatus::Error);
+        if finished || call.approval != Some(Approval::Pending) {
             return Err(ThreadError::Conflict(format!(
                 "tool call {call_id:?} is not waiting for approval (status {})",
-                call.status
+                call.status.as_str()
             )));
         }
-        self.store
-            .set_approval(call_id, if approved { "approved" } else { "rejected" })?;
+        self.store.set_approval(
+            call_id,
+            if approved {
+                Approval::Approved
+            } else {
+                Approval::Rejected
+            }
+            .as_str(),
+        )?;
         if let Some(reason) = reason.filter(|r| !approved && !r.trim().is_empty()) {
             self.store.set_tool_call_error(call_id, reason)?;
         }

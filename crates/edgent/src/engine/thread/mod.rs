@@ -38,7 +38,7 @@ use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::values::message::{Message, MessageStatus, Role, ToolCall};
 use crate::values::protocol::ServerFrame;
 use crate::values::sql::{Sql, SqlError};
-use crate::values::CallToolResult;
+use crate::values::{Approval, CallToolResult};
 use std::rc::Rc;
 
 /// What the engine knows of the registered tools: which exist and whether arguments fit

@@ -28,7 +28,7 @@ impl<'a> Thread<'a> {
         self.frames.push_back(ServerFrame::Tool {
             tool_call_id: call.call.id.clone(),
             name: call.call.name.clone(),
-            status: CallStatus::Running.as_str().into(),
+            status: CallStatus::Running,
             wake_at: None,
             waiting_for: None,
             attempt: Some(attempt.max(1)),
@@ -61,7 +61,7 @@ impl<'a> Thread<'a> {
         self.frames.push_back(ServerFrame::Tool {
             tool_call_id: call.call.id.clone(),
             name: call.call.name.clone(),
-            status: suspension.status.as_str().into(),
+            status: suspension.status,
             wake_at: suspension.wake_at,
             waiting_for: detail.cloned(),
             attempt: Some(call.attempts),
@@ -127,11 +127,8 @@ impl<'a> Thread<'a> {
             // No model call after this; the reply's other calls still run.
             self.store.set_needs_model(false)?;
         }
-        self.frames.push_back(ServerFrame::tool(
-            &call.call.id,
-            &call.call.name,
-            status.as_str(),
-        ));
+        self.frames
+            .push_back(ServerFrame::tool(&call.call.id, &call.call.name, status));
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
         });

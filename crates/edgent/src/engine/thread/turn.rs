@@ -201,7 +201,7 @@ impl<'a> Thread<'a> {
                     .then_some(Action::Wait));
             };
             let mut call = call;
-            if call.status == CallStatus::Running.as_str() {
+            if call.status == CallStatus::Running {
                 // It was running when the Worker stopped (a crash, an eviction, a deploy).
                 self.store.count_interruption(&call.call.id)?;
                 self.store
@@ -278,7 +278,7 @@ impl<'a> Thread<'a> {
         // now, so the history stays whole and no alarm wakes them. A running call finishes
         // normally (and is not parked again: see `cancel_if_stopped`).
         for call in self.store.pending_tool_calls()? {
-            if call.status != CallStatus::Running.as_str() {
+            if call.status != CallStatus::Running {
                 let why = format!("cancelled: the thread was stopped (by {reason})");
                 self.finish_tool(now, &call, &CallToolResult::error(why))?;
             }
@@ -353,7 +353,7 @@ impl<'a> Thread<'a> {
         let queued: Vec<ServerFrame> = message
             .tool_calls
             .iter()
-            .map(|c| ServerFrame::tool(&c.id, &c.name, "queued"))
+            .map(|c| ServerFrame::tool(&c.id, &c.name, CallStatus::Queued))
             .collect();
         self.frames.push_back(ServerFrame::Message { message });
         self.frames.extend(queued);

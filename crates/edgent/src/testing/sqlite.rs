@@ -1,0 +1,53 @@
+//! The host side of the SQL seam: rusqlite running the exact statements the Durable Object runs.
+
+use crate::values::sql::{Row, Sql, SqlError, SqlValue};
+use rusqlite::types::{Value as RValue, ValueRef};
+
+/// An in-memory (or file) SQLite database behind [`Sql`]: the Durable Object's statements on
+/// rusqlite.
+pub struct Sqlite(pub rusqlite::Connection);
+
+impl Sqlite {
+    /// A fresh in-memory database. Panics if SQLite cannot open one.
+    #[allow(clippy::expect_used)] // a test harness: no database is a failed test
+    pub fn memory() -> Self {
+        Sqlite(rusqlite::Connection::open_in_memory().expect("open sqlite"))
+    }
+}
+
+impl Sql for Sqlite {
+    fn exec(&self, statement: &str, params: &[SqlValue]) -> Result<Vec<Row>, SqlError> {
+        let mut stmt = self
+            .0
+            .prepare(statement)
+            .map_err(|e| SqlError(e.to_string()))?;
+        let values: Vec<RValue> = params
+            .iter()
+            .map(|p| match p {
+                SqlValue::Null => RValue::Null,
+                SqlValue::Integer(i) => RValue::Integer(*i),
+                SqlValue::Real(f) => RValue::Real(*f),
+                SqlValue::Text(s) => RValue::Text(s.clone()),
+            })
+            .collect();
+        let n = stmt.column_count();
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(values))
+            .map_err(|e| SqlError(e.to_string()))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| SqlError(e.to_string()))? {
+            let mut cols = Vec::with_capacity(n);
+            for i in 0..n {
+                cols.push(match row.get_ref(i).map_err(|e| SqlError(e.to_string()))? {
+                    ValueRef::Null => SqlValue::Null,
+                    ValueRef::Integer(v) => SqlValue::Integer(v),
+                    ValueRef::Real(v) => SqlValue::Real(v),
+                    ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(_) => SqlValue::Null,
+                });
+            }
+            out.push(Row(cols));
+        }
+        Ok(out)
+    }
+}
