@@ -10,6 +10,7 @@
 
 mod admin;
 mod anthropic_stream;
+mod config_resolve;
 mod conversation;
 mod discovery;
 mod durable;

@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod codec;
+pub mod resolve;
 
 pub use crate::llm::request::{Provider, ToolChoice, ToolSpec};
 

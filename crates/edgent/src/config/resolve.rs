@@ -1,0 +1,189 @@
+//! Resolving one side of an agent from its D1 rows: the side's prompt, its model chain (the
+//! model, then its direct fallbacks), and the prompts and agents it may call as tools.
+//!
+//! The driver reads the rows in one round trip with the statements [`statements`] gives (the
+//! subqueries follow the references, so a turn start costs the same however the agent is
+//! built) and hands them to [`resolve`], which decides the rest.
+
+use serde_json::Value;
+
+use super::{rows, AgentConfig, Delegate, ModelConfig, PromptConfig};
+use crate::values::Side;
+
+/// Why a side of an agent cannot run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No agent has this id.
+    NoAgent {
+        /// The id asked for.
+        agent_id: String,
+    },
+    /// The agent has no side B.
+    NoSide {
+        /// The agent.
+        agent_id: String,
+    },
+    /// The side's prompt is missing.
+    NoPrompt {
+        /// The agent.
+        agent_id: String,
+        /// The side.
+        side: Side,
+        /// The prompt it names.
+        prompt: String,
+    },
+    /// The prompt's model is missing.
+    NoModel {
+        /// The prompt.
+        prompt: String,
+        /// The model it names.
+        model: String,
+    },
+    /// A stored row does not read as a definition (the cause, from the row codec).
+    BadRow(String),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::NoAgent { agent_id } => {
+                write!(f, "agent {agent_id:?} does not exist in D1")
+            }
+            ConfigError::NoSide { agent_id } => write!(f, "agent {agent_id:?} has no side b"),
+            ConfigError::NoPrompt {
+                agent_id,
+                side,
+                prompt,
+            } => write!(
+                f,
+                "prompt {prompt:?} (side {} of agent {agent_id:?}) does not exist in D1",
+                side.as_str()
+            ),
+            ConfigError::NoModel { prompt, model } => {
+                write!(
+                    f,
+                    "model {model:?} (prompt {prompt:?}) does not exist in D1"
+                )
+            }
+            ConfigError::BadRow(why) => write!(f, "invalid configuration row: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The rows [`resolve`] needs, as read by the statements of [`statements`], in that order.
+#[derive(Debug, Default)]
+pub struct AgentRows {
+    /// The agent (`SELECT * FROM agents WHERE id = ?1`).
+    pub agents: Vec<Value>,
+    /// The side's prompt and the prompts its tools name.
+    pub prompts: Vec<Value>,
+    /// The agents its tools name that are exposed as tools.
+    pub sub_agents: Vec<Value>,
+    /// Those prompts' models and the models' fallbacks.
+    pub models: Vec<Value>,
+}
+
+/// The four statements (each binding the agent id as `?1`) that read everything a side needs.
+/// The column comes from `side`, never from input.
+pub fn statements(side: Side) -> [String; 4] {
+    let column = match side {
+        Side::A => "side_a",
+        Side::B => "side_b",
+    };
+    let prompt = format!("SELECT json_extract({column}, '$.prompt') FROM agents WHERE id = ?1");
+    let tools =
+        format!("SELECT value FROM json_each((SELECT tools FROM prompts WHERE name = ({prompt})))");
+    let models = format!("SELECT model FROM prompts WHERE name = ({prompt}) OR name IN ({tools})");
+    [
+        "SELECT * FROM agents WHERE id = ?1".into(),
+        format!("SELECT * FROM prompts WHERE name = ({prompt}) OR name IN ({tools})"),
+        format!("SELECT * FROM agents WHERE expose_as_tool = 1 AND id IN ({tools})"),
+        format!(
+            "SELECT * FROM models WHERE name IN ({models})
+             OR name IN (SELECT f.value FROM models m, json_each(m.fallbacks) f
+                         WHERE m.name IN ({models}))"
+        ),
+    ]
+}
+
+/// Everything a turn needs for `side` of `agent_id`, from its rows.
+pub fn resolve(agent_id: &str, side: Side, rows: AgentRows) -> Result<AgentConfig, ConfigError> {
+    let Some(agent) = rows.agents.into_iter().next() else {
+        return Err(ConfigError::NoAgent {
+            agent_id: agent_id.to_owned(),
+        });
+    };
+    let agent = rows::agent(agent).map_err(ConfigError::BadRow)?;
+    let prompt_name = match (side, &agent.side_b) {
+        (Side::A, _) => agent.side_a.prompt.clone(),
+        (Side::B, Some(b)) => b.prompt.clone(),
+        (Side::B, None) => {
+            return Err(ConfigError::NoSide {
+                agent_id: agent_id.to_owned(),
+            })
+        }
+    };
+    let prompts: Vec<PromptConfig> = rows
+        .prompts
+        .into_iter()
+        .map(rows::prompt)
+        .collect::<Result<_, _>>()
+        .map_err(ConfigError::BadRow)?;
+    let models: Vec<ModelConfig> = rows
+        .models
+        .into_iter()
+        .map(rows::model)
+        .collect::<Result<_, _>>()
+        .map_err(ConfigError::BadRow)?;
+    let Some(prompt) = prompts.iter().find(|p| p.name == prompt_name).cloned() else {
+        return Err(ConfigError::NoPrompt {
+            agent_id: agent_id.to_owned(),
+            side,
+            prompt: prompt_name,
+        });
+    };
+    let models_of_prompt = chain(&models, &prompt.model);
+    if models_of_prompt.is_empty() {
+        return Err(ConfigError::NoModel {
+            prompt: prompt_name,
+            model: prompt.model.clone(),
+        });
+    }
+    let mut delegates = Vec::new();
+    for p in prompts.iter().filter(|p| prompt.tools.contains(&p.name)) {
+        delegates.push((Delegate::Prompt(p.clone()), chain(&models, &p.model)));
+    }
+    for a in rows.sub_agents {
+        let agent = rows::agent(a).map_err(ConfigError::BadRow)?;
+        delegates.push((Delegate::Agent(agent), Vec::new()));
+    }
+    Ok(AgentConfig {
+        agent,
+        side,
+        prompt,
+        models: models_of_prompt,
+        delegates,
+    })
+}
+
+/// The model `name` and its direct fallbacks, in order, each once; fallbacks of fallbacks
+/// are not walked, so a chain is visible in one row and cannot loop. Empty when `name` is
+/// missing.
+fn chain(models: &[ModelConfig], name: &str) -> Vec<ModelConfig> {
+    let find = |n: &str| models.iter().find(|m| m.name == n).cloned();
+    let Some(primary) = find(name) else {
+        return Vec::new();
+    };
+    let mut chain = vec![primary.clone()];
+    for f in &primary.fallbacks {
+        if let Some(m) = find(f) {
+            if !chain.iter().any(|c| c.name == m.name) {
+                chain.push(m);
+            }
+        }
+    }
+    chain
+}
