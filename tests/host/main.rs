@@ -17,6 +17,7 @@ mod durable;
 mod engine;
 mod flow_host;
 mod hooks;
+mod llm_conformance;
 mod model_chain;
 mod openai_stream;
 mod sqlite;
