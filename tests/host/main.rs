@@ -19,6 +19,7 @@ mod flow_host;
 mod hooks;
 mod llm_conformance;
 mod model_chain;
+mod offer;
 mod openai_stream;
 mod sqlite;
 mod store;

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 use worker::{Delay, Method};
 
-use super::turn::{record, tool_specs, RequestParts};
+use super::turn::{record, RequestParts};
 use super::ThreadObject;
 use crate::clock::now;
 use crate::host::ShellHost;
@@ -20,6 +20,7 @@ use edgent::engine::request_log::ModelRequestLog;
 use edgent::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
 use edgent::engine::thread::{SubStep, Thread, ThreadError};
 use edgent::llm::stream::{Completion, ProviderError, StreamEvent};
+use edgent::tool::offer::offered;
 use edgent::tool::{CallToolResult, FlowState};
 use edgent::values::ids::new_id;
 
@@ -115,7 +116,7 @@ impl ThreadObject {
         };
         let context = thread.store().context_all().unwrap_or_default();
         let system = prompt.render_system(&context);
-        let tools = tool_specs(&host.registry, &config);
+        let tools = offered(&host.registry, &config);
         loop {
             let next = match step {
                 SubStep::Done(result) => {

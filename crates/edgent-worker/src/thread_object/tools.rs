@@ -16,10 +16,11 @@ use crate::host::ShellHost;
 use crate::policy::policy_for;
 use edgent::config::{AgentConfig, Delegate};
 use edgent::engine::durable::Ran;
-use edgent::engine::store::{CallOrigin, StoredToolCall, ThreadSummary};
+use edgent::engine::store::{StoredToolCall, ThreadSummary};
 use edgent::engine::thread::Thread;
 use edgent::engine::tool_runs::{Admission, ToolRun};
-use edgent::tool::{run_until_suspended, CallToolResult, FlowState};
+use edgent::tool::offer::{callee, Callee};
+use edgent::tool::{run_until_suspended, FlowState};
 use edgent::values::ids::random_unit;
 
 impl ThreadObject {
@@ -84,12 +85,8 @@ impl ThreadObject {
         run: &ToolRun,
     ) -> Ran {
         let (call, policy) = (&run.call, &run.policy);
-        // The model may call only its prompt's tools; the application (queue_tool) may run
-        // any registered tool.
-        let name = call.call.name.as_str();
-        let allowed = call.origin == CallOrigin::Queue || config.tools().iter().any(|t| t == name);
-        if allowed {
-            if let Some(tool) = host.registry.get(name) {
+        match callee(&host.registry, config, &call.call.name, call.origin) {
+            Callee::Tool(tool) => {
                 // Fixed at the first start (see `run_tools`): every run sees the same context.
                 let stored = call
                     .bindings
@@ -101,30 +98,17 @@ impl ThreadObject {
                         .with_bindings(stored);
                 let state = flow.run_state().clone();
                 let attempt = tool.attempt(flow, &call.call.arguments);
-                return with_timeout(run_until_suspended(attempt, &state), policy.timeout)
+                with_timeout(run_until_suspended(attempt, &state), policy.timeout)
                     .await
-                    .unwrap_or(Ran::TimedOut);
+                    .unwrap_or(Ran::TimedOut)
             }
-            if let Some((delegate, models)) = config.delegate(name) {
-                let result = match delegate {
-                    Delegate::Prompt(prompt) => {
-                        self.run_sub_prompt(host, config, summary, call, prompt, models)
-                            .await
-                    }
-                    Delegate::Agent(agent) => self.run_agent_tool(summary, call, agent).await,
-                };
-                return Ran::Done(Ok(result));
+            Callee::Delegate(Delegate::Prompt(prompt), models) => Ran::Done(Ok(self
+                .run_sub_prompt(host, config, summary, call, prompt, models)
+                .await)),
+            Callee::Delegate(Delegate::Agent(agent), _) => {
+                Ran::Done(Ok(self.run_agent_tool(summary, call, agent).await))
             }
+            Callee::Unavailable(result) => Ran::Done(Ok(result)),
         }
-        let available: Vec<&str> = config
-            .tools()
-            .iter()
-            .map(String::as_str)
-            .filter(|n| host.registry.get(n).is_some() || config.delegate(n).is_some())
-            .collect();
-        Ran::Done(Ok(CallToolResult::error(format!(
-            "unknown tool {name:?}; available tools: {}",
-            available.join(", ")
-        ))))
     }
 }

@@ -9,13 +9,13 @@ use crate::clock::now;
 use crate::config::load_agent;
 use crate::host::ShellHost;
 use crate::model::{run_chain, ChainSink};
-use edgent::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, ToolSpec};
+use edgent::config::{AgentConfig, ModelConfig, ToolSpec};
 use edgent::engine::request_log::{self, ModelRequestLog};
 use edgent::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use edgent::engine::wake::WATCHDOG_MS;
 use edgent::llm::stream::{ProviderError, StreamEvent};
 use edgent::llm::{build_request, ModelRequest};
-use edgent::tool::Registry;
+use edgent::tool::offer::offered;
 use edgent::values::message::Message;
 
 /// The request body for `model`, from what every provider needs.
@@ -36,43 +36,6 @@ impl RequestParts<'_> {
             tool_choice: self.config.prompt.tool_choice,
             parallel_tool_calls: self.config.prompt.parallel_tool_calls,
         })
-    }
-}
-
-/// Tool specs a prompt offers: registered tools, then prompts and agents it may delegate to.
-pub(super) fn tool_specs(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
-    let mut specs = registry.specs(config.tools().iter().map(String::as_str));
-    for name in config.tools() {
-        if registry.get(name).is_some() {
-            continue;
-        }
-        let description = match config.delegate(name) {
-            Some((Delegate::Prompt(p), _)) => non_empty(&p.description, || {
-                format!(
-                    "Asks the {:?} assistant; give it everything it needs in `input`.",
-                    p.name
-                )
-            }),
-            Some((Delegate::Agent(a), _)) => non_empty(&a.tool_description, || {
-                non_empty(&a.description, || format!("Runs the {:?} agent.", a.id))
-            }),
-            None => continue,
-        };
-        specs.push(ToolSpec {
-            name: name.clone(),
-            description,
-            parameters: delegate_parameters(),
-            returns: None,
-        });
-    }
-    specs
-}
-
-fn non_empty(s: &str, otherwise: impl FnOnce() -> String) -> String {
-    if s.trim().is_empty() {
-        otherwise()
-    } else {
-        s.to_owned()
     }
 }
 
@@ -236,7 +199,7 @@ impl ThreadObject {
         config: &AgentConfig,
         mut call: ModelCall,
     ) {
-        let tools = tool_specs(&host.registry, config);
+        let tools = offered(&host.registry, config);
         let context = thread.store().context_all().unwrap_or_default();
         let system = config.prompt.render_system(&context);
         let history = std::mem::take(&mut call.history);

@@ -36,6 +36,7 @@ mod durable;
 mod flow;
 mod handler;
 mod http;
+pub mod offer;
 mod registry;
 pub mod schema;
 mod utils;
