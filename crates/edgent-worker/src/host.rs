@@ -10,7 +10,7 @@ use worker::{AbortController, Env, Fetch, Headers, Method, Request, RequestInit,
 
 use super::clock::{now, with_timeout};
 use super::do_sql::DoSql;
-use edgent::tool::{BoxFuture, FlowHost, HttpRequest, HttpResponse, Registry};
+use edgent::tool::{BoxFuture, FlowHost, HostError, HttpRequest, HttpResponse, Registry};
 use edgent::values::protocol::ServerFrame;
 use edgent::values::sql::{Sql, SqlValue};
 
@@ -55,7 +55,7 @@ impl FlowHost for ShellHost {
         self.env.var(name).ok().map(|s| s.to_string())
     }
 
-    fn fetch(&self, request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, String>> {
+    fn fetch(&self, request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, HostError>> {
         Box::pin(fetch(request))
     }
 
@@ -64,12 +64,12 @@ impl FlowHost for ShellHost {
         binding: &str,
         sql: &str,
         params: Vec<SqlValue>,
-    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, String>> {
+    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, HostError>> {
         let db = self.env.d1(binding);
         let binding = binding.to_owned();
         let sql = sql.to_owned();
         Box::pin(async move {
-            let db = db.map_err(|_| format!("no D1 binding named {binding:?}"))?;
+            let db = db.map_err(|_| HostError::NoBinding(binding))?;
             let values: Vec<JsValue> = params
                 .iter()
                 .map(|p| match p {
@@ -82,13 +82,13 @@ impl FlowHost for ShellHost {
             let result = db
                 .prepare(&sql)
                 .bind(&values)
-                .map_err(|e| format!("D1 query could not be prepared: {e}"))?
+                .map_err(|e| HostError::Query(format!("D1 query could not be prepared: {e}")))?
                 .all()
                 .await
-                .map_err(|e| format!("D1 query failed: {e}"))?;
+                .map_err(|e| HostError::Query(format!("D1 query failed: {e}")))?;
             result
                 .results::<Map<String, Value>>()
-                .map_err(|e| format!("D1 rows could not be read: {e}"))
+                .map_err(|e| HostError::Query(format!("D1 rows could not be read: {e}")))
         })
     }
 
@@ -97,13 +97,13 @@ impl FlowHost for ShellHost {
     }
 }
 
-async fn fetch(request: HttpRequest) -> Result<HttpResponse, String> {
+async fn fetch(request: HttpRequest) -> Result<HttpResponse, HostError> {
     let method = Method::from(request.method.to_ascii_uppercase());
     let headers = Headers::new();
     for (k, v) in &request.headers {
         headers
             .set(k, v)
-            .map_err(|e| format!("bad header {k:?}: {e}"))?;
+            .map_err(|e| HostError::BadRequest(format!("bad header {k:?}: {e}")))?;
     }
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(headers);
@@ -111,25 +111,22 @@ async fn fetch(request: HttpRequest) -> Result<HttpResponse, String> {
         init.with_body(Some(JsValue::from_str(body)));
     }
     let req = Request::new_with_init(&request.url, &init)
-        .map_err(|e| format!("bad request to {}: {e}", request.url))?;
+        .map_err(|e| HostError::BadRequest(format!("bad request to {}: {e}", request.url)))?;
     let abort = AbortController::default();
     let limit = Duration::from_millis(u64::from(request.timeout_ms));
     let exchange = async {
         let mut resp = Fetch::Request(req)
             .send_with_signal(&abort.signal())
             .await
-            .map_err(|e| format!("request failed: {e}"))?;
+            .map_err(|e| HostError::Network(format!("request failed: {e}")))?;
         let status = resp.status_code();
         let headers: Vec<(String, String)> = resp.headers().entries().collect();
         let body = resp
             .text()
             .await
-            .map_err(|e| format!("reading the response failed: {e}"))?;
+            .map_err(|e| HostError::Network(format!("reading the response failed: {e}")))?;
         if body.len() > HttpResponse::MAX_BODY {
-            return Err(format!(
-                "the response is larger than {} bytes",
-                HttpResponse::MAX_BODY
-            ));
+            return Err(HostError::TooLarge);
         }
         Ok(HttpResponse {
             status,
@@ -141,7 +138,9 @@ async fn fetch(request: HttpRequest) -> Result<HttpResponse, String> {
         Some(out) => out,
         None => {
             abort.abort();
-            Err(format!("no response within {} ms", request.timeout_ms))
+            Err(HostError::Timeout {
+                after_ms: request.timeout_ms,
+            })
         }
     }
 }

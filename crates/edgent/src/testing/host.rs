@@ -17,8 +17,8 @@ use crate::engine::thread::{Action, ModelCall, Thread};
 use crate::engine::tool_runs::{Admission, ToolRun};
 use crate::llm::stream::{FinishReason, StreamEvent};
 use crate::tool::{
-    run_until_suspended, BoxFuture, CallToolResult, FlowHost, FlowState, HttpRequest, HttpResponse,
-    Registry,
+    run_until_suspended, BoxFuture, CallToolResult, FlowHost, FlowState, HostError, HttpRequest,
+    HttpResponse, Registry,
 };
 use crate::values::protocol::ServerFrame;
 use crate::values::sql::{Sql, SqlValue};
@@ -353,15 +353,15 @@ impl FlowHost for TestHost {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.clone())
     }
-    fn fetch(&self, _request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, String>> {
-        Box::pin(async { Err("no network in host tests".to_owned()) })
+    fn fetch(&self, _request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, HostError>> {
+        Box::pin(async { Err(HostError::Unsupported("no network in host tests")) })
     }
     fn d1_query(
         &self,
         _binding: &str,
         _sql: &str,
         _params: Vec<SqlValue>,
-    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, String>> {
-        Box::pin(async { Err("no D1 in host tests".to_owned()) })
+    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, HostError>> {
+        Box::pin(async { Err(HostError::Unsupported("no D1 in host tests")) })
     }
 }

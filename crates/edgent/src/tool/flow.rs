@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::ToolError;
-use super::{BoxFuture, HttpRequest, HttpResponse, Registry};
+use super::{BoxFuture, HostError, HttpRequest, HttpResponse, Registry};
 use crate::config::AgentConfig;
 use crate::engine::store::{MessagePage, Order, Side, Store, StoredToolCall, ThreadSummary};
 use crate::values::protocol::ServerFrame;
@@ -29,14 +29,14 @@ pub trait FlowHost {
     /// A plain-text variable binding.
     fn var(&self, name: &str) -> Option<String>;
     /// Performs an outbound HTTP request.
-    fn fetch(&self, request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, String>>;
+    fn fetch(&self, request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, HostError>>;
     /// Runs a parameterised query on a D1 binding; rows come back as JSON objects.
     fn d1_query(
         &self,
         binding: &str,
         sql: &str,
         params: Vec<SqlValue>,
-    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, String>>;
+    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, HostError>>;
     /// The platform's environment, for bindings edgent does not wrap (the Worker driver gives
     /// its `worker::Env`; hosts without one give `None`).
     fn env(&self) -> Option<&dyn std::any::Any> {
@@ -172,7 +172,7 @@ impl FlowState {
     /// Sends an HTTP request (timeouts and network failures are errors, any status is a
     /// response).
     pub async fn fetch(&self, request: HttpRequest) -> Result<HttpResponse, ToolError> {
-        self.host.fetch(request).await.map_err(ToolError::new)
+        self.host.fetch(request).await.map_err(ToolError::from)
     }
 
     /// Runs a parameterised query on the D1 database bound as `binding`.
@@ -185,7 +185,7 @@ impl FlowState {
         self.host
             .d1_query(binding, sql, params.to_vec())
             .await
-            .map_err(ToolError::new)
+            .map_err(ToolError::from)
     }
 
     /// The platform's environment, for bindings edgent does not wrap: on Cloudflare,

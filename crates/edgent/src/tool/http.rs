@@ -3,6 +3,8 @@
 
 use serde::de::DeserializeOwned;
 
+use super::ToolError;
+
 /// A request a tool sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpRequest {
@@ -117,6 +119,56 @@ fn encode(s: &str) -> String {
         }
     }
     out
+}
+
+/// Why the host could not do what a tool asked; each variant keeps the platform's own message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The request could not be built (a bad header or URL).
+    BadRequest(String),
+    /// The request got no answer, or its answer could not be read.
+    Network(String),
+    /// No answer within the request's time limit.
+    Timeout {
+        /// The limit, in milliseconds.
+        after_ms: u32,
+    },
+    /// The response body is over [`HttpResponse::MAX_BODY`].
+    TooLarge,
+    /// No binding of that name.
+    NoBinding(String),
+    /// A D1 query could not be prepared, run or read.
+    Query(String),
+    /// This host cannot do it at all (host tests have no network and no D1).
+    Unsupported(&'static str),
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostError::BadRequest(m) | HostError::Network(m) | HostError::Query(m) => {
+                f.write_str(m)
+            }
+            HostError::Timeout { after_ms } => write!(f, "no response within {after_ms} ms"),
+            HostError::TooLarge => write!(
+                f,
+                "the response is larger than {} bytes",
+                HttpResponse::MAX_BODY
+            ),
+            HostError::NoBinding(name) => write!(f, "no D1 binding named {name:?}"),
+            HostError::Unsupported(what) => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+impl From<HostError> for ToolError {
+    /// A host failure may pass: it is retried under the tool's policy.
+    fn from(e: HostError) -> Self {
+        ToolError::new(e.to_string())
+    }
 }
 
 #[cfg(test)]

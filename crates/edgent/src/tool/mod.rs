@@ -59,7 +59,7 @@ pub use crate::values::tool_result::{CallToolResult, Content, Source, SourceKind
 pub use durable::{run_until_suspended, RunState, WebhookEvent};
 pub use flow::{Context, EventStream, FlowHost, FlowState, MessageHistory, Storage, ToolQueue};
 pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
-pub use http::{HttpRequest, HttpResponse};
+pub use http::{HostError, HttpRequest, HttpResponse};
 pub use registry::{Registry, RegistryError};
 pub use utils::{
     emit_thread_event, force_turn, get_messages, inject_message, queue_tool,
