@@ -4,7 +4,6 @@
 use edgent::config::AgentKind;
 use edgent::engine::store::{Side, ThreadStatus};
 use edgent::engine::thread::{view_for_side, Action, ModelCall, Thread, TurnRules};
-use edgent::llm::stream::{FinishReason, StreamEvent};
 use edgent::tool::CallToolResult;
 use edgent::values::message::{Message, Role, ToolCall};
 
@@ -29,25 +28,15 @@ fn dual(max_turns: u32) -> TurnRules {
 
 /// Completes a model call with text and these tool calls (name, arguments).
 fn reply(t: &mut Thread<'_>, mut call: ModelCall, text: &str, calls: &[(&str, &str)]) {
-    let mut events = vec![StreamEvent::TextDelta(text.into())];
-    for (i, (name, args)) in calls.iter().enumerate() {
-        events.push(StreamEvent::ToolCallStart {
-            index: i,
-            id: format!("call{}_{i}", call.message_id.len() + i),
-            name: (*name).into(),
-        });
-        events.push(StreamEvent::ToolCallDelta {
-            index: i,
-            arguments: (*args).into(),
-        });
-    }
-    events.push(StreamEvent::Finish(if calls.is_empty() {
-        FinishReason::Stop
-    } else {
-        FinishReason::ToolCalls
-    }));
-    events.push(StreamEvent::Done);
-    for ev in events {
+    let ids: Vec<String> = (0..calls.len())
+        .map(|i| format!("call{}_{i}", call.message_id.len() + i))
+        .collect();
+    let calls: Vec<(&str, &str, &str)> = calls
+        .iter()
+        .zip(&ids)
+        .map(|((name, args), id)| (id.as_str(), *name, *args))
+        .collect();
+    for ev in edgent::testing::reply_events(text, &calls) {
         t.on_model_event(&mut call, ev).unwrap();
     }
     t.finish_model_call(T0, call).unwrap();

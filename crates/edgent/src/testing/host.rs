@@ -264,34 +264,40 @@ impl TestHost {
     #[allow(clippy::expect_used)] // a test harness: an engine error is a failed test
     pub fn reply(&self, mut call: ModelCall, text: &str, calls: &[(&str, &str, &str)]) {
         let mut t = self.thread();
-        let mut events = Vec::new();
-        if !text.is_empty() {
-            events.push(StreamEvent::TextDelta(text.to_owned()));
-        }
-        for (index, (id, name, args)) in calls.iter().enumerate() {
-            events.push(StreamEvent::ToolCallStart {
-                index,
-                id: (*id).to_owned(),
-                name: (*name).to_owned(),
-            });
-            events.push(StreamEvent::ToolCallDelta {
-                index,
-                arguments: (*args).to_owned(),
-            });
-        }
-        events.push(StreamEvent::Finish(if calls.is_empty() {
-            FinishReason::Stop
-        } else {
-            FinishReason::ToolCalls
-        }));
-        events.push(StreamEvent::Done);
-        for ev in events {
+        for ev in reply_events(text, calls) {
             t.on_model_event(&mut call, ev).expect("a stream event");
         }
         t.finish_model_call(self.now(), call)
             .expect("finish_model_call");
         self.keep_frames(&mut t);
     }
+}
+
+/// The events of a whole streamed reply: `text`, then tool calls `(id, name, raw arguments)`,
+/// the finish reason and the end of the stream.
+pub fn reply_events(text: &str, calls: &[(&str, &str, &str)]) -> Vec<StreamEvent> {
+    let mut events = Vec::new();
+    if !text.is_empty() {
+        events.push(StreamEvent::TextDelta(text.to_owned()));
+    }
+    for (index, (id, name, args)) in calls.iter().enumerate() {
+        events.push(StreamEvent::ToolCallStart {
+            index,
+            id: (*id).to_owned(),
+            name: (*name).to_owned(),
+        });
+        events.push(StreamEvent::ToolCallDelta {
+            index,
+            arguments: (*args).to_owned(),
+        });
+    }
+    events.push(StreamEvent::Finish(if calls.is_empty() {
+        FinishReason::Stop
+    } else {
+        FinishReason::ToolCalls
+    }));
+    events.push(StreamEvent::Done);
+    events
 }
 
 /// The `support` agent's configuration with `tools`, for a flow outside a loaded turn.

@@ -35,5 +35,5 @@
 mod host;
 mod sqlite;
 
-pub use host::{agent, block_on, Meanwhile, TestHost};
+pub use host::{agent, block_on, reply_events, Meanwhile, TestHost};
 pub use sqlite::Sqlite;
