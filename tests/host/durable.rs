@@ -1613,3 +1613,29 @@ fn a_configuration_failure_fails_the_turn_and_defers_due_parked_calls_a_minute()
     assert!(t.wants_step(later).unwrap());
     assert_eq!(woke.get(), 0);
 }
+
+#[test]
+fn a_configuration_failure_defers_queued_calls_too_so_the_thread_does_not_spin() {
+    crate::install_app();
+    let clock = clock();
+    let runs = counter();
+    let h = host(&clock, vec![("ok", ok_tool(&runs))]);
+    let id = h.queue("ok", json!({}));
+    let mut t = h.thread();
+    assert!(t.has_work(T0).unwrap(), "a queued call is due at once");
+    t.handle_config_failure(T0, "no agent named \"support\"".into())
+        .unwrap();
+    // Without a wake time the queued call would be due again at once, and the driver would
+    // reschedule the failing load immediately, forever.
+    let later = T0 + CONFIG_RETRY_MS;
+    assert!(!t.has_work(T0 + 1).unwrap());
+    assert!(!t.wants_step(later - 1).unwrap());
+    assert_eq!(t.poll_timeout().unwrap(), Some(later));
+    assert!(t.wants_step(later).unwrap());
+    drop(t);
+    h.set_now(later);
+    drive_idle(&h);
+    assert_eq!(runs.get(), 1, "it runs once the configuration loads");
+    assert_eq!(h.record(&id).status, "success");
+    assert_eq!(h.next_wake(), None, "a started call keeps no wake time");
+}

@@ -34,11 +34,14 @@ impl Store<'_> {
     /// and the earliest-due parked ones.
     pub fn next_tool_call(&self, now: i64) -> Result<Option<StoredToolCall>, SqlError> {
         // Two indexed LIMIT 1 lookups (by status, by wake time) rather than one OR, whose plan
-        // SQLite may turn into a scan of every call ever made.
+        // SQLite may turn into a scan of every call ever made. A queued or running call with a
+        // wake time was deferred (its agent's configuration failed to load): the second
+        // lookup finds it when it is due.
         let ready = self.sql.exec(
             &format!(
                 "SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls
-                 WHERE status IN ('queued', 'running') ORDER BY seq ASC LIMIT 1"
+                 WHERE status IN ('queued', 'running') AND wake_at IS NULL
+                 ORDER BY seq ASC LIMIT 1"
             ),
             &[],
         )?;
@@ -55,12 +58,13 @@ impl Store<'_> {
         first.map(tool_call_from_row).transpose()
     }
 
-    /// Pushes the wake time of parked calls that are due back to `later`.
+    /// Pushes every call that is due (parked with a past wake time, or queued or running
+    /// with none) back to `later`; starting a call clears its wake time again.
     pub fn defer_due_calls(&self, now: i64, later: i64) -> Result<(), SqlError> {
         self.sql.exec(
             &format!(
-                "UPDATE tool_calls SET wake_at = ? WHERE wake_at IS NOT NULL AND wake_at <= ?
-                 AND status IN ({PENDING})"
+                "UPDATE tool_calls SET wake_at = ? WHERE status IN ({PENDING})
+                 AND (wake_at <= ? OR (wake_at IS NULL AND status IN ('queued', 'running')))"
             ),
             &[later.into(), now.into()],
         )?;
