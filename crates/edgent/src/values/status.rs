@@ -83,96 +83,6 @@ pub enum Order {
     Desc,
 }
 
-/// Where a tool call is in its life. Stored as lowercase text; broadcast in `tool` frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallStatus {
-    /// Waiting for its turn.
-    Queued,
-    /// An attempt is running.
-    Running,
-    /// An attempt failed; the next one is due at the call's wake time.
-    Retrying,
-    /// A workflow sleeps until its wake time.
-    Sleeping,
-    /// Waiting for the outside world: a webhook (until its timeout) or an approval.
-    Waiting,
-    /// Over the tool's rate limit; runs when the window has room.
-    RateLimited,
-    /// Finished with a result.
-    Success,
-    /// Finished with an error result.
-    Error,
-}
-
-impl CallStatus {
-    /// The stored and wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallStatus::Queued => "queued",
-            CallStatus::Running => "running",
-            CallStatus::Retrying => "retrying",
-            CallStatus::Sleeping => "sleeping",
-            CallStatus::Waiting => "waiting",
-            CallStatus::RateLimited => "rate_limited",
-            CallStatus::Success => "success",
-            CallStatus::Error => "error",
-        }
-    }
-
-    /// Parses a stored status (`done`, from schema v1-v3, means finished).
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "queued" => CallStatus::Queued,
-            "running" => CallStatus::Running,
-            "retrying" => CallStatus::Retrying,
-            "sleeping" => CallStatus::Sleeping,
-            "waiting" => CallStatus::Waiting,
-            "rate_limited" => CallStatus::RateLimited,
-            "error" => CallStatus::Error,
-            _ => CallStatus::Success,
-        }
-    }
-
-    /// Sleeping or waiting: a run stopped part-way and will resume (not a new attempt).
-    pub fn is_suspended_run(self) -> bool {
-        matches!(self, CallStatus::Sleeping | CallStatus::Waiting)
-    }
-}
-
-/// A tool call's approval, for tools that need one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Approval {
-    /// Waiting for a client's decision.
-    Pending,
-    /// A client approved it: it runs.
-    Approved,
-    /// A client rejected it: its result is the rejection.
-    Rejected,
-}
-
-impl Approval {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Approval::Pending => "pending",
-            Approval::Approved => "approved",
-            Approval::Rejected => "rejected",
-        }
-    }
-
-    /// Parses a stored approval; anything unknown is still pending (it runs only once a
-    /// client approves).
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "approved" => Approval::Approved,
-            "rejected" => Approval::Rejected,
-            _ => Approval::Pending,
-        }
-    }
-}
-
 /// Lets tests and callers compare a status with its wire name (`status == "queued"`).
 macro_rules! eq_str {
     ($($t:ty),*) => {$(
@@ -188,7 +98,6 @@ macro_rules! eq_str {
         }
     )*};
 }
-eq_str!(CallStatus, Approval);
 
 /// How a thing's name is stored and sent, and how a stored name reads back.
 macro_rules! named_enum {
@@ -220,6 +129,49 @@ macro_rules! named_enum {
         eq_str!($name);
     };
 }
+
+named_enum!(
+    /// Where a tool call is in its life. Stored as text and broadcast in `tool` frames; `done`
+    /// rows from schema v1-v3 (and any unknown name) read as `success`.
+    CallStatus, fallback Success, {
+        /// Waiting for its turn.
+        Queued = "queued",
+        /// An attempt is running.
+        Running = "running",
+        /// An attempt failed; the next one is due at the call's wake time.
+        Retrying = "retrying",
+        /// A workflow sleeps until its wake time.
+        Sleeping = "sleeping",
+        /// Waiting for the outside world: a webhook (until its timeout) or an approval.
+        Waiting = "waiting",
+        /// Over the tool's rate limit; runs when the window has room.
+        RateLimited = "rate_limited",
+        /// Finished with a result.
+        Success = "success",
+        /// Finished with an error result.
+        Error = "error",
+    }
+);
+
+impl CallStatus {
+    /// Sleeping or waiting: a run stopped part-way and will resume (not a new attempt).
+    pub fn is_suspended_run(self) -> bool {
+        matches!(self, CallStatus::Sleeping | CallStatus::Waiting)
+    }
+}
+
+named_enum!(
+    /// A tool call's approval, for tools that need one; an unknown stored name reads as
+    /// pending (the call runs only once a client approves).
+    Approval, fallback Pending, {
+        /// Waiting for a client's decision.
+        Pending = "pending",
+        /// A client approved it: it runs.
+        Approved = "approved",
+        /// A client rejected it: its result is the rejection.
+        Rejected = "rejected",
+    }
+);
 
 named_enum!(
     /// What a recorded workflow step is.
