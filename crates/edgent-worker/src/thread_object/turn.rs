@@ -115,10 +115,7 @@ impl ThreadObject {
         while let Some(thread) = thread.as_mut() {
             // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
             let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
-            if !thread.wants_step(now()).unwrap_or(false) {
-                break;
-            }
-            let Ok(summary) = thread.summary() else {
+            let Ok(Some(summary)) = thread.step_wanted(now()) else {
                 break;
             };
             let stale = agent

@@ -5,7 +5,8 @@
 //!
 //! The order of calls in the driver's loop:
 //! 1. before each step, arm the alarm [`WATCHDOG_MS`] ahead (a crash mid-step resumes there);
-//! 2. [`Thread::wants_step`]: whether to take a step now (otherwise the loop ends);
+//! 2. [`Thread::step_wanted`]: whether to take a step now, with the thread's summary
+//!    (otherwise the loop ends);
 //! 3. load configuration if the engine's side or agent changed; on failure
 //!    [`Thread::handle_config_failure`] and end the loop;
 //! 4. [`Thread::next_action`] and perform it;
@@ -13,7 +14,7 @@
 //!    [`Thread::has_work`]: a message that arrived while the alarm was being changed starts
 //!    the loop again instead of waiting.
 
-use crate::engine::store::ThreadStatus;
+use crate::engine::store::{ThreadStatus, ThreadSummary};
 use crate::engine::thread::{Thread, ThreadError};
 use crate::llm::stream::ProviderError;
 
@@ -29,14 +30,21 @@ impl Thread<'_> {
     /// parked call that has fallen due (which starts a turn). `false` for a stopped thread or
     /// an object without a thread.
     pub fn wants_step(&self, now: i64) -> Result<bool, ThreadError> {
+        Ok(self.step_wanted(now)?.is_some())
+    }
+
+    /// [`wants_step`](Self::wants_step), answered with the thread's summary when a step is
+    /// wanted (the driver needs it for the step, and reads the thread row once).
+    pub fn step_wanted(&self, now: i64) -> Result<Option<ThreadSummary>, ThreadError> {
         let Some(summary) = self.store().thread()? else {
-            return Ok(false);
+            return Ok(None);
         };
-        Ok(match summary.status {
+        let wanted = match summary.status {
             ThreadStatus::Running => true,
             ThreadStatus::Idle => self.store().next_tool_call(now)?.is_some(),
             ThreadStatus::Stopped => false,
-        })
+        };
+        Ok(wanted.then_some(summary))
     }
 
     /// The agent's configuration could not be loaded (`why` says what failed): the turn
