@@ -7,7 +7,6 @@
 use std::rc::Rc;
 
 use futures_util::future::join_all;
-use serde_json::{Map, Value};
 
 use super::ThreadObject;
 use crate::clock::now;
@@ -88,14 +87,9 @@ impl ThreadObject {
         match callee(&host.registry, config, &call.call.name, call.origin) {
             Callee::Tool(tool) => {
                 // Fixed at the first start (see `run_tools`): every run sees the same context.
-                let stored = call
-                    .bindings
-                    .as_deref()
-                    .and_then(|b| serde_json::from_str::<Map<String, Value>>(b).ok())
-                    .unwrap_or_default();
                 let flow =
                     FlowState::top_level(host.clone(), summary, config.clone(), &call.call.id)
-                        .with_bindings(stored);
+                        .with_bindings(call.binding_map());
                 let state = flow.run_state().clone();
                 let attempt = tool.attempt(flow, &call.call.arguments);
                 with_timeout(run_until_suspended(attempt, &state), policy.timeout)

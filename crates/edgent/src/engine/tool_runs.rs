@@ -192,12 +192,6 @@ fn merged_bindings(call: &StoredToolCall, prompt: Option<&Value>) -> Map<String,
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    if let Some(Value::Object(own)) = call
-        .bindings
-        .as_deref()
-        .and_then(|b| serde_json::from_str(b).ok())
-    {
-        out.extend(own);
-    }
+    out.extend(call.binding_map());
     out
 }

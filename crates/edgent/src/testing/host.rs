@@ -233,12 +233,7 @@ impl TestHost {
                 call.call.name
             ))));
         };
-        let bindings: Map<String, Value> = call
-            .bindings
-            .as_deref()
-            .and_then(|b| serde_json::from_str(b).ok())
-            .unwrap_or_default();
-        let flow = self.flow(&call.call.id).with_bindings(bindings);
+        let flow = self.flow(&call.call.id).with_bindings(call.binding_map());
         let state = flow.run_state().clone();
         let attempt = tool.attempt(flow, &call.call.arguments);
         self.with_virtual_timeout(run_until_suspended(attempt, &state), run.policy.timeout)

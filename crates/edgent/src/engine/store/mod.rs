@@ -93,6 +93,17 @@ pub struct StoredToolCall {
     pub deadline_at: Option<i64>,
 }
 
+impl StoredToolCall {
+    /// The call's runtime bindings as a map (empty when it has none, or when the stored text
+    /// is not a JSON object).
+    pub fn binding_map(&self) -> Map<String, Value> {
+        self.bindings
+            .as_deref()
+            .and_then(|b| serde_json::from_str(b).ok())
+            .unwrap_or_default()
+    }
+}
+
 /// Who asked for a tool call. The model may only call its agent's tools; the application may
 /// queue any registered tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
