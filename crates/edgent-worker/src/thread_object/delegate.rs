@@ -150,7 +150,7 @@ impl ThreadObject {
                                 let mut flow = FlowState::top_level(
                                     host.clone(),
                                     summary,
-                                    config.clone(),
+                                    &config,
                                     &c.call.id,
                                 );
                                 flow.depth = 1;

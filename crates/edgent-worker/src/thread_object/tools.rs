@@ -88,7 +88,7 @@ impl ThreadObject {
             Callee::Tool(tool) => {
                 // Fixed at the first start (see `run_tools`): every run sees the same context.
                 let flow =
-                    FlowState::top_level(host.clone(), summary, config.clone(), &call.call.id)
+                    FlowState::top_level(host.clone(), summary, config, &call.call.id)
                         .with_bindings(call.binding_map());
                 let state = flow.run_state().clone();
                 let attempt = tool.attempt(flow, &call.call.arguments);

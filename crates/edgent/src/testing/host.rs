@@ -157,12 +157,7 @@ impl TestHost {
     #[allow(clippy::expect_used)] // a test harness: no thread is a failed test
     pub fn flow(self: &Rc<Self>, tool_call_id: &str) -> FlowState {
         let summary = self.thread().summary().expect("the test thread");
-        FlowState::top_level(
-            self.clone(),
-            &summary,
-            Rc::new(self.agent.clone()),
-            tool_call_id,
-        )
+        FlowState::top_level(self.clone(), &summary, &self.agent, tool_call_id)
     }
 
     /// Drives the thread as the Worker's driver does until it needs the model

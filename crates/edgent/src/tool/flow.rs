@@ -44,6 +44,32 @@ pub trait FlowHost {
     }
 }
 
+/// What a tool sees of the agent that called it: a view, not the stored configuration (which
+/// holds model settings a tool has no business reading).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AgentView {
+    /// The agent id.
+    pub id: String,
+    /// The side that is acting.
+    pub side: Side,
+    /// The name of that side's prompt (for a sub-prompt: the sub-prompt's).
+    pub prompt: String,
+    /// The tool names the prompt offers the model.
+    pub tools: Vec<String>,
+}
+
+impl AgentView {
+    pub(crate) fn of(config: &AgentConfig) -> Self {
+        AgentView {
+            id: config.agent.id.clone(),
+            side: config.side,
+            prompt: config.prompt.name.clone(),
+            tools: config.prompt.tools.clone(),
+        }
+    }
+}
+
 /// The execution context of a tool call: who is calling, the thread's state and handles to
 /// its storage, queue and event stream.
 ///
@@ -55,8 +81,8 @@ pub struct FlowState {
     pub thread_id: String,
     /// This flow's id: the thread id for the top-level flow.
     pub flow_id: String,
-    /// The agent configuration from D1 for the side that is acting.
-    pub agent: Rc<AgentConfig>,
+    /// The agent and side that is acting: its id, prompt and offered tools.
+    pub agent: AgentView,
     /// The side whose turn it is.
     pub current_side: Side,
     /// Completed turns.
@@ -97,7 +123,7 @@ impl std::fmt::Debug for FlowState {
         f.debug_struct("FlowState")
             .field("thread_id", &self.thread_id)
             .field("flow_id", &self.flow_id)
-            .field("agent", &self.agent.agent_id())
+            .field("agent", &self.agent.id)
             .field("current_side", &self.current_side)
             .field("turn_count", &self.turn_count)
             .field("depth", &self.depth)
@@ -111,13 +137,13 @@ impl FlowState {
     pub fn top_level(
         host: Rc<dyn FlowHost>,
         thread: &ThreadSummary,
-        agent: Rc<AgentConfig>,
+        agent: &AgentConfig,
         tool_call_id: &str,
     ) -> Self {
         FlowState {
             thread_id: thread.thread_id.clone(),
             flow_id: thread.thread_id.clone(),
-            agent,
+            agent: AgentView::of(agent),
             current_side: thread.current_side,
             turn_count: thread.turn_count,
             stopped: thread.stopped_by.is_some(),

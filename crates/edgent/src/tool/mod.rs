@@ -57,7 +57,9 @@ pub use crate::values::policy::{
 pub use crate::values::tool_error::{Retry, ToolError};
 pub use crate::values::tool_result::{CallToolResult, Content, Source, SourceKind, ToolStatus};
 pub use durable::{run_until_suspended, RunState, WebhookEvent};
-pub use flow::{Context, EventStream, FlowHost, FlowState, MessageHistory, Storage, ToolQueue};
+pub use flow::{
+    AgentView, Context, EventStream, FlowHost, FlowState, MessageHistory, Storage, ToolQueue,
+};
 pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
 pub use http::{HostError, HttpRequest, HttpResponse};
 pub use registry::{Registry, RegistryError};
