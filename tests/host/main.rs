@@ -13,6 +13,7 @@ mod anthropic_stream;
 mod config_resolve;
 mod conversation;
 mod discovery;
+mod docs_examples;
 mod durable;
 mod engine;
 mod flow_host;

@@ -292,12 +292,7 @@ impl ThreadObject {
             .and_then(Result::ok);
         let summary = self.with_opened(true, |t| {
             let summary = t.create(now(), &thread_id, &create.agent_id, &create.tags)?;
-            if let Some(parent) = &parent {
-                t.store().set_parent(parent)?;
-            }
-            if let Some(origin) = &origin {
-                t.store().set_public_url(origin)?;
-            }
+            t.link(parent.as_deref(), origin.as_deref())?;
             if let Some(c) = &config {
                 t.set_hook_config(&c.prompt.name, c.hooks())?;
             }
@@ -365,16 +360,11 @@ impl ThreadObject {
             ThreadOp::GetMessages(q) => json!(self.with_thread(|t| t.messages_query(&q))?),
             ThreadOp::GetToolCalls(q) => json!(self.with_thread(|t| {
                 t.summary()?;
-                Ok(t.store().tool_call_page(q.limit, q.offset, q.order)?)
+                t.tool_call_page(q.limit, q.offset, q.order)
             })?),
             ThreadOp::GetLogs(q) => json!(self.with_thread(|t| {
                 t.summary()?;
-                Ok(edgent::engine::request_log::page(
-                    t.store().sql(),
-                    q.limit,
-                    q.offset,
-                    q.order,
-                )?)
+                t.request_log_page(q.limit, q.offset, q.order)
             })?),
             ThreadOp::ToolStatuses => self.tool_statuses()?,
             ThreadOp::DecideApproval(p) => {
@@ -424,7 +414,7 @@ impl ThreadObject {
             let mut out = Vec::new();
             for name in host.registry.names() {
                 let policy = super::policy::policy_for(&host.env, &host.registry, name);
-                let status = edgent::engine::durable::tool_status(t.store(), name, &policy, now())?;
+                let status = t.tool_status(name, &policy, now())?;
                 out.push(json!({ "name": name, "status": status }));
             }
             Ok(out)
@@ -435,7 +425,7 @@ impl ThreadObject {
     /// A POST to a webhook URL: wrong tokens get 404, a second delivery or a finished wait
     /// 409, a body that is not JSON 400 (after the token check); nothing changes on refusal.
     async fn webhook(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
-        use edgent::engine::durable::{deliver_webhook, WebhookRefusal};
+        use edgent::engine::durable::WebhookRefusal;
         let token = req
             .headers()
             .get("x-edgent-webhook-token")
@@ -447,7 +437,8 @@ impl ThreadObject {
         let thread = self.open(&sql, false).map_err(|_| not_found())?;
         // The router has already bounded the body; `deliver_webhook` checks the token first.
         let body = read_body(req).await?;
-        let outcome = deliver_webhook(thread.store(), &token, &body, now())
+        let outcome = thread
+            .deliver_webhook(&token, &body, now())
             .map_err(|e| logged("webhook storage error", e))?;
         match outcome {
             Ok(call_id) => {

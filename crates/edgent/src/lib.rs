@@ -4,21 +4,34 @@
 //! SQLite-backed Durable Object; tools are Rust files in `agents/tools/`; agent configuration
 //! lives in D1.
 //!
-//! The crate is split the way the architecture is:
-//! - [`core`]: the thread state machine, storage, wire formats and API contracts, with no I/O
-//!   (tested on the host against real SQLite);
-//! - [`tool`]: the tool authoring API and the registry built from an app's [`Catalog`];
+//! # What an app uses
+//! - [`prelude`]: everything a tool or hook file needs (`use edgent::prelude::*;`);
+//! - [`tool`]: the tool authoring API (handlers, policies, [`tool::FlowState`], durable steps);
 //! - [`hook`]: synchronous hooks over messages and tool results;
-//! - [`catalog`]: the tools, workflows and hooks an app contributes (found by `edgent-build`).
+//! - [`values`]: the plain values the rest is made of (messages, tool results, statuses, ids);
+//! - [`catalog`]: the tools, workflows and hooks an app contributes (written by `edgent-build`);
+//! - `testing` (feature `testing`): a host harness for an app's own tool tests.
 //!
 //! The Worker driver (router, `DurableThread`, bindings) is the `edgent-worker` crate; this
 //! crate has no `worker` dependency and runs on the host.
+//!
+//! # What the driver uses
+//! The layers under the engine (`llm` wire formats, `config`, `engine`, `api` contracts) are
+//! public only so that `edgent-worker` can drive them and edgent's own host tests can reach
+//! them. They are hidden from these docs and are not covered by semver: an app that names
+//! them may break on any release. (See docs/decisions/2026-11-23-framework-crates-and-engine.md
+//! for why this is `#[doc(hidden)]` rather than crate-private.) Inside them, the store is
+//! crate-private: the driver changes a thread only through the engine's `Thread`.
 
+#[doc(hidden)]
 pub mod api;
 pub mod catalog;
+#[doc(hidden)]
 pub mod config;
+#[doc(hidden)]
 pub mod engine;
 pub mod hook;
+#[doc(hidden)]
 pub mod llm;
 pub mod tool;
 pub mod values;

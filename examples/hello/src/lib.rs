@@ -5,3 +5,9 @@ include!(concat!(env!("OUT_DIR"), "/agents.rs"));
 
 #[cfg(target_arch = "wasm32")]
 edgent_worker::serve!(CATALOG);
+
+/// docs/getting-started.md starts from this app: its Rust examples compile as this crate's
+/// doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/getting-started.md")]
+struct GettingStarted;

@@ -114,8 +114,7 @@ impl ThreadObject {
             Ok(s) => s,
             Err(e) => return storage(e),
         };
-        let context = thread.store().context_all().unwrap_or_default();
-        let system = prompt.render_system(&context);
+        let system = thread.system_text(prompt);
         let tools = offered(&host.registry, &config);
         loop {
             let next = match step {
@@ -191,7 +190,7 @@ impl ThreadObject {
             AgentKind::AiHuman => {
                 let sql = self.sql();
                 let thread = Thread::open_migrated(&sql);
-                match thread.store().set_agent(now(), &agent.id) {
+                match thread.hand_over(now(), &agent.id) {
                     Ok(()) => CallToolResult::text(format!(
                         "Handed over to agent {:?}, which answers from now on. Handover note: {input}",
                         agent.id
@@ -216,7 +215,6 @@ impl ThreadObject {
         let sql = self.sql();
         let thread = Thread::open_migrated(&sql);
         let child = thread
-            .store()
             .child_thread(now(), &call.call.id, &new_id())
             .map_err(|e| e.to_string())?;
         let ask = |method: Method, op: &str, body: Option<serde_json::Value>| {

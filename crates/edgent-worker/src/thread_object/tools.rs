@@ -87,9 +87,8 @@ impl ThreadObject {
         match callee(&host.registry, config, &call.call.name, call.origin) {
             Callee::Tool(tool) => {
                 // Fixed at the first start (see `run_tools`): every run sees the same context.
-                let flow =
-                    FlowState::top_level(host.clone(), summary, config, &call.call.id)
-                        .with_bindings(call.binding_map());
+                let flow = FlowState::top_level(host.clone(), summary, config, &call.call.id)
+                    .with_bindings(call.binding_map());
                 let state = flow.run_state().clone();
                 let attempt = tool.attempt(flow, &call.call.arguments);
                 with_timeout(run_until_suspended(attempt, &state), policy.timeout)

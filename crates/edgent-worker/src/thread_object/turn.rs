@@ -10,7 +10,7 @@ use crate::config::load_agent;
 use crate::host::ShellHost;
 use crate::model::{run_chain, ChainSink};
 use edgent::config::{AgentConfig, ModelConfig, ToolSpec};
-use edgent::engine::request_log::{self, ModelRequestLog};
+use edgent::engine::request_log::ModelRequestLog;
 use edgent::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use edgent::engine::wake::WATCHDOG_MS;
 use edgent::llm::stream::{ProviderError, StreamEvent};
@@ -85,7 +85,7 @@ impl ChainSink for MainSink<'_, '_> {
 
 /// Appends to the request log; a failure to log never fails the turn.
 pub(super) fn record(thread: &Thread<'_>, log: &ModelRequestLog) {
-    if let Err(e) = request_log::record(thread.store().sql(), log) {
+    if let Err(e) = thread.record_model_request(log) {
         worker::console_error!("could not log a model request: {e}");
     }
 }
@@ -197,8 +197,7 @@ impl ThreadObject {
         mut call: ModelCall,
     ) {
         let tools = offered(&host.registry, config);
-        let context = thread.store().context_all().unwrap_or_default();
-        let system = config.prompt.render_system(&context);
+        let system = thread.system_text(&config.prompt);
         let history = std::mem::take(&mut call.history);
         let parts = RequestParts {
             system: &system,

@@ -35,5 +35,6 @@
 mod host;
 mod sqlite;
 
+pub use crate::engine::thread::{Action, ModelCall};
 pub use host::{agent, block_on, reply_events, Meanwhile, TestHost};
 pub use sqlite::Sqlite;

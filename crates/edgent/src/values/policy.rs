@@ -1,5 +1,5 @@
 //! How the thread runs a tool: retries, timeout, approval, rate limit, whole-run deadline and
-//! result caching. Set on the [`super::Tool`] builder; the defaults suit a step tool doing I/O.
+//! result caching. Set on the `Tool` builder; the defaults suit a step tool doing I/O.
 
 use std::time::Duration;
 

@@ -75,7 +75,7 @@ pub struct StoredToolCall {
     /// The assistant message that asked for it.
     pub message_id: String,
     /// `queued`, `running`, `retrying`, `sleeping`, `waiting`, `rate_limited`, `success` or
-    /// `error` (see [`super::tool_calls::CallStatus`]).
+    /// `error` (see [`CallStatus`]).
     pub status: CallStatus,
     /// Who asked for it: the model, or the application (`queue_tool` from a tool or client).
     pub origin: CallOrigin,

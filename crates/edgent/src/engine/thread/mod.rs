@@ -1,5 +1,5 @@
-//! The thread state machine, split by topic: client operations ([`client`]), the turn
-//! ([`turn`]), tool calls ([`tools`]) and history shaping ([`history`]); this module holds
+//! The thread state machine, split by topic: client operations (`client`), the turn
+//! (`turn`), tool calls (`tools`) and history shaping (`history`); this module holds
 //! the [`Thread`] view itself, its frames and its hooks.
 //!
 //! All durable state lives in the thread's SQLite; a [`Thread`] is a short-lived view over it,
@@ -18,6 +18,7 @@
 
 mod client;
 mod history;
+mod records;
 mod sub_prompt;
 mod tools;
 mod turn;
@@ -226,8 +227,8 @@ impl<'a> Thread<'a> {
         &self.rules
     }
 
-    /// The storage, for the driver's own records (request log, sub-prompt messages).
-    pub fn store(&self) -> &Store<'a> {
+    /// The storage, for the engine's own modules and the test harness.
+    pub(crate) fn store(&self) -> &Store<'a> {
         &self.store
     }
 

@@ -1,0 +1,99 @@
+//! What the driver reads and writes besides the turn: the thread's links, its records for
+//! clients (tool calls, the model request log, tool statuses), webhook deliveries and the
+//! AI-human handover. Every one goes through the [`Thread`], so the store stays the engine's.
+
+use serde_json::{Map, Value};
+
+use super::{Thread, ThreadError};
+use crate::config::PromptConfig;
+use crate::engine::durable::{self, WebhookRefusal};
+use crate::engine::request_log::{self, LogPage, ModelRequestLog};
+use crate::engine::tool_records::ToolCallPage;
+use crate::values::status::Order;
+use crate::values::ToolPolicy;
+
+impl Thread<'_> {
+    /// Records where a new thread came from: the parent thread that runs it as an agent
+    /// tool, and the origin clients reach it at (for webhook URLs).
+    pub fn link(&self, parent: Option<&str>, public_url: Option<&str>) -> Result<(), ThreadError> {
+        if let Some(parent) = parent {
+            self.store.set_parent(parent)?;
+        }
+        if let Some(url) = public_url {
+            self.store.set_public_url(url)?;
+        }
+        Ok(())
+    }
+
+    /// A page of the thread's tool calls with their attempts and steps.
+    pub fn tool_call_page(
+        &self,
+        limit: u32,
+        offset: u32,
+        order: Order,
+    ) -> Result<ToolCallPage, ThreadError> {
+        Ok(self.store.tool_call_page(limit, offset, order)?)
+    }
+
+    /// A page of the model request log.
+    pub fn request_log_page(
+        &self,
+        limit: u32,
+        offset: u32,
+        order: Order,
+    ) -> Result<LogPage, ThreadError> {
+        Ok(request_log::page(self.store.sql(), limit, offset, order)?)
+    }
+
+    /// Stores one model attempt's log row (already redacted by the model chain).
+    pub fn record_model_request(&self, row: &ModelRequestLog) -> Result<(), ThreadError> {
+        Ok(request_log::record(self.store.sql(), row)?)
+    }
+
+    /// Whether `tool` can run now under `policy`: `available`, `busy`, `rate_limited`, ….
+    pub fn tool_status(
+        &self,
+        tool: &str,
+        policy: &ToolPolicy,
+        now: i64,
+    ) -> Result<&'static str, ThreadError> {
+        Ok(durable::tool_status(&self.store, tool, policy, now)?)
+    }
+
+    /// Delivers a webhook body to the call waiting on `token` (the call id on success).
+    pub fn deliver_webhook(
+        &self,
+        token: &str,
+        body: &[u8],
+        now: i64,
+    ) -> Result<Result<String, WebhookRefusal>, ThreadError> {
+        Ok(durable::deliver_webhook(&self.store, token, body, now)?)
+    }
+
+    /// `prompt`'s system text rendered with the thread's context (a context that cannot be
+    /// read renders as empty: the turn goes on without it).
+    pub fn system_text(&self, prompt: &PromptConfig) -> String {
+        prompt.render_system(&self.context())
+    }
+
+    /// The thread's key/value context.
+    pub fn context(&self) -> Map<String, Value> {
+        self.store.context_all().unwrap_or_default()
+    }
+
+    /// An AI-human agent takes the thread over: it answers from the next turn, side A.
+    pub fn hand_over(&self, now: i64, agent_id: &str) -> Result<(), ThreadError> {
+        Ok(self.store.set_agent(now, agent_id)?)
+    }
+
+    /// The child thread of an agent-tool call: the one recorded for `tool_call_id`, else
+    /// `fresh` (recorded now), so a retried call talks to the same child.
+    pub fn child_thread(
+        &self,
+        now: i64,
+        tool_call_id: &str,
+        fresh: &str,
+    ) -> Result<String, ThreadError> {
+        Ok(self.store.child_thread(now, tool_call_id, fresh)?)
+    }
+}
