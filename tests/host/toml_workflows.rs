@@ -65,13 +65,13 @@ fn a_whole_string_reference_and_interpolation_parse() {
 #[test]
 fn malformed_references_say_how_to_write_them() {
     crate::install_app();
-    let err = parse_text("hello $input.name").unwrap_err();
+    let err = parse_text("hello $input.name").unwrap_err().to_string();
     assert!(err.contains("write `${input.name}`"), "{err}");
-    let err = parse_text("a ${b.c").unwrap_err();
+    let err = parse_text("a ${b.c").unwrap_err().to_string();
     assert!(err.contains("no closing `}`"), "{err}");
-    let err = parse_text("$input..x").unwrap_err();
+    let err = parse_text("$input..x").unwrap_err().to_string();
     assert!(err.contains("path segment \"\""), "{err}");
-    let err = parse_text("${1abc}").unwrap_err();
+    let err = parse_text("${1abc}").unwrap_err().to_string();
     assert!(err.contains("must start with a name"), "{err}");
     assert!(parse_reference("a b").is_err());
     assert_eq!(reference("a", &["b", "0"]).to_string(), "$a.b.0");
@@ -135,7 +135,9 @@ fn unresolved_references_say_where_the_path_ends() {
         ("$nope", "there is no value named `nope`"),
     ];
     for (text, expected) in cases {
-        let err = resolve(&json!({ "x": [text] }), &scope()).unwrap_err();
+        let err = resolve(&json!({ "x": [text] }), &scope())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(expected), "{text}: {err}");
     }
 }
@@ -176,7 +178,9 @@ fn good() -> Value {
 }
 
 fn check_err(value: Value) -> String {
-    edgent_build::check_workflow(&workflow(value), &known).unwrap_err()
+    edgent_build::check_workflow(&workflow(value), &known)
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
@@ -624,7 +628,8 @@ fn arguments_are_checked_against_the_input_schema() {
     let brief = brief.get("weather_brief").unwrap();
     let err = brief
         .validate(json!({ "first": "a", "second": "b", "to": "c", "channel": "fax" }))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         err,
         "at `channel`: unknown variant `fax`, expected one of `email`, `sms`, `push`"
@@ -653,7 +658,7 @@ fn arguments_are_checked_against_the_input_schema() {
         ),
         (json!({ "l": {} }), "invalid type: map, expected an array"),
     ] {
-        let err = typed.validate(args.clone()).unwrap_err();
+        let err = typed.validate(args.clone()).unwrap_err().to_string();
         assert!(err.contains(expected), "{args}: {err}");
     }
 }
@@ -687,5 +692,6 @@ fn the_example_is_registered_with_its_schema_and_policy() {
     assert!(brief.check().is_ok());
     assert!(Tool::from_workflow_json("{\"steps\": 1}")
         .unwrap_err()
+        .message()
         .contains("does not parse"));
 }

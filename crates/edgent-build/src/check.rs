@@ -7,10 +7,11 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::definition::{parse_text, Part, Reference, Text, Workflow, BINDINGS, INPUT};
+use crate::Invalid;
 
 /// Checks `workflow`. `is_tool` says whether a name is a tool in `agents/tools/` or a Rust
 /// workflow. The error says what is wrong and how to fix it.
-pub fn check(workflow: &Workflow, is_tool: &dyn Fn(&str) -> bool) -> Result<(), String> {
+pub fn check(workflow: &Workflow, is_tool: &dyn Fn(&str) -> bool) -> Result<(), Invalid> {
     if workflow.description.trim().is_empty() {
         return Err(
             "missing `description`: add `description = \"...\"` saying what the workflow does (the model reads it)"
@@ -24,7 +25,7 @@ pub fn check(workflow: &Workflow, is_tool: &dyn Fn(&str) -> bool) -> Result<(), 
         ("max_attempts", workflow.max_attempts.map(u64::from)),
     ] {
         if value == Some(0) {
-            return Err(format!("`{key}` is 0; it must be at least 1 (or left out)"));
+            return Err(format!("`{key}` is 0; it must be at least 1 (or left out)").into());
         }
     }
     let properties = check_input(workflow.input.as_ref())?;
@@ -49,12 +50,13 @@ pub fn check(workflow: &Workflow, is_tool: &dyn Fn(&str) -> bool) -> Result<(), 
                 if step.args.is_some() {
                     return Err(format!(
                         "{at}: `args` belongs on each member of `parallel`, not on the group"
-                    ));
+                    )
+                    .into());
                 }
                 if group.is_empty() {
                     return Err(format!(
                         "{at}: `parallel` is empty; list at least one `{{ name = \"...\", tool = \"...\", args = {{ ... }} }}` member"
-                    ));
+                    ).into());
                 }
                 for member in group {
                     check_name(&member.name, &mut used)?;
@@ -74,12 +76,14 @@ pub fn check(workflow: &Workflow, is_tool: &dyn Fn(&str) -> bool) -> Result<(), 
             (Some(_), Some(_)) => {
                 return Err(format!(
                 "{at} has both `tool` and `parallel`; a step either calls one tool or runs a group"
-            ))
+            )
+                .into())
             }
             (None, None) => {
                 return Err(format!(
                 "{at} needs `tool = \"...\"` (one call) or `parallel = [...]` (a group of calls)"
-            ))
+            )
+                .into())
             }
         }
         known.insert(step.name.as_str());
@@ -91,7 +95,7 @@ pub fn check(workflow: &Workflow, is_tool: &dyn Fn(&str) -> bool) -> Result<(), 
 }
 
 /// The declared input properties, after checking the schema describes an object.
-fn check_input(input: Option<&Value>) -> Result<HashSet<String>, String> {
+fn check_input(input: Option<&Value>) -> Result<HashSet<String>, Invalid> {
     let Some(input) = input else {
         return Ok(HashSet::new());
     };
@@ -111,13 +115,13 @@ fn check_input(input: Option<&Value>) -> Result<HashSet<String>, String> {
 }
 
 /// A step or member name: a reference root, unique, and not `input` or `bindings`.
-fn check_name<'a>(name: &'a str, used: &mut HashSet<&'a str>) -> Result<(), String> {
+fn check_name<'a>(name: &'a str, used: &mut HashSet<&'a str>) -> Result<(), Invalid> {
     let valid = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid {
         return Err(format!(
             "step name {name:?} is not valid: use letters, digits and `_`, starting with a letter (later steps refer to it as `${name}`)"
-        ));
+        ).into());
     }
     if name == INPUT || name == BINDINGS {
         return Err(format!(
@@ -127,12 +131,14 @@ fn check_name<'a>(name: &'a str, used: &mut HashSet<&'a str>) -> Result<(), Stri
             } else {
                 "runtime bindings"
             }
-        ));
+        )
+        .into());
     }
     if !used.insert(name) {
         return Err(format!(
             "two steps are named `{name}`; step names (parallel members included) must be unique"
-        ));
+        )
+        .into());
     }
     Ok(())
 }
@@ -144,18 +150,18 @@ fn check_call(
     known: &HashSet<&str>,
     properties: &HashSet<String>,
     is_tool: &dyn Fn(&str) -> bool,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     if !is_tool(tool) {
         return Err(format!(
             "{at} calls `{tool}`, which is neither a tool in agents/tools/ nor a Rust workflow in agents/workflows/; check the name"
-        ));
+        ).into());
     }
     match args {
         None => Ok(()),
         Some(args @ Value::Object(_)) => check_references(at, args, known, properties),
         Some(_) => Err(format!(
             "{at}: `args` must be a table of the tool's arguments, e.g. `args = {{ city = \"$input.city\" }}`"
-        )),
+        ).into()),
     }
 }
 
@@ -165,8 +171,8 @@ fn check_references(
     value: &Value,
     known: &HashSet<&str>,
     properties: &HashSet<String>,
-) -> Result<(), String> {
-    for reference in references(value).map_err(|why| format!("{at}: {why}"))? {
+) -> Result<(), Invalid> {
+    for reference in references(value).map_err(|why| Invalid::new(format!("{at}: {why}")))? {
         check_reference(at, &reference, known, properties)?;
     }
     Ok(())
@@ -177,20 +183,20 @@ fn check_reference(
     reference: &Reference,
     known: &HashSet<&str>,
     properties: &HashSet<String>,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     if !known.contains(reference.root.as_str()) {
         return Err(format!(
             "{at}: `{reference}` refers to `{}`, which is not `input`, `bindings` or an earlier step; \
              a step can use only the values of steps before it (not of members of its own parallel group)",
             reference.root
-        ));
+        ).into());
     }
     if reference.root == INPUT {
         if let Some(first) = reference.path.first() {
             if !properties.contains(first) {
                 return Err(format!(
                     "{at}: `{reference}`: the input has no property `{first}`; declare it under `[input.properties.{first}]`"
-                ));
+                ).into());
             }
         }
     }
@@ -199,13 +205,13 @@ fn check_reference(
 
 /// Every reference in the strings of `value` (object values and array items, recursively;
 /// keys are never references), or the first malformed string's problem.
-pub(crate) fn references(value: &Value) -> Result<Vec<Reference>, String> {
+pub(crate) fn references(value: &Value) -> Result<Vec<Reference>, Invalid> {
     let mut found = Vec::new();
     collect(value, &mut found)?;
     Ok(found)
 }
 
-fn collect(value: &Value, found: &mut Vec<Reference>) -> Result<(), String> {
+fn collect(value: &Value, found: &mut Vec<Reference>) -> Result<(), Invalid> {
     match value {
         Value::String(s) => match parse_text(s)? {
             Text::Whole(r) => found.push(r),

@@ -27,7 +27,7 @@ mod check;
 #[doc(hidden)]
 pub use check::check as check_workflow;
 
-use edgent::build_support::{definition, validate_hook_name, validate_tool_name};
+use edgent::build_support::{definition, validate_hook_name, validate_tool_name, Invalid};
 
 /// One kind of discovered file: where it lives and how its name is checked.
 struct Kind {
@@ -37,7 +37,7 @@ struct Kind {
     folder: &'static str,
     /// Whether the folder must exist (every Worker has tools; hooks are optional).
     required: bool,
-    validate: fn(&str) -> Result<(), String>,
+    validate: fn(&str) -> Result<(), Invalid>,
 }
 
 const TOOLS: Kind = Kind {
@@ -153,7 +153,7 @@ fn toml_workflows(root: &Path, tools: &[(String, PathBuf)]) -> Vec<(String, Stri
             ))
         });
         check::check(&workflow, &|tool| tools.iter().any(|(t, _)| t == tool))
-            .unwrap_or_else(|why| broken(&why));
+            .unwrap_or_else(|why| broken(why.message()));
         let json = serde_json::to_string(&workflow)
             .unwrap_or_else(|e| broken(&format!("cannot be written as JSON: {e}")));
         found.push((name, json));

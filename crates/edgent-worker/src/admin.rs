@@ -13,6 +13,7 @@ use super::http::{json, logged, read_body, registry_error};
 use edgent::api::ApiError;
 use edgent::config::admin::{in_use, plan, Change, ConfigSet, Definition, Kind, Plan, KINDS};
 use edgent::values::sql::SqlValue;
+use edgent::values::Invalid;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -25,7 +26,7 @@ fn d1_failed(e: worker::Error) -> ApiError {
     logged("agent configuration is unavailable", e)
 }
 
-fn bad_row(kind: Kind, why: String) -> ApiError {
+fn bad_row(kind: Kind, why: Invalid) -> ApiError {
     logged(
         "agent configuration is unavailable",
         format!("invalid {} row: {why}", kind.singular()),

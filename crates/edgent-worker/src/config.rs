@@ -7,6 +7,7 @@ use worker::{D1Database, Env};
 use edgent::config::resolve::{self, AgentRows, ConfigError};
 use edgent::config::{rows, AgentConfig, AgentDef};
 use edgent::engine::store::Side;
+use edgent::values::Invalid;
 
 fn db(env: &Env) -> worker::Result<D1Database> {
     env.d1("DB")
@@ -34,11 +35,12 @@ pub(crate) async fn agent_def(env: &Env, agent_id: &str) -> worker::Result<Optio
     row.map(rows::agent).transpose().map_err(bad_row)
 }
 
-fn bad_row(why: String) -> worker::Error {
-    worker::Error::RustError(format!("invalid configuration row: {why}"))
+fn bad_row(why: Invalid) -> worker::Error {
+    worker::Error::RustError(ConfigError::BadRow(why).to_string())
 }
 
-/// Everything a turn needs for one side of `agent_id`; `Err` says what is missing.
+/// Everything a turn needs for one side of `agent_id`; the inner `Err` says what is missing
+/// (a row that does not read is the outer error: a storage fault).
 ///
 /// One D1 round trip: the batch of statements the configuration layer gives
 /// ([`resolve::statements`]), whose rows it then resolves ([`resolve::resolve`]).
@@ -46,7 +48,7 @@ pub(crate) async fn load_agent(
     env: &Env,
     agent_id: &str,
     side: Side,
-) -> worker::Result<Result<AgentConfig, String>> {
+) -> worker::Result<Result<AgentConfig, ConfigError>> {
     let db = db(env)?;
     let mut batch = Vec::with_capacity(4);
     for sql in resolve::statements(side) {
@@ -69,6 +71,6 @@ pub(crate) async fn load_agent(
         Ok(config) => Ok(Ok(config)),
         // A row that does not read is a storage fault, not a missing definition.
         Err(e @ ConfigError::BadRow(_)) => Err(worker::Error::RustError(e.to_string())),
-        Err(e) => Ok(Err(e.to_string())),
+        Err(e) => Ok(Err(e)),
     }
 }

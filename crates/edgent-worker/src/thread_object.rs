@@ -95,7 +95,7 @@ impl ThreadObject {
                 .run_to_end()
                 .await
                 .map(|s| (200, json!(s)))
-                .map_err(ApiError::internal),
+                .map_err(|e| ApiError::internal(e.to_string())),
             (worker::Method::Get, "/stream") => return self.accept_socket(),
             _ => self.http_op(&mut req, &path).await,
         };

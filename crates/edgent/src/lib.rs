@@ -66,4 +66,5 @@ pub mod prelude {
 pub mod build_support {
     pub use crate::tool::workflow_toml::definition;
     pub use crate::values::tool_name::{validate_hook_name, validate_tool_name};
+    pub use crate::values::Invalid;
 }

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use worker::{Delay, Method};
 
 use super::turn::{record, RequestParts};
@@ -15,6 +15,7 @@ use crate::clock::now;
 use crate::host::ShellHost;
 use crate::model::{run_chain, ChainSink};
 use crate::router::{internal_request, send_to};
+use edgent::api::ApiError;
 use edgent::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
 use edgent::engine::request_log::ModelRequestLog;
 use edgent::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
@@ -26,6 +27,55 @@ use edgent::values::ids::new_id;
 
 /// How long an agent tool waits for its child conversation.
 const CHILD_DEADLINE_MS: i64 = 10 * 60 * 1000;
+
+/// Why a child conversation gave no answer: the parent's side of the round trip
+/// (`run_child`) or the child's own run (`run_to_end`).
+#[derive(Debug)]
+pub(super) enum ChildError {
+    /// This thread's store failed (recording the child, reading the summary).
+    Thread(ThreadError),
+    /// A request to the child's object could not be built or sent.
+    Unreachable(ApiError),
+    /// The child's answer is not JSON.
+    Unreadable(worker::Error),
+    /// The child refused to be created (its answer).
+    NotCreated(Value),
+    /// The child refused the first message (its answer).
+    NotStarted(Value),
+    /// The child's run ended in an error (its answer).
+    NotFinished(Value),
+    /// The child thread stopped working, with its last error if it gave one.
+    Failed {
+        /// The child thread's id.
+        child: String,
+        /// Its `last_error`.
+        reason: Option<String>,
+    },
+    /// The conversation was still running at [`CHILD_DEADLINE_MS`].
+    TimedOut,
+}
+
+impl std::fmt::Display for ChildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChildError::Thread(e) => write!(f, "{e}"),
+            // The client-facing text only: the cause was logged where it happened.
+            ChildError::Unreachable(e) => f.write_str(&e.message),
+            ChildError::Unreadable(e) => write!(f, "{e}"),
+            ChildError::NotCreated(body) => write!(f, "could not create the child thread: {body}"),
+            ChildError::NotStarted(body) => write!(f, "could not start the child thread: {body}"),
+            ChildError::NotFinished(body) => write!(f, "the child thread did not finish: {body}"),
+            ChildError::Failed { child, reason } => write!(
+                f,
+                "the child thread {child} stopped working: {}",
+                reason.as_deref().unwrap_or("no reason given")
+            ),
+            ChildError::TimedOut => f.write_str("the conversation did not end in time"),
+        }
+    }
+}
+
+impl std::error::Error for ChildError {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -211,13 +261,13 @@ impl ThreadObject {
         call: &StoredToolCall,
         agent: &AgentDef,
         input: String,
-    ) -> Result<CallToolResult, String> {
+    ) -> Result<CallToolResult, ChildError> {
         let sql = self.sql();
         let thread = Thread::open_migrated(&sql);
         let child = thread
             .child_thread(now(), &call.call.id, &new_id())
-            .map_err(|e| e.to_string())?;
-        let ask = |method: Method, op: &str, body: Option<serde_json::Value>| {
+            .map_err(ChildError::Thread)?;
+        let ask = |method: Method, op: &str, body: Option<Value>| {
             let child = child.clone();
             let op = op.to_owned();
             async move {
@@ -227,13 +277,13 @@ impl ThreadObject {
                     &child,
                     body.map(|b| b.to_string().into_bytes()),
                 )
-                .map_err(|e| e.message)?;
+                .map_err(ChildError::Unreachable)?;
                 let mut resp = send_to(&self.env, &child, req)
                     .await
-                    .map_err(|e| e.message)?;
+                    .map_err(ChildError::Unreachable)?;
                 let status = resp.status_code();
-                let value: serde_json::Value = resp.json().await.map_err(|e| e.to_string())?;
-                Ok::<_, String>((status, value))
+                let value: Value = resp.json().await.map_err(ChildError::Unreadable)?;
+                Ok::<_, ChildError>((status, value))
             }
         };
         let (status, body) = ask(
@@ -243,25 +293,25 @@ impl ThreadObject {
         )
         .await?;
         if status != 201 && status != 409 {
-            return Err(format!("could not create the child thread: {body}"));
+            return Err(ChildError::NotCreated(body));
         }
         let (_, child_summary) = ask(Method::Get, "/summary", None).await?;
         if child_summary["message_count"].as_i64() == Some(0) {
             let (status, body) =
                 ask(Method::Post, "/messages", Some(json!({ "content": input }))).await?;
             if status != 202 {
-                return Err(format!("could not start the child thread: {body}"));
+                return Err(ChildError::NotStarted(body));
             }
         }
         let (status, done) = ask(Method::Post, "/run", None).await?;
         if status != 200 {
-            return Err(format!("the child thread did not finish: {done}"));
+            return Err(ChildError::NotFinished(done));
         }
         if done["status"] != "stopped" {
-            return Err(format!(
-                "the child thread {child} stopped working: {}",
-                done["last_error"].as_str().unwrap_or("no reason given")
-            ));
+            return Err(ChildError::Failed {
+                child,
+                reason: done["last_error"].as_str().map(str::to_owned),
+            });
         }
         let answer = done["result"].as_str().unwrap_or_default();
         Ok(CallToolResult::text(format!(
@@ -272,20 +322,20 @@ impl ThreadObject {
 
     /// Drives this thread until its conversation is no longer running (for a parent waiting
     /// on it), then returns its summary.
-    pub(super) async fn run_to_end(&self) -> Result<ThreadSummary, String> {
+    pub(super) async fn run_to_end(&self) -> Result<ThreadSummary, ChildError> {
         let deadline = now() + CHILD_DEADLINE_MS;
         loop {
             self.drive().await;
             let summary = {
                 let sql = self.sql();
                 let thread = Thread::open_migrated(&sql);
-                thread.summary().map_err(|e| e.to_string())?
+                thread.summary().map_err(ChildError::Thread)?
             };
             if summary.status != ThreadStatus::Running {
                 return Ok(summary);
             }
             if now() > deadline {
-                return Err("the conversation did not end in time".into());
+                return Err(ChildError::TimedOut);
             }
             // Another invocation (the alarm) is driving it: wait for it.
             Delay::from(Duration::from_millis(200)).await;

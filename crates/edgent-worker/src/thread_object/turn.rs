@@ -124,11 +124,12 @@ impl ThreadObject {
             if stale {
                 let loaded = match &host {
                     Err(e) => Err(e.message.clone()),
-                    Ok(_) => load_agent(&self.env, &summary.agent_id, summary.current_side)
-                        .await
-                        .unwrap_or_else(|e| {
-                            Err(format!("could not read agent configuration: {e}"))
-                        }),
+                    Ok(_) => {
+                        match load_agent(&self.env, &summary.agent_id, summary.current_side).await {
+                            Ok(loaded) => loaded.map_err(|e| e.to_string()),
+                            Err(e) => Err(format!("could not read agent configuration: {e}")),
+                        }
+                    }
                 };
                 match loaded {
                     Ok(a) => {

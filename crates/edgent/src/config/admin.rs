@@ -14,6 +14,7 @@ use super::codec::bad_json;
 pub use super::codec::{invalid, Definition, Kind, KINDS};
 use crate::config::{AgentDef, ModelConfig, PromptConfig};
 use crate::values::error::ApiError;
+use crate::values::Invalid;
 
 /// A set of definitions: everything D1 holds, or the body of `PUT /api/config`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -37,7 +38,7 @@ impl ConfigSet {
         if !value.is_object() {
             return Err(ApiError::new(400, "bad_json", "body must be a JSON object"));
         }
-        crate::values::validate::parse_args(value).map_err(invalid)
+        crate::values::validate::parse_args(value).map_err(|why| invalid(why.to_string()))
     }
 
     /// Every definition, in write order (models, prompts, agents).
@@ -239,7 +240,7 @@ pub fn plan(
         }
     }
     for (def, _) in &changes {
-        references(def, &merged, tools).map_err(invalid)?;
+        references(def, &merged, tools).map_err(|why| invalid(why.to_string()))?;
     }
     let replaced = |kind: Kind, name: &str| {
         changes
@@ -266,7 +267,7 @@ pub fn plan(
 }
 
 /// Whether every name in `hooks` is a hook file in `agents/hooks/`.
-fn known_hooks(label: &str, hooks: &[String]) -> Result<(), String> {
+fn known_hooks(label: &str, hooks: &[String]) -> Result<(), Invalid> {
     match hooks
         .iter()
         .find(|h| !crate::hook::names().any(|k| k == h.as_str()))
@@ -275,13 +276,14 @@ fn known_hooks(label: &str, hooks: &[String]) -> Result<(), String> {
         Some(h) => Err(format!(
             "{label}: \"hooks\" lists {h:?}, which is not a hook (known: {})",
             crate::hook::names().collect::<Vec<_>>().join(", ")
-        )),
+        )
+        .into()),
     }
 }
 
 /// Whether `def`'s references resolve in `set` (with `tools` registered); `Err` names the
 /// definition, the field and the value.
-fn references(def: &Definition, set: &ConfigSet, tools: &[&str]) -> Result<(), String> {
+fn references(def: &Definition, set: &ConfigSet, tools: &[&str]) -> Result<(), Invalid> {
     let label = def.label();
     match def {
         Definition::Prompt(p) => known_hooks(&label, &p.hooks)?,
@@ -294,16 +296,16 @@ fn references(def: &Definition, set: &ConfigSet, tools: &[&str]) -> Result<(), S
                 if set.model(f).is_none() {
                     return Err(format!(
                         "{label}: \"fallbacks\" lists {f:?}, which is not a model"
-                    ));
+                    )
+                    .into());
                 }
             }
         }
         Definition::Prompt(p) => {
             if set.model(&p.model).is_none() {
-                return Err(format!(
-                    "{label}: \"model\" is {:?}, which is not a model",
-                    p.model
-                ));
+                return Err(
+                    format!("{label}: \"model\" is {:?}, which is not a model", p.model).into(),
+                );
             }
             for t in &p.tools {
                 let exposed = set.agent(t).is_some_and(|a| a.expose_as_tool);
@@ -317,7 +319,8 @@ fn references(def: &Definition, set: &ConfigSet, tools: &[&str]) -> Result<(), S
                     None => format!(
                         "{label}: \"tools\" lists {t:?}, which is not a registered tool, a prompt or an agent"
                     ),
-                });
+                }
+                .into());
             }
         }
         Definition::Agent(a) => {
@@ -326,14 +329,16 @@ fn references(def: &Definition, set: &ConfigSet, tools: &[&str]) -> Result<(), S
                     return Err(format!(
                         "{label}: \"{side}.prompt\" is {:?}, which is not a prompt",
                         s.prompt
-                    ));
+                    )
+                    .into());
                 };
                 if let Some(stop) = &s.stop_tool {
                     if !prompt.tools.contains(stop) {
                         return Err(format!(
                             "{label}: \"{side}.stop_tool\" is {stop:?}, which is not in the \"tools\" of prompt {:?}",
                             prompt.name
-                        ));
+                        )
+                        .into());
                     }
                 }
             }

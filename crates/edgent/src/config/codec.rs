@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::config::{rows, AgentDef, ModelConfig, PromptConfig};
 use crate::values::error::ApiError;
 use crate::values::sql::SqlValue;
+use crate::values::Invalid;
 
 /// The three kinds of definition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,7 +194,7 @@ impl Definition {
     }
 
     /// The rules that need no other definition.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Invalid> {
         match self {
             Definition::Model(m) => m.check(),
             Definition::Prompt(p) => p.check(),
@@ -213,7 +214,7 @@ impl Definition {
     }
 
     /// Reads a D1 row of `kind` (with the engine's reader).
-    pub fn from_row(kind: Kind, row: Value) -> Result<Definition, String> {
+    pub fn from_row(kind: Kind, row: Value) -> Result<Definition, Invalid> {
         Ok(match kind {
             Kind::Model => Definition::Model(rows::model(row)?),
             Kind::Prompt => Definition::Prompt(rows::prompt(row)?),
@@ -222,7 +223,7 @@ impl Definition {
     }
 
     /// Parses a definition given as JSON (`serde`, unknown fields refused).
-    pub fn from_json(kind: Kind, value: Value) -> Result<Definition, String> {
+    pub fn from_json(kind: Kind, value: Value) -> Result<Definition, Invalid> {
         use crate::values::validate::parse_args;
         Ok(match kind {
             Kind::Model => Definition::Model(parse_args(value)?),
@@ -259,33 +260,85 @@ impl Definition {
 
     /// The values bound to [`Kind::upsert_sql`]: the columns of [`Kind::columns`] in order,
     /// then `updated_at`. Lists and side objects are JSON text, booleans 0/1, unset options NULL.
-    pub fn row(&self, updated_at: i64) -> Result<Vec<SqlValue>, String> {
+    pub fn row(&self, updated_at: i64) -> Result<Vec<SqlValue>, RowError> {
         let kind = self.kind();
         let Value::Object(fields) = self.to_json() else {
-            return Err(format!("{} did not serialise to an object", self.label()));
+            return Err(RowError::NotAnObject {
+                label: self.label(),
+            });
         };
         // A field the table has no column for would be silently dropped; refuse instead.
         if let Some(extra) = fields
             .keys()
             .find(|k| !kind.columns().contains(&k.as_str()))
         {
-            return Err(format!(
-                "{} has field {extra:?}, which has no column in {}",
-                self.label(),
-                kind.table()
-            ));
+            return Err(RowError::NoColumn {
+                label: self.label(),
+                field: extra.clone(),
+                table: kind.table(),
+            });
         }
         let mut out = Vec::with_capacity(kind.columns().len() + 1);
         for col in kind.columns() {
-            let value = fields
-                .get(*col)
-                .ok_or_else(|| format!("{} has no field for column {col:?}", self.label()))?;
+            let value = fields.get(*col).ok_or_else(|| RowError::NoField {
+                label: self.label(),
+                column: col,
+            })?;
             out.push(column_value(value));
         }
         out.push(SqlValue::Integer(updated_at));
         Ok(out)
     }
 }
+
+/// Why a definition cannot be written as a row: its fields and its table's columns disagree.
+/// A fault of this codec (a field added without its column), never of the definition's values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RowError {
+    /// The definition did not serialise to a JSON object.
+    NotAnObject {
+        /// The definition (`model "default"`).
+        label: String,
+    },
+    /// A field the table has no column for (it would be silently dropped).
+    NoColumn {
+        /// The definition.
+        label: String,
+        /// The field.
+        field: String,
+        /// The table.
+        table: &'static str,
+    },
+    /// A column the definition has no field for.
+    NoField {
+        /// The definition.
+        label: String,
+        /// The column.
+        column: &'static str,
+    },
+}
+
+impl std::fmt::Display for RowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RowError::NotAnObject { label } => write!(f, "{label} did not serialise to an object"),
+            RowError::NoColumn {
+                label,
+                field,
+                table,
+            } => write!(
+                f,
+                "{label} has field {field:?}, which has no column in {table}"
+            ),
+            RowError::NoField { label, column } => {
+                write!(f, "{label} has no field for column {column:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RowError {}
 
 /// One JSON field as a D1 column value.
 fn column_value(value: &Value) -> SqlValue {

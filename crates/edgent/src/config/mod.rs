@@ -14,6 +14,8 @@ pub use crate::llm::request::{Provider, ToolChoice, ToolSpec};
 
 use serde::{Deserialize, Serialize};
 
+use crate::values::Invalid;
+
 /// Default time allowed for a model's response headers and first stream chunk.
 pub const DEFAULT_FIRST_CHUNK_TIMEOUT_MS: u32 = 60_000;
 /// Default time allowed between two stream chunks before the stream counts as stalled.
@@ -80,7 +82,7 @@ impl ModelConfig {
     }
 
     /// Rules that need no other row.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Invalid> {
         check_name("model name", &self.name)?;
         if self.model.trim().is_empty() {
             return Err("\"model\" (the provider's model id) must not be empty".into());
@@ -91,7 +93,8 @@ impl ModelConfig {
             return Err(format!(
                 "\"base_url\" must be an http(s) URL for provider {:?}",
                 self.provider.as_str()
-            ));
+            )
+            .into());
         }
         if let Some(secret) = &self.api_key_secret {
             let ok = |c: char| c.is_ascii_alphanumeric() || c == '_';
@@ -157,16 +160,13 @@ pub struct PromptConfig {
 
 impl PromptConfig {
     /// Rules that need no other row.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Invalid> {
         check_name("prompt name", &self.name)?;
         check_name("model name", &self.model)?;
         for t in &self.tools {
             check_name("tool name", t)?;
             if t == &self.name {
-                return Err(format!(
-                    "prompt {:?} cannot list itself as a tool",
-                    self.name
-                ));
+                return Err(format!("prompt {:?} cannot list itself as a tool", self.name).into());
             }
         }
         for h in &self.hooks {
@@ -176,10 +176,11 @@ impl PromptConfig {
             if !self.tools.contains(tool) {
                 return Err(format!(
                     "tool_bindings names {tool:?}, which is not in this prompt's tools"
-                ));
+                )
+                .into());
             }
             if !b.is_object() {
-                return Err(format!("tool_bindings.{tool} must be an object"));
+                return Err(format!("tool_bindings.{tool} must be an object").into());
             }
         }
         Ok(())
@@ -309,7 +310,7 @@ pub struct AgentDef {
 
 impl AgentDef {
     /// Rules that need no other row.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Invalid> {
         check_name("agent id", &self.id)?;
         match (self.kind, &self.side_b) {
             (AgentKind::DualAi, None) => {
@@ -348,12 +349,10 @@ impl AgentDef {
 }
 
 /// Names are 1-64 characters of `a-z A-Z 0-9 _ - .` (they appear in URLs and tool lists).
-pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+pub fn check_name(what: &str, name: &str) -> Result<(), Invalid> {
     let ok = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
     if name.is_empty() || name.len() > 64 || !name.chars().all(ok) {
-        return Err(format!(
-            "{what} {name:?} must be 1-64 characters of a-z A-Z 0-9 _ - ."
-        ));
+        return Err(format!("{what} {name:?} must be 1-64 characters of a-z A-Z 0-9 _ - .").into());
     }
     Ok(())
 }
@@ -477,7 +476,7 @@ mod tests {
             tool_description: String::new(),
             hooks: vec![],
         };
-        assert!(a.check().unwrap_err().contains("side_b"));
+        assert!(a.check().unwrap_err().message().contains("side_b"));
         a.side_b = Some(side("q"));
         assert!(a.check().is_ok());
         a.max_turns = 0;
@@ -508,6 +507,7 @@ pub mod rows {
     use serde_json::{Map, Value};
 
     use super::{AgentDef, ModelConfig, PromptConfig};
+    use crate::values::Invalid;
 
     /// Columns holding JSON text.
     const JSON_COLUMNS: &[&str] = &[
@@ -521,7 +521,7 @@ pub mod rows {
     /// Columns holding 0/1.
     const BOOL_COLUMNS: &[&str] = &["parallel_tool_calls", "include_chat", "expose_as_tool"];
 
-    fn from_row<T: DeserializeOwned>(row: Value) -> Result<T, String> {
+    fn from_row<T: DeserializeOwned>(row: Value) -> Result<T, Invalid> {
         let Value::Object(cols) = row else {
             return Err("a D1 row is not an object".into());
         };
@@ -530,7 +530,7 @@ pub mod rows {
             let v = match (k.as_str(), v) {
                 ("updated_at", _) | (_, Value::Null) => continue,
                 (k, Value::String(s)) if JSON_COLUMNS.contains(&k) => serde_json::from_str(&s)
-                    .map_err(|e| format!("column {k} holds invalid JSON: {e}"))?,
+                    .map_err(|e| Invalid::new(format!("column {k} holds invalid JSON: {e}")))?,
                 (k, Value::Number(n)) if BOOL_COLUMNS.contains(&k) => {
                     Value::Bool(n.as_f64().is_some_and(|f| f != 0.0))
                 }
@@ -543,21 +543,21 @@ pub mod rows {
             };
             out.insert(k, v);
         }
-        serde_json::from_value(Value::Object(out)).map_err(|e| e.to_string())
+        serde_json::from_value(Value::Object(out)).map_err(|e| Invalid::new(e.to_string()))
     }
 
     /// A `models` row.
-    pub fn model(row: Value) -> Result<ModelConfig, String> {
+    pub fn model(row: Value) -> Result<ModelConfig, Invalid> {
         from_row(row)
     }
 
     /// A `prompts` row.
-    pub fn prompt(row: Value) -> Result<PromptConfig, String> {
+    pub fn prompt(row: Value) -> Result<PromptConfig, Invalid> {
         from_row(row)
     }
 
     /// An `agents` row.
-    pub fn agent(row: Value) -> Result<AgentDef, String> {
+    pub fn agent(row: Value) -> Result<AgentDef, Invalid> {
         from_row(row)
     }
 }

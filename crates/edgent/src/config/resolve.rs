@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::{rows, AgentConfig, Delegate, ModelConfig, PromptConfig};
-use crate::values::Side;
+use crate::values::{Invalid, Side};
 
 /// Why a side of an agent cannot run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub enum ConfigError {
         model: String,
     },
     /// A stored row does not read as a definition (the cause, from the row codec).
-    BadRow(String),
+    BadRow(Invalid),
 }
 
 impl std::fmt::Display for ConfigError {

@@ -65,7 +65,6 @@ pub fn new_call_id() -> String {
 /// Turns the binding's answer into the events of a whole reply, ending with
 /// [`StreamEvent::Done`].
 pub fn parse_response(v: &Value) -> Result<Vec<StreamEvent>, ProviderError> {
-    let malformed = |m: String| ProviderError::Malformed(format!("Workers AI: {m}"));
     if !v.is_object() {
         return Err(malformed(format!(
             "expected a JSON object, got {}",
@@ -80,13 +79,13 @@ pub fn parse_response(v: &Value) -> Result<Vec<StreamEvent>, ProviderError> {
         let message = &choice["message"];
         (
             text_of(&message["content"]),
-            tool_calls(message.get("tool_calls")).map_err(malformed)?,
+            tool_calls(message.get("tool_calls"))?,
             choice["finish_reason"].as_str(),
         )
     } else if v.get("response").is_some() || v.get("tool_calls").is_some() {
         (
             text_of(&v["response"]),
-            tool_calls(v.get("tool_calls")).map_err(malformed)?,
+            tool_calls(v.get("tool_calls"))?,
             None,
         )
     } else {
@@ -123,6 +122,11 @@ pub fn parse_response(v: &Value) -> Result<Vec<StreamEvent>, ProviderError> {
     Ok(out)
 }
 
+/// An answer the binding should not have given.
+fn malformed(m: String) -> ProviderError {
+    ProviderError::Malformed(format!("Workers AI: {m}"))
+}
+
 /// Reply text: a string as it is; JSON-mode models answer with an object, kept as its JSON
 /// text; null or missing is no text.
 fn text_of(v: &Value) -> String {
@@ -137,17 +141,25 @@ fn text_of(v: &Value) -> String {
 ///
 /// A call is `{name, arguments, id?}` or, from OpenAI-shaped models (which some return even
 /// inside the original shape), `{id?, type, function: {name, arguments}}`.
-fn tool_calls(v: Option<&Value>) -> Result<Vec<(String, String, String)>, String> {
+fn tool_calls(v: Option<&Value>) -> Result<Vec<(String, String, String)>, ProviderError> {
     let list = match v {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(list)) => list,
-        Some(other) => return Err(format!("\"tool_calls\" is {}, not a list", kind(other))),
+        Some(other) => {
+            return Err(malformed(format!(
+                "\"tool_calls\" is {}, not a list",
+                kind(other)
+            )))
+        }
     };
     list.iter()
         .enumerate()
         .map(|(i, call)| {
             if !call.is_object() {
-                return Err(format!("tool call {i} is {}, not an object", kind(call)));
+                return Err(malformed(format!(
+                    "tool call {i} is {}, not an object",
+                    kind(call)
+                )));
             }
             let f = call
                 .get("function")
@@ -156,7 +168,7 @@ fn tool_calls(v: Option<&Value>) -> Result<Vec<(String, String, String)>, String
             let name = f["name"]
                 .as_str()
                 .filter(|n| !n.is_empty())
-                .ok_or_else(|| format!("tool call {i} has no name"))?;
+                .ok_or_else(|| malformed(format!("tool call {i} has no name")))?;
             // Arguments are kept as JSON text, as a streaming model would have written them;
             // anything but an object is refused later by argument validation, with a reason
             // the model can act on, rather than failing the whole reply here.

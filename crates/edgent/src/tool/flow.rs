@@ -307,7 +307,7 @@ impl EventStream {
     /// Sends an `event` frame; same as [`super::emit_thread_event`].
     pub fn emit(&self, event: &str, data: &impl Serialize) -> Result<(), ToolError> {
         let frame = ServerFrame::event(event, serde_json::to_value(data)?, self.0.now_ms())
-            .map_err(ToolError::new)?;
+            .map_err(|why| ToolError::new(why.to_string()))?;
         self.0.broadcast(&frame);
         Ok(())
     }

@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 use super::schema::schema_for;
 use super::validate::parse_args;
 use super::{BoxFuture, CallToolResult, FlowState, ToolError};
+use crate::values::Invalid;
 
 /// What one attempt of a handler produced: a result (success or an error the tool chose to
 /// answer with), or a failure the thread may retry.
@@ -112,7 +113,7 @@ pub(crate) struct ArgsSpec {
     pub(crate) type_id: TypeId,
     pub(crate) type_name: &'static str,
     pub(crate) schema: Value,
-    pub(crate) parse: fn(Value) -> Result<Box<dyn Any>, String>,
+    pub(crate) parse: fn(Value) -> Result<Box<dyn Any>, Invalid>,
 }
 
 impl ArgsSpec {
@@ -149,7 +150,7 @@ impl ArgsSpec {
 /// `string`, `number`, `integer`, `boolean`, `array`, `object`, `null`) and `enum`. Nested
 /// values are not checked: the tools they are passed on to check their own arguments. The
 /// errors read like serde's, which typed tools report.
-pub(crate) fn check_schema(schema: &Value, args: &Map<String, Value>) -> Result<(), String> {
+pub(crate) fn check_schema(schema: &Value, args: &Map<String, Value>) -> Result<(), Invalid> {
     let empty = Map::new();
     let properties = schema
         .get("properties")
@@ -158,7 +159,7 @@ pub(crate) fn check_schema(schema: &Value, args: &Map<String, Value>) -> Result<
     let required = schema.get("required").and_then(Value::as_array);
     for key in required.into_iter().flatten().filter_map(Value::as_str) {
         if !args.contains_key(key) {
-            return Err(format!("missing field `{key}`"));
+            return Err(format!("missing field `{key}`").into());
         }
     }
     if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
@@ -171,7 +172,7 @@ pub(crate) fn check_schema(schema: &Value, args: &Map<String, Value>) -> Result<
                 keys if keys.is_empty() => "there are no fields".to_owned(),
                 keys => format!("expected one of {}", keys.join(", ")),
             };
-            return Err(format!("unknown field `{extra}`, {expected}"));
+            return Err(format!("unknown field `{extra}`, {expected}").into());
         }
     }
     for (key, value) in args {
@@ -189,7 +190,8 @@ pub(crate) fn check_schema(schema: &Value, args: &Map<String, Value>) -> Result<
                 "at `{key}`: invalid type: {}, expected {}",
                 describe(value),
                 expected.join(" or ")
-            ));
+            )
+            .into());
         }
         if let Some(allowed) = property.get("enum").and_then(Value::as_array) {
             if !allowed.contains(value) {
@@ -202,7 +204,8 @@ pub(crate) fn check_schema(schema: &Value, args: &Map<String, Value>) -> Result<
                     "at `{key}`: unknown variant {}, expected one of {}",
                     shown(value),
                     allowed.join(", ")
-                ));
+                )
+                .into());
             }
         }
     }
@@ -249,7 +252,7 @@ fn describe(value: &Value) -> String {
     }
 }
 
-fn parse_boxed<T: DeserializeOwned + 'static>(value: Value) -> Result<Box<dyn Any>, String> {
+fn parse_boxed<T: DeserializeOwned + 'static>(value: Value) -> Result<Box<dyn Any>, Invalid> {
     parse_args::<T>(value).map(|t| Box::new(t) as Box<dyn Any>)
 }
 

@@ -68,6 +68,7 @@ pub use utils::{
     queue_tool_with_bindings,
 };
 
+use crate::values::Invalid;
 use handler::{ArgsSpec, RunFn};
 
 /// A boxed, non-`Send` future (Workers are single-threaded).
@@ -130,7 +131,10 @@ impl Tool {
             run: Some(run),
             ..Tool::new(description)
         }
-        .refine(move |args: &serde_json::Map<String, Value>| handler::check_schema(&rules, args))
+        .refine(move |args: &serde_json::Map<String, Value>| {
+            // A refine rule answers with its message as text, like an author's rule.
+            handler::check_schema(&rules, args).map_err(|why| why.to_string())
+        })
     }
 
     /// Sets how failed attempts are retried (default: 3 attempts, 1 s then 2 s apart).
@@ -229,7 +233,7 @@ impl Tool {
 
     /// Checks the definition: a handler is set, refine rules match the argument type, and the
     /// argument schema is an object at most [`schema::MAX_DEPTH`] levels deep.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Invalid> {
         if self.run.is_none() {
             return Err("no handler: finish the definition with `.handler(your_fn)`".into());
         }
@@ -238,18 +242,19 @@ impl Tool {
                 return Err(format!(
                     "a refine rule takes `{}` but the handler's arguments are `{}`",
                     r.type_name, self.args.type_name
-                ));
+                )
+                .into());
             }
         }
-        schema::check_arguments(&self.args.schema).map_err(|p| p.to_string())
+        schema::check_arguments(&self.args.schema).map_err(|p| Invalid::new(p.to_string()))
     }
 
     /// Validates arguments without running anything (what `queue_tool` does at queue time).
-    pub fn validate(&self, arguments: Value) -> Result<(), String> {
+    pub fn validate(&self, arguments: Value) -> Result<(), Invalid> {
         self.parse(arguments).map(drop)
     }
 
-    fn parse(&self, arguments: Value) -> Result<Box<dyn Any>, String> {
+    fn parse(&self, arguments: Value) -> Result<Box<dyn Any>, Invalid> {
         let parsed = (self.args.parse)(arguments)?;
         for r in &self.refines {
             (r.check)(parsed.as_ref())?;

@@ -1,7 +1,7 @@
 //! The set of tools of this Worker, built and checked from the tables an app's build wrote
 //! (`agents/tools/`, `agents/workflows/`); [`crate::Catalog::registry`] builds it.
 
-use super::{Tool, ToolConstructor};
+use super::{Invalid, Tool, ToolConstructor};
 use crate::llm::ToolSpec;
 
 /// Every registered tool, by name.
@@ -14,7 +14,7 @@ pub struct Registry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryError {
     /// `(tool name, problem)` pairs.
-    pub problems: Vec<(String, String)>,
+    pub problems: Vec<(String, Invalid)>,
     /// The tools among them that are TOML workflows (for the file named in messages).
     toml: Vec<String>,
 }
@@ -71,7 +71,7 @@ impl Registry {
     /// A registry of the given tools, refusing any whose definition is broken (no handler,
     /// a refine rule over the wrong type, arguments that are not an object or nest too deep).
     pub fn build(tools: Vec<(&'static str, Tool)>) -> Result<Self, RegistryError> {
-        let problems: Vec<(String, String)> = tools
+        let problems: Vec<(String, Invalid)> = tools
             .iter()
             .filter_map(|(name, tool)| tool.check().err().map(|why| ((*name).to_owned(), why)))
             .collect();
@@ -128,7 +128,7 @@ impl crate::engine::thread::ToolIndex for Registry {
         &self,
         name: &str,
         arguments: serde_json::Value,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), Invalid>> {
         self.get(name).map(|tool| tool.validate(arguments))
     }
 

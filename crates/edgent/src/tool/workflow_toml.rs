@@ -15,16 +15,16 @@ use futures_util::future::join_all;
 use serde_json::{Map, Value};
 
 use self::definition::{resolve, Workflow, BINDINGS, INPUT};
-use super::{CallToolResult, FlowState, Outcome, RetryPolicy, Tool, ToolError};
+use super::{CallToolResult, FlowState, Invalid, Outcome, RetryPolicy, Tool, ToolError};
 
 impl Tool {
     /// A declarative workflow from its definition as JSON: the format of
     /// `docs/toml-workflows.md`, which `build.rs` embeds for every `agents/workflows/*.toml`
     /// (after checking tool names and reference order there; this does not repeat those
     /// checks, so a bad reference here fails its run instead).
-    pub fn from_workflow_json(json: &str) -> Result<Tool, String> {
+    pub fn from_workflow_json(json: &str) -> Result<Tool, Invalid> {
         let workflow: Workflow = serde_json::from_str(json)
-            .map_err(|e| format!("the workflow definition does not parse ({e})"))?;
+            .map_err(|e| Invalid::new(format!("the workflow definition does not parse ({e})")))?;
         let workflow = Rc::new(workflow);
         let runs = workflow.clone();
         let mut tool = Tool::from_schema(

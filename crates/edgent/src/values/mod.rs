@@ -1,9 +1,11 @@
 //! The bottom layer: plain values that every other layer speaks. Messages and their content,
-//! tool results and failures, tool policies, the thread's statuses, ids, time, limits, the
-//! storage seam ([`sql::Sql`]) and the frames a thread sends. It imports nothing of ours.
+//! tool results and failures, rule violations ([`Invalid`]), tool policies, the thread's
+//! statuses, ids, time, limits, the storage seam ([`sql::Sql`]) and the frames a thread sends.
+//! It imports nothing of ours.
 
 pub mod error;
 pub mod ids;
+pub mod invalid;
 pub mod limits;
 pub mod message;
 pub mod page;
@@ -18,6 +20,7 @@ pub mod tool_result;
 pub mod validate;
 
 pub use error::ApiError;
+pub use invalid::Invalid;
 pub use message::{Message, MessageStatus, Role, ToolCall};
 pub use policy::{LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT};
 pub use status::{

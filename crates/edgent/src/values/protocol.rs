@@ -3,6 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::values::invalid::Invalid;
 use crate::values::message::Message;
 use crate::values::status::CallStatus;
 
@@ -119,11 +120,12 @@ impl ServerFrame {
     }
 
     /// An `event` frame; the type must be 1-64 printable characters.
-    pub fn event(event: &str, data: Value, timestamp: i64) -> Result<Self, String> {
+    pub fn event(event: &str, data: Value, timestamp: i64) -> Result<Self, Invalid> {
         if event.is_empty() || event.chars().count() > 64 || event.chars().any(char::is_control) {
             return Err(format!(
                 "event type {event:?} must be 1 to 64 characters without control characters"
-            ));
+            )
+            .into());
         }
         Ok(ServerFrame::Event {
             event: event.to_owned(),

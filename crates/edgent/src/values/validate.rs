@@ -7,32 +7,34 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::values::invalid::Invalid;
+
 /// Parses the raw argument text the model sent. Empty text means `{}` (some models send
 /// nothing for a tool without parameters).
-pub fn parse_json(raw: &str) -> Result<Value, String> {
+pub fn parse_json(raw: &str) -> Result<Value, Invalid> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    serde_json::from_str(raw)
-        .map_err(|e| format!("the arguments are not valid JSON ({e}); send one JSON object"))
+    serde_json::from_str(raw).map_err(|e| {
+        Invalid::new(format!(
+            "the arguments are not valid JSON ({e}); send one JSON object"
+        ))
+    })
 }
 
 /// Deserialises `value` into `T`, naming the offending field on failure.
-pub fn parse_args<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+pub fn parse_args<T: DeserializeOwned>(value: Value) -> Result<T, Invalid> {
     if !value.is_object() {
-        return Err(format!(
-            "the arguments must be a JSON object, not {}",
-            kind(&value)
-        ));
+        return Err(format!("the arguments must be a JSON object, not {}", kind(&value)).into());
     }
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        if path == "." || path.is_empty() {
+        Invalid::new(if path == "." || path.is_empty() {
             inner
         } else {
             format!("at `{path}`: {inner}")
-        }
+        })
     })
 }
 

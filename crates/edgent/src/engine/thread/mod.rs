@@ -39,7 +39,7 @@ use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::values::message::{Message, MessageStatus, Role, ToolCall};
 use crate::values::protocol::ServerFrame;
 use crate::values::sql::{Sql, SqlError};
-use crate::values::{Approval, CallToolResult};
+use crate::values::{Approval, CallToolResult, Invalid};
 use std::rc::Rc;
 
 /// What the engine knows of the registered tools: which exist and whether arguments fit
@@ -49,7 +49,7 @@ pub trait ToolIndex {
     fn tool_names(&self) -> Vec<&str>;
     /// Checks `arguments` against the tool's schema and rules; `None` when no tool is named
     /// `name`.
-    fn check_arguments(&self, name: &str, arguments: Value) -> Option<Result<(), String>>;
+    fn check_arguments(&self, name: &str, arguments: Value) -> Option<Result<(), Invalid>>;
     /// The policy of the tool named `name` (`None` when there is none).
     fn tool_policy(&self, name: &str) -> Option<crate::values::ToolPolicy>;
 }

@@ -1,6 +1,7 @@
 //! The TOML workflow format (`agents/workflows/<name>.toml`) and its references, as plain
-//! data: no runtime, only serde and serde_json. `build.rs` includes this file by path to parse
-//! and check each workflow, then embeds it as JSON; the runtime reads that JSON back with the
+//! data: no runtime, only serde, serde_json and [`Invalid`] for what breaks the format.
+//! `edgent-build` reads it (through `build_support`) to parse and check each workflow, then
+//! embeds it as JSON; the runtime reads that JSON back with the
 //! same types, so the build checks exactly what runs. See `docs/toml-workflows.md`.
 //!
 //! A reference names a value by a root (`input`, `bindings`, or a step) and a path of object
@@ -8,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::values::Invalid;
 
 /// The root holding the workflow's arguments.
 pub const INPUT: &str = "input";
@@ -129,7 +132,7 @@ fn is_reference_char(c: char) -> bool {
 
 /// Parses `root.path.to.x` (without the `$`): an identifier root, then dot-separated
 /// segments of letters, digits, `_` and `-`.
-pub fn parse_reference(text: &str) -> Result<Reference, String> {
+pub fn parse_reference(text: &str) -> Result<Reference, Invalid> {
     let mut parts = text.split('.');
     let root = parts.next().unwrap_or_default();
     let ident = root.starts_with(is_ident_start)
@@ -137,7 +140,8 @@ pub fn parse_reference(text: &str) -> Result<Reference, String> {
     if !ident {
         return Err(format!(
             "`${text}` is not a reference: it must start with a name (letters, digits and `_`, not starting with a digit)"
-        ));
+        )
+        .into());
     }
     let path: Vec<String> = parts.map(str::to_owned).collect();
     let segment_ok = |s: &String| {
@@ -148,7 +152,8 @@ pub fn parse_reference(text: &str) -> Result<Reference, String> {
     if let Some(bad) = path.iter().find(|s| !segment_ok(s)) {
         return Err(format!(
             "`${text}`: path segment {bad:?} must be an object key or array index (letters, digits, `_` and `-`)"
-        ));
+        )
+        .into());
     }
     Ok(Reference {
         root: root.to_owned(),
@@ -159,7 +164,7 @@ pub fn parse_reference(text: &str) -> Result<Reference, String> {
 /// Reads a string: exactly `$root.path` is a whole reference; otherwise `${root.path}`
 /// interpolates, `$$` is a literal `$`, and a `$` not followed by a name is literal. A bare
 /// `$name` inside a longer string is refused: it is almost surely a forgotten `{}`.
-pub fn parse_text(text: &str) -> Result<Text, String> {
+pub fn parse_text(text: &str) -> Result<Text, Invalid> {
     if let Some(rest) = text.strip_prefix('$') {
         if rest.starts_with(is_ident_start) && rest.chars().all(is_reference_char) {
             return parse_reference(rest).map(Text::Whole);
@@ -178,7 +183,8 @@ pub fn parse_text(text: &str) -> Result<Text, String> {
             let Some(end) = inner.find('}') else {
                 return Err(format!(
                     "{text:?}: `${{` has no closing `}}`; write `${{root.path}}`, or `$$` for a literal `$`"
-                ));
+                )
+                .into());
             };
             if !literal.is_empty() {
                 parts.push(Part::Literal(std::mem::take(&mut literal)));
@@ -192,7 +198,8 @@ pub fn parse_text(text: &str) -> Result<Text, String> {
                 .collect();
             return Err(format!(
                 "{text:?}: `${name}` inside a longer string; write `${{{name}}}` to insert the value, or `$$` for a literal `$`"
-            ));
+            )
+            .into());
         } else {
             literal.push('$');
             rest = after;
@@ -209,23 +216,18 @@ pub fn parse_text(text: &str) -> Result<Text, String> {
 pub fn lookup<'a>(
     scope: &'a Map<String, Value>,
     reference: &Reference,
-) -> Result<&'a Value, String> {
+) -> Result<&'a Value, Invalid> {
     let mut value = scope
         .get(&reference.root)
-        .ok_or_else(|| format!("there is no value named `{}`", reference.root))?;
+        .ok_or_else(|| Invalid::new(format!("there is no value named `{}`", reference.root)))?;
     let mut at = reference.root.clone();
     for segment in &reference.path {
         let next = match value {
             Value::Object(map) => map.get(segment),
             Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
-            _ => {
-                return Err(format!(
-                    "`{at}` is {}, which has no `{segment}`",
-                    kind(value)
-                ))
-            }
+            _ => return Err(format!("`{at}` is {}, which has no `{segment}`", kind(value)).into()),
         };
-        value = next.ok_or_else(|| format!("`{at}` has no `{segment}`"))?;
+        value = next.ok_or_else(|| Invalid::new(format!("`{at}` has no `{segment}`")))?;
         at.push('.');
         at.push_str(segment);
     }
@@ -235,8 +237,9 @@ pub fn lookup<'a>(
 /// `value` with every reference replaced by what it names in `scope`. Whole references
 /// keep the value's JSON type; interpolated ones insert strings as they are and other values
 /// as JSON text.
-pub fn resolve(value: &Value, scope: &Map<String, Value>) -> Result<Value, String> {
-    let unresolved = |r: &Reference, why: String| format!("`{r}` does not resolve: {why}");
+pub fn resolve(value: &Value, scope: &Map<String, Value>) -> Result<Value, Invalid> {
+    let unresolved =
+        |r: &Reference, why: Invalid| Invalid::new(format!("`{r}` does not resolve: {why}"));
     Ok(match value {
         Value::String(s) => match parse_text(s)? {
             Text::Whole(r) => lookup(scope, &r)
@@ -267,7 +270,7 @@ pub fn resolve(value: &Value, scope: &Map<String, Value>) -> Result<Value, Strin
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| Ok((k.clone(), resolve(v, scope)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, Invalid>>()?,
         ),
         other => other.clone(),
     })
