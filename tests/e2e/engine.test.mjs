@@ -1586,19 +1586,30 @@ test('agent tool (ai_human): calling it hands the thread over; the next request 
 // 11-12. Configuration from D1
 // ---------------------------------------------------------------------------------------------
 
-test('a prompt changed in D1 between turns is used by the next turn', async (t) => {
+test('a prompt changed in D1 by hand reaches the thread within the cache bound (5 s); a change through the API at once', async (t) => {
   const d = await simpleAgent({ promptOpts: { system: 'Version one.' } });
   const sock = await thread(t, d.agent);
   model.push({ text: 'v1' });
   await turn(sock, 'one', 1);
+  // By hand (as `wrangler d1 execute` would): the cached configuration is still used...
   await define({ prompts: [promptRow(d.prompt, d.model, { system: 'Version two.', tools: ['get_current_time'] })] });
-  model.push({ text: 'v2' });
+  model.push({ text: 'v1 again' });
   await turn(sock, 'two', 2);
-  await noMoreRequests(2);
-  assert.equal(systemOf(model.requests[0]), 'Version one.');
-  assert.equal(model.requests[0].body.tools, undefined);
-  assert.equal(systemOf(model.requests[1]), 'Version two.');
-  assert.deepEqual(model.requests[1].body.tools.map((x) => x.function.name), ['get_current_time']);
+  // ...until the cache's 5 s are over and the version stamp says it moved.
+  await new Promise((r) => setTimeout(r, 5_100));
+  model.push({ text: 'v2' });
+  await turn(sock, 'three', 3);
+  // Through the API: this isolate forgets its cache, so the next turn sees it.
+  const put = await worker.client.request('PUT', `/api/prompts/${d.prompt}`, {
+    body: { model: d.model, system: 'Version three.' },
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  model.push({ text: 'v3' });
+  await turn(sock, 'four', 4);
+  await noMoreRequests(4);
+  assert.deepEqual(model.requests.map(systemOf), ['Version one.', 'Version one.', 'Version two.', 'Version three.']);
+  assert.equal(model.requests[1].body.tools, undefined);
+  assert.deepEqual(model.requests[2].body.tools.map((x) => x.function.name), ['get_current_time']);
 });
 
 test('a missing prompt fails the turn with model_config and the thread works once it is defined', async (t) => {

@@ -11,6 +11,7 @@
 mod admin;
 mod anthropic_stream;
 mod config_resolve;
+mod config_version;
 mod conversation;
 mod discovery;
 mod docs_examples;

@@ -134,6 +134,7 @@ async fn apply(db: &D1Database, incoming: Vec<Definition>) -> Result<Plan> {
         .collect::<Result<Vec<_>>>()?;
     if !statements.is_empty() {
         db.batch(statements).await.map_err(d1_failed)?;
+        crate::config::forget_cached();
     }
     Ok(plan)
 }
@@ -175,5 +176,6 @@ pub(crate) async fn delete(env: &Env, kind: Kind, name: &str) -> Result<Response
         .run()
         .await
         .map_err(d1_failed)?;
+    crate::config::forget_cached();
     respond(200, &json!({ "deleted": name }))
 }

@@ -1,8 +1,15 @@
-//! Agent configuration from D1 (`agents` → `prompts` → `models`), read when a turn starts so
-//! operators can change an agent without redeploying.
+//! Agent configuration from D1 (`agents` → `prompts` → `models`), resolved when a turn starts
+//! so operators can change an agent without redeploying, and kept in the isolate for a few
+//! seconds so a turn costs no D1 round trip (see `edgent::config::cache`).
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use serde_json::Value;
 use worker::{D1Database, Env};
+
+use crate::clock::now;
+use edgent::config::cache::{ConfigCache, Lookup, VERSION_SQL};
 
 use edgent::config::resolve::{self, AgentRows, ConfigError};
 use edgent::config::{rows, AgentConfig, AgentDef};
@@ -39,28 +46,57 @@ fn bad_row(why: Invalid) -> worker::Error {
     worker::Error::RustError(ConfigError::BadRow(why).to_string())
 }
 
+thread_local! {
+    /// This isolate's resolved configurations (see [`edgent::config::cache`]).
+    static CACHE: RefCell<ConfigCache> = RefCell::default();
+}
+
+/// Forgets every cached configuration: this isolate just changed the configuration, so its
+/// own threads see the change at once (others within `CONFIG_TTL_MS`).
+pub(crate) fn forget_cached() {
+    CACHE.with(|c| c.borrow_mut().clear());
+}
+
 /// Everything a turn needs for one side of `agent_id`; the inner `Err` says what is missing
 /// (a row that does not read is the outer error: a storage fault).
 ///
-/// One D1 round trip: the batch of statements the configuration layer gives
-/// ([`resolve::statements`]), whose rows it then resolves ([`resolve::resolve`]).
+/// From the isolate's cache while it is fresh; then one D1 query for the version stamp; a full
+/// load (one D1 round trip: the batch of statements the configuration layer gives,
+/// [`resolve::statements`], plus the version) only when it moved or nothing is cached.
 pub(crate) async fn load_agent(
     env: &Env,
     agent_id: &str,
     side: Side,
-) -> worker::Result<Result<AgentConfig, ConfigError>> {
+) -> worker::Result<Result<Rc<AgentConfig>, ConfigError>> {
     let db = db(env)?;
-    let mut batch = Vec::with_capacity(4);
+    match CACHE.with(|c| c.borrow().lookup(agent_id, side, now())) {
+        Lookup::Fresh(config) => return Ok(Ok(config)),
+        Lookup::CheckVersion => {
+            let version = version_of(db.prepare(VERSION_SQL).first::<Value>(None).await?)?;
+            let kept = CACHE.with(|c| {
+                c.borrow_mut()
+                    .handle_version(agent_id, side, version, now())
+            });
+            if let Some(config) = kept {
+                return Ok(Ok(config));
+            }
+        }
+        Lookup::Load => {}
+    }
+    let mut batch = Vec::with_capacity(5);
     for sql in resolve::statements(side) {
         batch.push(db.prepare(sql).bind(&[agent_id.into()])?);
     }
-    let mut sets = Vec::with_capacity(4);
+    batch.push(db.prepare(VERSION_SQL));
+    let mut sets = Vec::with_capacity(5);
     for r in db.batch(batch).await? {
         sets.push(r.results::<Value>()?);
     }
-    let [agents, prompts, sub_agents, models]: [Vec<Value>; 4] = sets.try_into().map_err(|_| {
-        worker::Error::RustError("D1 batch returned the wrong number of results".into())
-    })?;
+    let [agents, prompts, sub_agents, models, version]: [Vec<Value>; 5] =
+        sets.try_into().map_err(|_| {
+            worker::Error::RustError("D1 batch returned the wrong number of results".into())
+        })?;
+    let version = version_of(version.into_iter().next())?;
     let rows = AgentRows {
         agents,
         prompts,
@@ -68,9 +104,26 @@ pub(crate) async fn load_agent(
         models,
     };
     match resolve::resolve(agent_id, side, rows) {
-        Ok(config) => Ok(Ok(config)),
+        Ok(config) => {
+            Ok(Ok(CACHE.with(|c| {
+                c.borrow_mut().handle_loaded(config, version, now())
+            })))
+        }
         // A row that does not read is a storage fault, not a missing definition.
         Err(e @ ConfigError::BadRow(_)) => Err(worker::Error::RustError(e.to_string())),
         Err(e) => Ok(Err(e)),
     }
+}
+
+/// The stamp from `config_version`'s one row (missing: the D1 migrations were not applied).
+fn version_of(row: Option<Value>) -> worker::Result<i64> {
+    row.as_ref()
+        .and_then(|r| r.get("version"))
+        .and_then(Value::as_i64)
+        .ok_or_else(|| {
+            worker::Error::RustError(
+                "config_version has no row: apply the D1 migrations (wrangler d1 migrations apply DB)"
+                    .into(),
+            )
+        })
 }

@@ -90,14 +90,15 @@ macro_rules! serve {
                 $crate::fetch(req, env, ctx).await
             }
 
-            /// The Durable Object holding one conversation thread (bound as `THREADS`).
+            /// The Durable Object holding one conversation thread (bound as `THREADS`). Shared
+            /// (`Rc`) so a handler can keep driving the thread after it has answered.
             #[::worker::durable_object]
-            pub struct DurableThread($crate::ThreadObject);
+            pub struct DurableThread(::std::rc::Rc<$crate::ThreadObject>);
 
             impl ::worker::DurableObject for DurableThread {
                 fn new(state: ::worker::State, env: ::worker::Env) -> Self {
                     super::EDGENT_CATALOG.install();
-                    DurableThread($crate::ThreadObject::new(state, env))
+                    DurableThread(::std::rc::Rc::new($crate::ThreadObject::new(state, env)))
                 }
 
                 async fn fetch(

@@ -1,11 +1,12 @@
 //! `ThreadObject`: one conversation thread per Durable Object (the app's `DurableThread` class,
 //! defined by [`serve!`](crate::serve), wraps it).
 //!
-//! Requests come from the router (already authenticated and validated). Work is driven by the
-//! alarm: every change that needs work sets an alarm, and the alarm handler loops on
-//! [`Thread::next_action`] until the thread is idle. A watchdog alarm stays armed while a turn
-//! runs, so if the object is evicted or the process dies mid-turn, the alarm fires again and
-//! the loop resumes from what SQLite says.
+//! Requests come from the router (already authenticated and validated). Work starts in the
+//! invocation that stored it: the handler arms the watchdog alarm, answers, and drives the
+//! thread (loops on [`Thread::next_action`]) until it is idle, without waiting for an alarm to
+//! fire. The watchdog stays armed while a turn runs, so if the object is evicted or the process
+//! dies mid-turn, the alarm fires and the loop resumes from what SQLite says; the alarm also
+//! wakes parked calls when they are due.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -29,6 +30,7 @@ use edgent::api::ops::ThreadOp;
 use edgent::api::{ApiError, CreateThread};
 use edgent::engine::store::Side;
 use edgent::engine::thread::{Thread, ThreadError};
+use edgent::engine::wake::WATCHDOG_MS;
 use edgent::tool::{Registry, RegistryError};
 use edgent::values::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
@@ -86,7 +88,7 @@ impl ThreadObject {
     }
 
     /// A request from the router or a parent thread.
-    pub async fn fetch(&self, mut req: Request) -> Result<Response> {
+    pub async fn fetch(self: &Rc<Self>, mut req: Request) -> Result<Response> {
         let path = req.path();
         let result = match (req.method(), path.as_str()) {
             (worker::Method::Post, "/create") => self.create(&mut req).await,
@@ -113,7 +115,7 @@ impl ThreadObject {
 
     /// A frame from a client socket.
     pub async fn websocket_message(
-        &self,
+        self: &Rc<Self>,
         ws: WebSocket,
         message: WebSocketIncomingMessage,
     ) -> Result<()> {
@@ -306,7 +308,7 @@ impl ThreadObject {
 
     /// A client operation over HTTP: decoded into the same [`ThreadOp`] as an rpc.
     async fn http_op(
-        &self,
+        self: &Rc<Self>,
         req: &mut Request,
         path: &str,
     ) -> std::result::Result<(u16, Value), ApiError> {
@@ -329,7 +331,7 @@ impl ThreadObject {
 
     /// Applies one client operation, whichever transport it came by: the one place each
     /// operation is carried out, so HTTP and rpc answer alike.
-    async fn apply(&self, op: ThreadOp) -> std::result::Result<Value, ApiError> {
+    async fn apply(self: &Rc<Self>, op: ThreadOp) -> std::result::Result<Value, ApiError> {
         if let Some(side) = op.forced_side() {
             self.check_side(side).await?;
         }
@@ -385,7 +387,7 @@ impl ThreadObject {
             _ => return Err(ApiError::not_found("no such thread operation")),
         };
         if starts_work {
-            self.schedule().await;
+            self.start_work().await;
         }
         Ok(answer)
     }
@@ -424,7 +426,10 @@ impl ThreadObject {
 
     /// A POST to a webhook URL: wrong tokens get 404, a second delivery or a finished wait
     /// 409, a body that is not JSON 400 (after the token check); nothing changes on refusal.
-    async fn webhook(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
+    async fn webhook(
+        self: &Rc<Self>,
+        req: &mut Request,
+    ) -> std::result::Result<(u16, Value), ApiError> {
         use edgent::engine::durable::WebhookRefusal;
         let token = req
             .headers()
@@ -442,7 +447,7 @@ impl ThreadObject {
             .map_err(|e| logged("webhook storage error", e))?;
         match outcome {
             Ok(call_id) => {
-                self.schedule().await;
+                self.start_work().await;
                 Ok((202, json!({ "ok": true, "tool_call_id": call_id })))
             }
             Err(WebhookRefusal::Unknown) => Err(not_found()),
@@ -479,10 +484,19 @@ impl ThreadObject {
     }
 
     /// Asks for the turn loop to run (now). Idempotent and cheap.
-    async fn schedule(&self) {
-        if let Err(e) = self.state.storage().set_alarm(0).await {
-            worker::console_error!("could not schedule the turn: {e}");
+    /// Starts the work a handler just stored, in this invocation: arms the watchdog first (so
+    /// a crash from here on is resumed by the alarm), then drives the thread once the handler
+    /// has answered. A loop already running in this instance sees the work itself (it reads
+    /// storage before every step and again before it stops).
+    async fn start_work(self: &Rc<Self>) {
+        if let Err(e) = self.state.storage().set_alarm(WATCHDOG_MS).await {
+            worker::console_error!("could not arm the watchdog: {e}");
         }
+        if self.driving.get() {
+            return;
+        }
+        let this = Rc::clone(self);
+        worker::wasm_bindgen_futures::spawn_local(async move { this.drive().await });
     }
 }
 

@@ -91,7 +91,8 @@ pub(super) fn record(thread: &Thread<'_>, log: &ModelRequestLog) {
 }
 
 impl ThreadObject {
-    /// The turn loop: performs actions until the thread has nothing to do.
+    /// The turn loop: performs actions until the thread has nothing to do, then sets the
+    /// alarm where the engine says (the earliest parked call, or nowhere).
     pub(super) async fn drive(&self) {
         if self.driving.replace(true) {
             // The watchdog fired while a long step runs in this instance: keep one armed, or
@@ -101,20 +102,50 @@ impl ThreadObject {
         }
         self.stop_requested.set(false);
         let sql = self.sql();
+        loop {
+            self.drive_steps(&sql).await;
+            let wake = self
+                .open(&sql, false)
+                .and_then(|t| t.poll_timeout())
+                .ok()
+                .flatten();
+            let _ = match wake {
+                Some(at) => self.state.storage().set_alarm((at - now()).max(0)).await,
+                None => self.state.storage().delete_alarm().await,
+            };
+            // Work stored while the alarm was being changed is ours: `start_work` saw us
+            // driving and left it. Checked with no await before `driving` is cleared.
+            let runnable = self
+                .open(&sql, false)
+                .is_ok_and(|t| t.has_work(now()).unwrap_or(false));
+            if !runnable {
+                break;
+            }
+        }
+        self.driving.set(false);
+    }
+
+    /// Performs the engine's actions until it has no step to take now.
+    async fn drive_steps(&self, sql: &crate::do_sql::DoSql) {
         let host = self.host();
         let mut agent: Option<Rc<AgentConfig>> = None;
-        let mut thread = match self.open(&sql, false) {
-            Ok(t) => Some(t),
-            Err(ThreadError::NotFound) => None,
+        let mut thread = match self.open(sql, false) {
+            Ok(t) => t,
+            Err(ThreadError::NotFound) => return,
             Err(e) => {
                 worker::console_error!("cannot open thread: {e}");
-                None
+                return;
             }
         };
+        // The watchdog is re-armed once half of it has run out, not at every step: if we die,
+        // it resumes the turn within WATCHDOG_MS.
+        let mut armed_until = 0;
         // The order of calls is the engine's (see `edgent::engine::wake`).
-        while let Some(thread) = thread.as_mut() {
-            // Keep the watchdog ahead of us: if we die now, this alarm resumes the turn.
-            let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
+        loop {
+            if now() > armed_until - WATCHDOG_MS / 2 {
+                let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
+                armed_until = now() + WATCHDOG_MS;
+            }
             let Ok(Some(summary)) = thread.step_wanted(now()) else {
                 break;
             };
@@ -124,25 +155,23 @@ impl ThreadObject {
             if stale {
                 let loaded = match &host {
                     Err(e) => Err(e.message.clone()),
-                    Ok(_) => {
-                        match load_agent(&self.env, &summary.agent_id, summary.current_side).await {
-                            Ok(loaded) => loaded.map_err(|e| e.to_string()),
-                            Err(e) => Err(format!("could not read agent configuration: {e}")),
-                        }
-                    }
+                    Ok(_) => load_agent(&self.env, &summary.agent_id, summary.current_side)
+                        .await
+                        .map_err(|e| format!("could not read agent configuration: {e}"))
+                        .and_then(|r| r.map_err(|e| e.to_string())),
                 };
                 match loaded {
                     Ok(a) => {
                         if let Err(e) = thread.set_hook_config(&a.prompt.name, a.hooks()) {
                             worker::console_error!("could not record the hook config: {e}");
                         }
-                        agent = Some(Rc::new(a));
+                        agent = Some(a);
                     }
                     Err(why) => {
                         if let Err(e) = thread.handle_config_failure(now(), why) {
                             worker::console_error!("could not record a configuration failure: {e}");
                         }
-                        self.flush(thread);
+                        self.flush(&mut thread);
                         break;
                     }
                 }
@@ -152,7 +181,7 @@ impl ThreadObject {
             };
             thread.set_rules(TurnRules::from_config(&config));
             let action = thread.next_action(now(), config.max_steps());
-            self.flush(thread);
+            self.flush(&mut thread);
             match action {
                 Ok(Action::Idle | Action::Wait) => break,
                 Ok(Action::Continue) => {}
@@ -160,33 +189,18 @@ impl ThreadObject {
                     worker::console_error!("turn loop error: {e}");
                     break;
                 }
-                Ok(Action::CallModel(call)) => self.call_model(thread, host, &config, call).await,
+                Ok(Action::CallModel(call)) => {
+                    self.call_model(&mut thread, host, &config, call).await
+                }
                 Ok(Action::RunTool(call)) => {
-                    self.run_tools(thread, host, &config, &summary, vec![call])
+                    self.run_tools(&mut thread, host, &config, &summary, vec![call])
                         .await;
                 }
                 Ok(Action::RunTools(calls)) => {
-                    self.run_tools(thread, host, &config, &summary, calls).await;
+                    self.run_tools(&mut thread, host, &config, &summary, calls)
+                        .await;
                 }
             }
-        }
-        self.driving.set(false);
-        // The alarm goes where the engine says: the earliest parked call, or nowhere.
-        let wake = self
-            .open(&sql, false)
-            .and_then(|t| t.poll_timeout())
-            .ok()
-            .flatten();
-        let _ = match wake {
-            Some(at) => self.state.storage().set_alarm((at - now()).max(0)).await,
-            None => self.state.storage().delete_alarm().await,
-        };
-        // A message may have arrived while the alarm was being changed: never strand it.
-        let runnable = self
-            .open(&sql, false)
-            .is_ok_and(|t| t.has_work(now()).unwrap_or(false));
-        if runnable {
-            self.schedule().await;
         }
     }
 

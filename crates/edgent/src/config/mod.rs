@@ -7,6 +7,7 @@
 //! whoever can look them up.
 
 pub mod admin;
+pub mod cache;
 pub mod codec;
 pub mod resolve;
 

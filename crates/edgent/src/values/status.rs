@@ -35,7 +35,7 @@ impl ThreadStatus {
 
 /// One of the two sides of a thread: `a` is the agent; `b` is the human (or a second agent
 /// in a dual-AI thread).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
     /// The agent's side.

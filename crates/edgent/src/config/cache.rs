@@ -1,0 +1,179 @@
+//! How long a resolved agent configuration may be reused without asking D1.
+//!
+//! Reading an agent's configuration is a D1 round trip (a network hop in production), so the
+//! driver keeps what it resolved, per agent and side, in the isolate. An entry is used as is
+//! for [`CONFIG_TTL_MS`]; after that the driver asks D1 only for the configuration's version
+//! stamp (`config_version`, bumped by a trigger on every change to models, prompts or agents)
+//! and reloads when it moved. So a change reaches every thread within `CONFIG_TTL_MS` (plus one
+//! round trip), and at once in the isolate that made it through the API ([`ConfigCache::clear`]).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::AgentConfig;
+use crate::values::status::Side;
+
+/// How long a cached configuration is used without checking its version stamp.
+pub const CONFIG_TTL_MS: i64 = 5_000;
+
+/// At most this many (agent, side) entries; a full cache starts over (agents are few).
+const MAX_ENTRIES: usize = 256;
+
+/// What the driver must do to have an agent's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// Use this one.
+    Fresh(Rc<AgentConfig>),
+    /// Ask D1 for the version stamp and give it to [`ConfigCache::handle_version`].
+    CheckVersion,
+    /// Load and resolve it, then [`ConfigCache::handle_loaded`].
+    Load,
+}
+
+#[derive(Debug)]
+struct Entry {
+    config: Rc<AgentConfig>,
+    version: i64,
+    checked_at: i64,
+}
+
+/// Resolved configurations by agent and side, with when their version was last confirmed.
+#[derive(Debug, Default)]
+pub struct ConfigCache {
+    entries: HashMap<(String, Side), Entry>,
+}
+
+impl ConfigCache {
+    /// What to do for `agent_id`'s `side` at `now`.
+    pub fn lookup(&self, agent_id: &str, side: Side, now: i64) -> Lookup {
+        match self.entries.get(&(agent_id.to_owned(), side)) {
+            None => Lookup::Load,
+            Some(e) if now - e.checked_at < CONFIG_TTL_MS => Lookup::Fresh(e.config.clone()),
+            Some(_) => Lookup::CheckVersion,
+        }
+    }
+
+    /// D1's version stamp after [`Lookup::CheckVersion`]: the cached configuration when it is
+    /// unchanged (good for another `CONFIG_TTL_MS`), `None` when it must be reloaded.
+    pub fn handle_version(
+        &mut self,
+        agent_id: &str,
+        side: Side,
+        version: i64,
+        now: i64,
+    ) -> Option<Rc<AgentConfig>> {
+        let key = (agent_id.to_owned(), side);
+        match self.entries.get_mut(&key) {
+            Some(e) if e.version == version => {
+                e.checked_at = now;
+                Some(e.config.clone())
+            }
+            _ => {
+                self.entries.remove(&key);
+                None
+            }
+        }
+    }
+
+    /// A configuration resolved from D1 at `version`.
+    pub fn handle_loaded(
+        &mut self,
+        config: AgentConfig,
+        version: i64,
+        now: i64,
+    ) -> Rc<AgentConfig> {
+        if self.entries.len() >= MAX_ENTRIES {
+            self.entries.clear();
+        }
+        let config = Rc::new(config);
+        let key = (config.agent.id.clone(), config.side);
+        let entry = Entry {
+            config: config.clone(),
+            version,
+            checked_at: now,
+        };
+        self.entries.insert(key, entry);
+        config
+    }
+
+    /// Forgets everything: this isolate just changed the configuration.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+/// The version stamp query (one row, maintained by triggers: migrations/0005_config_version.sql).
+pub const VERSION_SQL: &str = "SELECT version FROM config_version WHERE id = 1";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config(agent: &str, side: Side, system: &str) -> AgentConfig {
+        AgentConfig {
+            agent: serde_json::from_value(json!({ "id": agent, "side_a": { "prompt": "p" } }))
+                .unwrap(),
+            side,
+            prompt: serde_json::from_value(json!({ "name": "p", "model": "m", "system": system }))
+                .unwrap(),
+            models: Vec::new(),
+            delegates: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_configuration_is_reused_then_checked_then_reloaded_when_its_version_moved() {
+        let mut cache = ConfigCache::default();
+        assert_eq!(cache.lookup("support", Side::A, 0), Lookup::Load);
+        let loaded = cache.handle_loaded(config("support", Side::A, "v1"), 7, 1_000);
+        assert_eq!(
+            cache.lookup("support", Side::A, 1_000 + CONFIG_TTL_MS - 1),
+            Lookup::Fresh(loaded.clone())
+        );
+        // Per agent and side.
+        assert_eq!(cache.lookup("support", Side::B, 1_001), Lookup::Load);
+        assert_eq!(cache.lookup("review", Side::A, 1_001), Lookup::Load);
+
+        let later = 1_000 + CONFIG_TTL_MS;
+        assert_eq!(
+            cache.lookup("support", Side::A, later),
+            Lookup::CheckVersion
+        );
+        // Unchanged: good for another TTL from the check.
+        assert_eq!(
+            cache.handle_version("support", Side::A, 7, later),
+            Some(loaded.clone())
+        );
+        assert_eq!(
+            cache.lookup("support", Side::A, later + CONFIG_TTL_MS - 1),
+            Lookup::Fresh(loaded)
+        );
+        // Moved: forgotten, so the driver reloads.
+        let much_later = later + CONFIG_TTL_MS;
+        assert_eq!(
+            cache.handle_version("support", Side::A, 8, much_later),
+            None
+        );
+        assert_eq!(cache.lookup("support", Side::A, much_later), Lookup::Load);
+    }
+
+    #[test]
+    fn a_change_made_in_this_isolate_is_seen_at_once() {
+        let mut cache = ConfigCache::default();
+        cache.handle_loaded(config("support", Side::A, "v1"), 1, 0);
+        cache.clear();
+        assert_eq!(cache.lookup("support", Side::A, 1), Lookup::Load);
+    }
+
+    #[test]
+    fn the_cache_stays_bounded() {
+        let mut cache = ConfigCache::default();
+        for i in 0..=MAX_ENTRIES {
+            cache.handle_loaded(config(&format!("agent-{i}"), Side::A, ""), 1, 0);
+        }
+        assert!(cache.entries.len() <= MAX_ENTRIES);
+        let last = format!("agent-{MAX_ENTRIES}");
+        assert!(matches!(cache.lookup(&last, Side::A, 1), Lookup::Fresh(_)));
+    }
+}
