@@ -6,7 +6,7 @@ use crate::sqlite::Sqlite;
 use edgent::engine::store::{Order, ThreadStatus};
 use edgent::engine::thread::{Action, ModelCall, Thread};
 use edgent::llm::openai::OpenAiStream;
-use edgent::llm::stream::ProviderError;
+use edgent::llm::stream::{ProviderError, StreamEvent};
 use edgent::values::message::{MessageStatus, Role};
 use edgent::values::protocol::ServerFrame;
 
@@ -96,7 +96,14 @@ fn a_text_turn_streams_chunks_and_stores_the_reply() {
         })
         .collect();
     assert_eq!(chunks, "Hi there, human.");
-    assert!(f.len() > 3, "text arrives in several chunks");
+    let chunk_frames = f
+        .iter()
+        .filter(|fr| matches!(fr, ServerFrame::MessageChunk { .. }))
+        .count();
+    assert_eq!(
+        chunk_frames, 1,
+        "text of one read goes out in one frame: {f:?}"
+    );
     assert!(
         matches!(f.last(), Some(ServerFrame::Message { message }) if message.status == MessageStatus::Completed && message.content == "Hi there, human.")
     );
@@ -426,4 +433,29 @@ fn a_stop_mid_stream_keeps_what_was_said_and_runs_nothing() {
         t.next_action(T0 + 3, MAX_STEPS).unwrap(),
         Action::Idle
     ));
+}
+
+#[test]
+fn text_from_separate_reads_goes_out_in_separate_chunks() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let mut t = new_thread(&db);
+    t.post_user_message(T0 + 1, "Hello?").unwrap();
+    let mut call = expect_model(&mut t, T0 + 2);
+    frames(&mut t);
+    let mut sent = Vec::new();
+    for read in ["Hi", " there,", " human."] {
+        t.on_model_event(&mut call, StreamEvent::TextDelta(read.into()))
+            .unwrap();
+        // The driver drains the frames after each network read.
+        sent.extend(frames(&mut t));
+    }
+    let deltas: Vec<String> = sent
+        .into_iter()
+        .filter_map(|fr| match fr {
+            ServerFrame::MessageChunk { delta, .. } => Some(delta),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, ["Hi", " there,", " human."]);
 }

@@ -24,6 +24,7 @@ mod model_chain;
 mod offer;
 mod openai_stream;
 mod sqlite;
+mod statements;
 mod store;
 mod sub_prompt;
 mod toml_workflows;

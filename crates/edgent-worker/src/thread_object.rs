@@ -65,6 +65,9 @@ pub struct ThreadObject {
     env: Env,
     /// True while this instance runs the turn loop (a second alarm must not start another).
     driving: Cell<bool>,
+    /// Until when the watchdog alarm is known to be armed (0: not known), so the loop does not
+    /// set it again right after the handler did.
+    armed_until: Cell<i64>,
     /// Set by `stop` so a streaming model call is cut short.
     stop_requested: Cell<bool>,
     /// The schema was checked (and migrated) by this instance: later views skip the check.
@@ -81,6 +84,7 @@ impl ThreadObject {
             state,
             env,
             driving: Cell::new(false),
+            armed_until: Cell::new(0),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),
             registry: RefCell::new(None),
@@ -109,6 +113,8 @@ impl ThreadObject {
 
     /// The alarm: drives the thread until it is idle or waiting.
     pub async fn alarm(&self) -> Result<Response> {
+        // A fired alarm is gone: the loop must arm the watchdog again.
+        self.armed_until.set(0);
         self.drive().await;
         Response::ok("")
     }
@@ -489,8 +495,9 @@ impl ThreadObject {
     /// has answered. A loop already running in this instance sees the work itself (it reads
     /// storage before every step and again before it stops).
     async fn start_work(self: &Rc<Self>) {
-        if let Err(e) = self.state.storage().set_alarm(WATCHDOG_MS).await {
-            worker::console_error!("could not arm the watchdog: {e}");
+        match self.state.storage().set_alarm(WATCHDOG_MS).await {
+            Ok(()) => self.armed_until.set(now() + WATCHDOG_MS),
+            Err(e) => worker::console_error!("could not arm the watchdog: {e}"),
         }
         if self.driving.get() {
             return;

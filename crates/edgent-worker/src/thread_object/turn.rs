@@ -97,7 +97,9 @@ impl ThreadObject {
         if self.driving.replace(true) {
             // The watchdog fired while a long step runs in this instance: keep one armed, or
             // a crash after this point would leave nothing to resume the turn.
-            let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
+            if self.state.storage().set_alarm(WATCHDOG_MS).await.is_ok() {
+                self.armed_until.set(now() + WATCHDOG_MS);
+            }
             return;
         }
         self.stop_requested.set(false);
@@ -113,6 +115,9 @@ impl ThreadObject {
                 Some(at) => self.state.storage().set_alarm((at - now()).max(0)).await,
                 None => self.state.storage().delete_alarm().await,
             };
+            // After the change has landed (storage operations complete in order): a watchdog
+            // that `start_work` armed meanwhile keeps its `armed_until`, one we replaced not.
+            self.armed_until.set(0);
             // Work stored while the alarm was being changed is ours: `start_work` saw us
             // driving and left it. Checked with no await before `driving` is cleared.
             let runnable = self
@@ -137,14 +142,13 @@ impl ThreadObject {
                 return;
             }
         };
-        // The watchdog is re-armed once half of it has run out, not at every step: if we die,
-        // it resumes the turn within WATCHDOG_MS.
-        let mut armed_until = 0;
         // The order of calls is the engine's (see `edgent::engine::wake`).
         loop {
-            if now() > armed_until - WATCHDOG_MS / 2 {
+            // The watchdog is re-armed once half of it has run out, not at every step (and not
+            // right after `start_work` armed it): if we die, it resumes the turn in time.
+            if now() > self.armed_until.get() - WATCHDOG_MS / 2 {
                 let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
-                armed_until = now() + WATCHDOG_MS;
+                self.armed_until.set(now() + WATCHDOG_MS);
             }
             let Ok(Some(summary)) = thread.step_wanted(now()) else {
                 break;

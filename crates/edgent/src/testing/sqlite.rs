@@ -1,22 +1,42 @@
 //! The host side of the SQL seam: rusqlite running the exact statements the Durable Object runs.
 
+use std::cell::RefCell;
+
 use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 use rusqlite::types::{Value as RValue, ValueRef};
 
 /// An in-memory (or file) SQLite database behind [`Sql`]: the Durable Object's statements on
-/// rusqlite.
-pub struct Sqlite(pub rusqlite::Connection);
+/// rusqlite. It can record the statements it runs, to count what a step costs.
+pub struct Sqlite(pub rusqlite::Connection, RefCell<Option<Vec<String>>>);
 
 impl Sqlite {
     /// A fresh in-memory database. Panics if SQLite cannot open one.
     #[allow(clippy::expect_used)] // a test harness: no database is a failed test
     pub fn memory() -> Self {
-        Sqlite(rusqlite::Connection::open_in_memory().expect("open sqlite"))
+        Self::over(rusqlite::Connection::open_in_memory().expect("open sqlite"))
+    }
+
+    /// `conn` behind [`Sql`].
+    pub fn over(conn: rusqlite::Connection) -> Self {
+        Sqlite(conn, RefCell::new(None))
+    }
+
+    /// Starts recording every statement run from now on (dropping what was recorded).
+    pub fn record(&self) {
+        *self.1.borrow_mut() = Some(Vec::new());
+    }
+
+    /// The statements run since [`Sqlite::record`], and stops recording.
+    pub fn recorded(&self) -> Vec<String> {
+        self.1.borrow_mut().take().unwrap_or_default()
     }
 }
 
 impl Sql for Sqlite {
     fn exec(&self, statement: &str, params: &[SqlValue]) -> Result<Vec<Row>, SqlError> {
+        if let Some(log) = self.1.borrow_mut().as_mut() {
+            log.push(statement.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
         let mut stmt = self
             .0
             .prepare(statement)

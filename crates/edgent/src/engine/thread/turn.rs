@@ -286,7 +286,9 @@ impl<'a> Thread<'a> {
         self.push_status()
     }
 
-    /// Feeds one stream event; text becomes a `message_chunk` frame.
+    /// Feeds one stream event; text becomes a `message_chunk` frame. Text that arrives before
+    /// the driver drains the frames (the events of one network read) is appended to the chunk
+    /// still queued, so a reply goes out in as few frames as it arrived in reads.
     pub fn on_model_event(
         &mut self,
         call: &mut ModelCall,
@@ -294,10 +296,16 @@ impl<'a> Thread<'a> {
     ) -> Result<(), ProviderError> {
         call.completion.apply(&event)?;
         if let StreamEvent::TextDelta(delta) = event {
-            self.frames.push_back(ServerFrame::MessageChunk {
-                message_id: call.message_id.clone(),
-                delta,
-            });
+            match self.frames.back_mut() {
+                Some(ServerFrame::MessageChunk {
+                    message_id,
+                    delta: queued,
+                }) if *message_id == call.message_id => queued.push_str(&delta),
+                _ => self.frames.push_back(ServerFrame::MessageChunk {
+                    message_id: call.message_id.clone(),
+                    delta,
+                }),
+            }
         }
         Ok(())
     }
