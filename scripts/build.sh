@@ -13,6 +13,10 @@ if [[ "${EDGENT_FAST_BUILD:-}" == "1" ]]; then
   exec worker-build --release --no-opt
 fi
 worker-build --release
+# EDGENT_KEEP_NAMES=1 keeps the function names, for CPU profiles (bench/profile.mjs).
+if [[ "${EDGENT_KEEP_NAMES:-}" == "1" ]]; then
+  exit 0
+fi
 # Drop the names and producers sections wasm-bindgen leaves behind (~20% of the file); the
 # code is untouched. (Cargo's `strip = true` would do it too, but hides the target_features
 # section wasm-bindgen reads.) The features listed are those rustc 1.95 enables for wasm32.

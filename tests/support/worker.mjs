@@ -15,7 +15,7 @@ export const API_KEY = 'test-key-0123456789abcdef';
  * Starts an app's built Worker: the example app at the repository root, or the app in
  * `appDir` (examples/hello). Its D1 gets the app's migrations and `agents/` definitions.
  */
-export async function startWorker({ modelUrl, persistDir, bindings = {}, appDir = ROOT } = {}) {
+export async function startWorker({ modelUrl, persistDir, bindings = {}, appDir = ROOT, inspectorPort } = {}) {
   const script = join(appDir, 'build', 'index.js');
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does it)`);
   const persist = persistDir ?? false;
@@ -38,6 +38,7 @@ export async function startWorker({ modelUrl, persistDir, bindings = {}, appDir 
     d1Persist: persist,
     port: 0,
     host: '127.0.0.1',
+    ...(inspectorPort ? { inspectorPort } : {}),
   });
   const url = (await mf.ready).toString();
   const db = await mf.getD1Database('DB');
