@@ -19,7 +19,7 @@ const script = (req) => {
   const msgs = req.body.messages ?? [];
   const last = msgs.at(-1);
   if (KIND === 'tool' && last?.role === 'user') {
-    return { tool_calls: [{ name: 'get_current_time', arguments: {} }] };
+    return { toolCalls: [{ name: 'get_current_time', arguments: {} }] };
   }
   return { text: 'ok, noted.' };
 };

@@ -1,7 +1,7 @@
 //! What a turn costs in SQLite statements, run the way the Worker's driver runs it
 //! (`edgent-worker/src/thread_object/turn.rs`): the handler stores the message, then the loop
-//! asks `step_wanted`, records the hook config once, takes `next_action`, streams the reply,
-//! logs the request, and ends with `poll_timeout` and `has_work`. Counted on real SQLite.
+//! asks `step_wanted`, records the hook config (once per instance), takes `next_action`, streams the reply,
+//! logs the request, and ends with `poll_timeout`. Counted on real SQLite.
 
 use edgent::engine::request_log::ModelRequestLog;
 use edgent::engine::thread::{Action, Thread, TurnRules};
@@ -60,7 +60,6 @@ fn turn(host: &std::rc::Rc<TestHost>, calls: &[(&str, &str, &str)]) -> Vec<Strin
         }
     }
     t.poll_timeout().unwrap();
-    t.has_work(host.now()).unwrap();
     host.db.recorded()
 }
 

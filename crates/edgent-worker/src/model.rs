@@ -1,6 +1,9 @@
 //! One streaming chat-completions call over `fetch`, feeding bytes to the core as they arrive.
 
+use std::pin::Pin;
 use std::time::Duration;
+
+use futures_util::future::{select, Either};
 
 use futures_util::StreamExt;
 use wasm_bindgen::JsValue;
@@ -32,6 +35,11 @@ pub(crate) struct ModelStream {
     /// Whether a body chunk has arrived yet.
     started: bool,
     first_chunk: Duration,
+    /// When the last chunk arrived (the request was sent, before the first).
+    last_chunk_at: i64,
+    /// The armed deadline timer. Kept across chunks and re-armed only when it fires early
+    /// (chunks came meanwhile): a timer per chunk was a tenth of a turn's CPU.
+    timer: Option<Pin<Box<Delay>>>,
 }
 
 impl ModelStream {
@@ -130,6 +138,8 @@ impl ModelStream {
             stall,
             started: false,
             first_chunk,
+            last_chunk_at: now(),
+            timer: None,
         })
     }
 
@@ -143,7 +153,29 @@ impl ModelStream {
         } else {
             self.first_chunk
         };
-        match with_timeout(self.body.next(), limit).await {
+        let limit_ms = i64::try_from(limit.as_millis()).unwrap_or(i64::MAX);
+        let next = loop {
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(Delay::from(limit)));
+            match select(self.body.next(), timer.as_mut()).await {
+                Either::Left((item, _)) => break Some(item),
+                Either::Right(((), _)) => {
+                    self.timer = None;
+                    let quiet = now() - self.last_chunk_at;
+                    if quiet >= limit_ms {
+                        break None;
+                    }
+                    // Chunks came since it was armed: wait out the rest of the limit.
+                    let rest = u64::try_from(limit_ms - quiet).unwrap_or(0);
+                    self.timer = Some(Box::pin(Delay::from(Duration::from_millis(rest))));
+                }
+            }
+        };
+        if next.is_some() {
+            self.last_chunk_at = now();
+        }
+        match next {
             None => {
                 self.cancel();
                 Err(ProviderError::Timeout(if self.started {
@@ -153,6 +185,10 @@ impl ModelStream {
                 }))
             }
             Some(Some(Ok(bytes))) => {
+                if !self.started {
+                    // The first-chunk timer is longer than the stall limit: arm afresh.
+                    self.timer = None;
+                }
                 self.started = true;
                 self.parser.feed(&bytes).map(Some)
             }

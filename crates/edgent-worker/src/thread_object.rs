@@ -65,6 +65,12 @@ pub struct ThreadObject {
     env: Env,
     /// True while this instance runs the turn loop (a second alarm must not start another).
     driving: Cell<bool>,
+    /// Set by `start_work` when it left stored work to the running loop, which checks it
+    /// (instead of reading storage) before it stops driving.
+    work_arrived: Cell<bool>,
+    /// The prompt and hook names this instance last recorded in the thread row (a write
+    /// skipped when they did not change).
+    hooks_recorded: RefCell<Option<(String, Vec<String>)>>,
     /// Until when the watchdog alarm is known to be armed (0: not known), so the loop does not
     /// set it again right after the handler did.
     armed_until: Cell<i64>,
@@ -85,6 +91,8 @@ impl ThreadObject {
             env,
             driving: Cell::new(false),
             armed_until: Cell::new(0),
+            work_arrived: Cell::new(false),
+            hooks_recorded: RefCell::new(None),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),
             registry: RefCell::new(None),
@@ -500,6 +508,7 @@ impl ThreadObject {
             Err(e) => worker::console_error!("could not arm the watchdog: {e}"),
         }
         if self.driving.get() {
+            self.work_arrived.set(true);
             return;
         }
         let this = Rc::clone(self);

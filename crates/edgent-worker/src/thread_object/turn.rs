@@ -105,6 +105,7 @@ impl ThreadObject {
         self.stop_requested.set(false);
         let sql = self.sql();
         loop {
+            self.work_arrived.set(false);
             self.drive_steps(&sql).await;
             let wake = self
                 .open(&sql, false)
@@ -118,12 +119,9 @@ impl ThreadObject {
             // After the change has landed (storage operations complete in order): a watchdog
             // that `start_work` armed meanwhile keeps its `armed_until`, one we replaced not.
             self.armed_until.set(0);
-            // Work stored while the alarm was being changed is ours: `start_work` saw us
+            // Work stored while we drove or changed the alarm is ours: `start_work` saw us
             // driving and left it. Checked with no await before `driving` is cleared.
-            let runnable = self
-                .open(&sql, false)
-                .is_ok_and(|t| t.has_work(now()).unwrap_or(false));
-            if !runnable {
+            if !self.work_arrived.get() {
                 break;
             }
         }
@@ -166,9 +164,7 @@ impl ThreadObject {
                 };
                 match loaded {
                     Ok(a) => {
-                        if let Err(e) = thread.set_hook_config(&a.prompt.name, a.hooks()) {
-                            worker::console_error!("could not record the hook config: {e}");
-                        }
+                        self.record_hooks(&mut thread, &a);
                         agent = Some(a);
                     }
                     Err(why) => {
@@ -205,6 +201,20 @@ impl ThreadObject {
                         .await;
                 }
             }
+        }
+    }
+
+    /// Records the running prompt's hooks in the thread row, unless this instance already
+    /// recorded the same ones.
+    fn record_hooks(&self, thread: &mut Thread<'_>, config: &AgentConfig) {
+        let hooks: Vec<String> = config.hooks().map(str::to_owned).collect();
+        let wanted = (config.prompt.name.clone(), hooks);
+        if self.hooks_recorded.borrow().as_ref() == Some(&wanted) {
+            return;
+        }
+        match thread.set_hook_config(&wanted.0, wanted.1.iter().map(String::as_str)) {
+            Ok(()) => *self.hooks_recorded.borrow_mut() = Some(wanted),
+            Err(e) => worker::console_error!("could not record the hook config: {e}"),
         }
     }
 

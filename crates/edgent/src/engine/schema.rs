@@ -179,6 +179,15 @@ pub const MIGRATIONS: &[&[&str]] = &[
             PRIMARY KEY (tool, arguments)
         )",
     ],
+    // v5: fewer statements per turn. The thread row's message counters follow inserts of
+    // top-level messages by trigger, so appending a message is one statement.
+    &[
+        "CREATE TRIGGER messages_counted AFTER INSERT ON messages WHEN NEW.depth = 0
+        BEGIN
+            UPDATE thread SET message_count = message_count + 1,
+                visible_count = visible_count + (NEW.silent = 0);
+        END",
+    ],
 ];
 
 /// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
@@ -324,6 +333,11 @@ pub const CURRENT: &[&str] = &[
             created_at INTEGER NOT NULL,
             PRIMARY KEY (tool, arguments)
         )",
+    "CREATE TRIGGER messages_counted AFTER INSERT ON messages WHEN NEW.depth = 0
+        BEGIN
+            UPDATE thread SET message_count = message_count + 1,
+                visible_count = visible_count + (NEW.silent = 0);
+        END",
 ];
 
 /// The schema version this build expects.

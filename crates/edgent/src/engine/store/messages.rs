@@ -5,12 +5,7 @@ use super::*;
 impl Store<'_> {
     /// Appends a message at the end of the history.
     pub fn append_message(&self, m: &Message) -> Result<(), SqlError> {
-        let position = self
-            .sql
-            .exec("SELECT COALESCE(MAX(position), 0) + 1 FROM messages", &[])?
-            .first()
-            .map_or(Ok(1.0), |r| r.real(0))?;
-        self.insert_message(m, position)
+        self.insert_message(m, None)
     }
 
     /// Inserts a message just before `before_id` in history order. `Ok(false)` if there is
@@ -51,18 +46,21 @@ impl Store<'_> {
             )?;
             position = target;
         }
-        self.insert_message(m, position)?;
+        self.insert_message(m, Some(position))?;
         Ok(true)
     }
 
-    fn insert_message(&self, m: &Message, position: f64) -> Result<(), SqlError> {
+    /// One statement: the position is the next one after the last when `None` (through the
+    /// position index), and the thread's counters follow by trigger (schema v5).
+    fn insert_message(&self, m: &Message, position: Option<f64>) -> Result<(), SqlError> {
         let tool_calls = json_column(&m.tool_calls)?;
         let parts = json_column(&m.parts)?;
         self.sql.exec(
             "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
                                    created_at, silent, depth, status, parts, side,
                                    parent_message_id, parent_tool_call_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES (?, COALESCE(?, (SELECT COALESCE(MAX(position), 0) + 1 FROM messages)),
+                     ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             &[
                 m.id.as_str().into(),
                 position.into(),
@@ -81,14 +79,6 @@ impl Store<'_> {
                 m.parent_tool_call_id.clone().into(),
             ],
         )?;
-        if m.depth == 0 {
-            // Counters kept with the row, so `total` never needs a COUNT over the history.
-            self.sql.exec(
-                "UPDATE thread SET message_count = message_count + 1,
-                    visible_count = visible_count + ?",
-                &[(!m.silent).into()],
-            )?;
-        }
         Ok(())
     }
 

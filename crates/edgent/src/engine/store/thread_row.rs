@@ -84,24 +84,30 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// Counts one more model call in the current turn and returns the new count.
+    /// Counts one more model call in the current turn and returns the new count. The model
+    /// is no longer owed a call (a reply with tool calls, a user message or a forced turn
+    /// arriving while it streams owes it again).
     pub fn add_step(&self, now: i64) -> Result<i64, SqlError> {
         let rows = self.sql.exec(
-            "UPDATE thread SET steps = steps + 1, updated_at = ? RETURNING steps",
+            "UPDATE thread SET steps = steps + 1, needs_model = 0, updated_at = ? RETURNING steps",
             &[now.into()],
         )?;
         rows.first().map_or(Ok(0), |r| r.int(0))
     }
 
     /// Closes the current turn: idle; it counts as a turn if a model was called. Returns the
-    /// turn count after it.
-    pub fn finish_turn(&self, now: i64) -> Result<i64, SqlError> {
+    /// turn count after it and the side that acted (for the status frame, without a read).
+    pub fn finish_turn(&self, now: i64) -> Result<(i64, Side), SqlError> {
         let rows = self.sql.exec(
             "UPDATE thread SET status = 'idle', needs_model = 0,
-                turn_count = turn_count + (steps > 0), updated_at = ? RETURNING turn_count",
+                turn_count = turn_count + (steps > 0), updated_at = ?
+             RETURNING turn_count, current_side",
             &[now.into()],
         )?;
-        rows.first().map_or(Ok(0), |r| r.int(0))
+        match rows.first() {
+            Some(r) => Ok((r.int(0)?, Side::parse(&r.text(1)?).unwrap_or_default())),
+            None => Ok((0, Side::default())),
+        }
     }
 
     /// Marks the conversation to end (with `result`) once the running turn's tools are done.
@@ -194,6 +200,20 @@ impl Store<'_> {
         self.sql.exec(
             "UPDATE thread SET hook_config = ?1 WHERE hook_config IS NOT ?1",
             &[json.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The model is owed a call: starts a turn on an idle thread (zero steps, running, no last
+    /// error), else only records the debt. One statement (SET sees the row before it).
+    pub fn owe_model(&self, now: i64) -> Result<(), SqlError> {
+        self.sql.exec(
+            "UPDATE thread SET needs_model = 1,
+                steps = CASE WHEN status = 'idle' THEN 0 ELSE steps END,
+                last_error = CASE WHEN status = 'idle' THEN NULL ELSE last_error END,
+                updated_at = CASE WHEN status = 'idle' THEN ?1 ELSE updated_at END,
+                status = CASE WHEN status = 'idle' THEN 'running' ELSE status END",
+            &[now.into()],
         )?;
         Ok(())
     }

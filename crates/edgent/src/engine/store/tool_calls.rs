@@ -33,28 +33,25 @@ impl Store<'_> {
     /// or parked with its wake time passed; the lowest queue position among the queued ones
     /// and the earliest-due parked ones.
     pub fn next_tool_call(&self, now: i64) -> Result<Option<StoredToolCall>, SqlError> {
-        // Two indexed LIMIT 1 lookups (by status, by wake time) rather than one OR, whose plan
-        // SQLite may turn into a scan of every call ever made. A queued or running call with a
-        // wake time was deferred (its agent's configuration failed to load): the second
-        // lookup finds it when it is due.
-        let ready = self.sql.exec(
+        // Two indexed lookups (by status, by wake time) rather than one OR, whose plan SQLite
+        // may turn into a scan of every call ever made; in one statement (each subquery keeps
+        // its own index). A queued or running call with a wake time was deferred (its agent's
+        // configuration failed to load): the second lookup finds it when it is due.
+        let rows = self.sql.exec(
             &format!(
-                "SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls
-                 WHERE status IN ('queued', 'running') AND wake_at IS NULL
-                 ORDER BY seq ASC LIMIT 1"
-            ),
-            &[],
-        )?;
-        let woken = self.sql.exec(
-            &format!(
-                "SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls INDEXED BY tool_calls_waking
-                 WHERE wake_at IS NOT NULL AND wake_at <= ? AND status IN ({PENDING})
-                 ORDER BY wake_at ASC LIMIT 16"
+                "SELECT * FROM (SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls
+                     WHERE status IN ('queued', 'running') AND wake_at IS NULL
+                     ORDER BY seq ASC LIMIT 1)
+                 UNION ALL
+                 SELECT * FROM (SELECT {TOOL_CALL_COLUMNS}, seq FROM tool_calls
+                     INDEXED BY tool_calls_waking
+                     WHERE wake_at IS NOT NULL AND wake_at <= ? AND status IN ({PENDING})
+                     ORDER BY wake_at ASC LIMIT 16)"
             ),
             &[now.into()],
         )?;
         let seq = |r: &Row| r.int(TOOL_CALL_COLUMN_COUNT).unwrap_or(i64::MAX);
-        let first = ready.iter().chain(woken.iter()).min_by_key(|r| seq(r));
+        let first = rows.iter().min_by_key(|r| seq(r));
         first.map(tool_call_from_row).transpose()
     }
 

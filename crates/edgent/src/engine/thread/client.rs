@@ -104,10 +104,7 @@ impl<'a> Thread<'a> {
         let message = self.before_create(Message::new(Role::User, content, now));
         self.store.append_message(&message)?;
         self.after_create(&message);
-        if t.status == ThreadStatus::Idle {
-            self.store.begin_turn(now)?;
-        }
-        self.store.set_needs_model(true)?;
+        self.store.owe_model(now)?;
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
         });
@@ -248,10 +245,7 @@ impl<'a> Thread<'a> {
             return Err(ThreadError::Stopped);
         }
         self.store.set_side(now, side)?;
-        if t.status == ThreadStatus::Idle {
-            self.store.begin_turn(now)?;
-        }
-        self.store.set_needs_model(true)?;
+        self.store.owe_model(now)?;
         self.push_status()
     }
 

@@ -146,10 +146,9 @@ impl<'a> Thread<'a> {
             }
             return Ok(action);
         }
+        // Also clears `needs_model`: set again by a reply with tool calls, a user message or a
+        // forced turn arriving while the model streams.
         self.store.add_step(now)?;
-        // Cleared now, set again by a reply with tool calls, a user message or a forced turn
-        // arriving while the model streams.
-        self.store.set_needs_model(false)?;
         let history = self
             .store
             .model_history_within(u64::from(self.rules.max_history_tokens))?;
@@ -245,7 +244,7 @@ impl<'a> Thread<'a> {
     /// tool) or `max_turns` ends the conversation; in a dual-AI thread the other side goes
     /// next; otherwise the thread waits for a message.
     fn end_turn(&mut self, now: i64, t: &ThreadSummary) -> Result<Action, ThreadError> {
-        let turns = self.store.finish_turn(now)?;
+        let (turns, side) = self.store.finish_turn(now)?;
         if let Some(reason) = &t.ending {
             self.conclude(now, reason)?;
             return Ok(Action::Idle);
@@ -261,7 +260,11 @@ impl<'a> Thread<'a> {
             self.push_status()?;
             return Ok(Action::Continue);
         }
-        self.push_status()?;
+        self.frames.push_back(ServerFrame::Status {
+            state: ThreadStatus::Idle.as_str().to_owned(),
+            turn: turns,
+            side: side.as_str().to_owned(),
+        });
         Ok(Action::Idle)
     }
 
