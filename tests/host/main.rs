@@ -18,6 +18,7 @@ mod docs_examples;
 mod durable;
 mod engine;
 mod flow_host;
+mod history_cache;
 mod hooks;
 mod llm_conformance;
 mod model_chain;

@@ -28,7 +28,7 @@ use super::host::{broadcast, ShellHost};
 use super::http::{error, json, logged, read_body, registry_error};
 use edgent::api::ops::ThreadOp;
 use edgent::api::{ApiError, CreateThread};
-use edgent::engine::store::Side;
+use edgent::engine::store::{HistoryCache, Side};
 use edgent::engine::thread::{Thread, ThreadError};
 use edgent::engine::wake::WATCHDOG_MS;
 use edgent::tool::{Registry, RegistryError};
@@ -68,6 +68,9 @@ pub struct ThreadObject {
     /// Set by `start_work` when it left stored work to the running loop, which checks it
     /// (instead of reading storage) before it stops driving.
     work_arrived: Cell<bool>,
+    /// The model history this instance read last: a model call reads only what was appended
+    /// since (see `edgent::engine::store::HistoryCache`).
+    history: Rc<HistoryCache>,
     /// The prompt and hook names this instance last recorded in the thread row (a write
     /// skipped when they did not change).
     hooks_recorded: RefCell<Option<(String, Vec<String>)>>,
@@ -93,6 +96,7 @@ impl ThreadObject {
             armed_until: Cell::new(0),
             work_arrived: Cell::new(false),
             hooks_recorded: RefCell::new(None),
+            history: Rc::default(),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),
             registry: RefCell::new(None),
@@ -233,16 +237,15 @@ impl ThreadObject {
         sql: &'s DoSql,
         create_schema: bool,
     ) -> std::result::Result<Thread<'s>, ThreadError> {
-        if self.schema_ready.get() {
-            return Ok(Thread::open_migrated(sql));
-        }
-        let thread = if create_schema {
+        let thread = if self.schema_ready.get() {
+            Thread::open_migrated(sql)
+        } else if create_schema {
             Thread::open(sql)?
         } else {
             Thread::open_existing(sql)?
         };
         self.schema_ready.set(true);
-        Ok(thread)
+        Ok(thread.with_history_cache(self.history.clone()))
     }
 
     fn flush(&self, thread: &mut Thread<'_>) {

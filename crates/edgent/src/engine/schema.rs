@@ -180,12 +180,28 @@ pub const MIGRATIONS: &[&[&str]] = &[
         )",
     ],
     // v5: fewer statements per turn. The thread row's message counters follow inserts of
-    // top-level messages by trigger, so appending a message is one statement.
+    // top-level messages by trigger, so appending a message is one statement; its
+    // `history_version` moves when the model's history changes other than by an append (an
+    // update of a final message, an insert before others), so a driver can keep the history
+    // it read and read only what was appended since (`store::HistoryCache`).
     &[
+        "ALTER TABLE thread ADD COLUMN history_version INTEGER NOT NULL DEFAULT 0",
         "CREATE TRIGGER messages_counted AFTER INSERT ON messages WHEN NEW.depth = 0
         BEGIN
             UPDATE thread SET message_count = message_count + 1,
                 visible_count = visible_count + (NEW.silent = 0);
+        END",
+        "CREATE TRIGGER history_changed AFTER UPDATE ON messages
+        WHEN OLD.depth = 0 AND OLD.status != 'pending'
+        BEGIN
+            UPDATE thread SET history_version = history_version + 1;
+        END",
+        "CREATE TRIGGER history_inserted_before AFTER INSERT ON messages
+        WHEN NEW.depth = 0 AND EXISTS (
+            SELECT 1 FROM messages WHERE depth = 0 AND position > NEW.position
+        )
+        BEGIN
+            UPDATE thread SET history_version = history_version + 1;
         END",
     ],
 ];
@@ -214,7 +230,8 @@ pub const CURRENT: &[&str] = &[
             result TEXT,
             parent_thread_id TEXT,
             hook_config TEXT,
-            public_url TEXT
+            public_url TEXT,
+            history_version INTEGER NOT NULL DEFAULT 0
         )",
         "CREATE TABLE messages (
             seq INTEGER PRIMARY KEY,
@@ -337,6 +354,18 @@ pub const CURRENT: &[&str] = &[
         BEGIN
             UPDATE thread SET message_count = message_count + 1,
                 visible_count = visible_count + (NEW.silent = 0);
+        END",
+    "CREATE TRIGGER history_changed AFTER UPDATE ON messages
+        WHEN OLD.depth = 0 AND OLD.status != 'pending'
+        BEGIN
+            UPDATE thread SET history_version = history_version + 1;
+        END",
+    "CREATE TRIGGER history_inserted_before AFTER INSERT ON messages
+        WHEN NEW.depth = 0 AND EXISTS (
+            SELECT 1 FROM messages WHERE depth = 0 AND position > NEW.position
+        )
+        BEGIN
+            UPDATE thread SET history_version = history_version + 1;
         END",
 ];
 

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::Sqlite;
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::durable::{Ran, Window};
-use crate::engine::store::{Store, StoredToolCall};
+use crate::engine::store::{HistoryCache, Store, StoredToolCall};
 use crate::engine::thread::{Action, ModelCall, Thread};
 use crate::engine::tool_runs::{Admission, ToolRun};
 use crate::llm::stream::{FinishReason, StreamEvent};
@@ -45,6 +45,8 @@ pub struct TestHost {
     limiter: RefCell<Option<Window>>,
     limiter_asked: Cell<u32>,
     before_limiter_answer: RefCell<Meanwhile>,
+    /// The model history cache the driver keeps (so host tests run the cached path).
+    history: Rc<HistoryCache>,
 }
 
 impl TestHost {
@@ -76,6 +78,7 @@ impl TestHost {
             limiter: RefCell::new(None),
             limiter_asked: Cell::new(0),
             before_limiter_answer: RefCell::new(Box::new(|_| {})),
+            history: Rc::default(),
         }
     }
 
@@ -98,7 +101,7 @@ impl TestHost {
 
     /// A view of the thread (open one per event, as the Worker does).
     pub fn thread(&self) -> Thread<'_> {
-        Thread::open_migrated(&self.db)
+        Thread::open_migrated(&self.db).with_history_cache(self.history.clone())
     }
 
     /// The thread's store, for reading what the engine stored.

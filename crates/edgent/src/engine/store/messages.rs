@@ -167,53 +167,6 @@ impl Store<'_> {
         self.model_history_within(u64::MAX)
     }
 
-    /// The newest top-level, non-silent, completed messages whose estimated tokens fit in
-    /// `budget`, oldest first. Read newest-first in pages through the `(depth, silent,
-    /// position)` index, so a long thread costs only what is sent. The newest message is
-    /// always included, and a tool result pulls in its call even past the budget; older
-    /// results whose call was cut are dropped by [`crate::engine::thread::repair_history`], so
-    /// a call and its results stay together or go together.
-    pub fn model_history_within(&self, budget: u64) -> Result<Vec<Message>, SqlError> {
-        const PAGE: u32 = 64;
-        let mut out: Vec<Message> = Vec::new();
-        let mut used: u64 = 0;
-        let mut before = f64::MAX;
-        // Results taken whose call is not taken yet: the cut waits for the call, so the
-        // newest exchange is whole even when it alone is over the budget.
-        let mut open: Vec<String> = Vec::new();
-        'pages: loop {
-            let rows = self.sql.exec(
-                &format!(
-                    "SELECT {MESSAGE_COLUMNS}, position FROM messages
-                     WHERE depth = 0 AND silent = 0 AND position < ?
-                     ORDER BY position DESC LIMIT ?"
-                ),
-                &[before.into(), PAGE.into()],
-            )?;
-            for r in &rows {
-                before = r.real(14)?;
-                let m = message_from_row(r)?;
-                if m.status != MessageStatus::Completed {
-                    continue;
-                }
-                used += estimate_tokens(&m);
-                if used > budget && !out.is_empty() && open.is_empty() {
-                    break 'pages;
-                }
-                if let (Role::Tool, Some(id)) = (m.role, &m.tool_call_id) {
-                    open.push(id.clone());
-                }
-                open.retain(|id| !m.tool_calls.iter().any(|c| &c.id == id));
-                out.push(m);
-            }
-            if rows.len() < PAGE as usize {
-                break;
-            }
-        }
-        out.reverse();
-        Ok(out)
-    }
-
     /// A sub-prompt's messages (those answering `parent_tool_call_id`), oldest first.
     pub fn sub_messages(&self, parent_tool_call_id: &str) -> Result<Vec<Message>, SqlError> {
         let rows = self.sql.exec(

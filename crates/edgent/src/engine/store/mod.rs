@@ -1,6 +1,7 @@
 //! Typed reads and writes of a thread's SQLite: the only place that knows the column lists.
 
 mod context;
+mod history;
 mod messages;
 mod thread_row;
 mod tool_calls;
@@ -12,6 +13,7 @@ use crate::values::message::{Message, MessageStatus, Role, ToolCall};
 use crate::values::sql::{Row, Sql, SqlError};
 
 pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus};
+pub use history::HistoryCache;
 
 /// The thread row, as returned by `GET /api/threads/:id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,6 +126,8 @@ impl CallOrigin {
     }
 }
 
+/// How many columns [`MESSAGE_COLUMNS`] names (a query may select more after them).
+const MESSAGE_COLUMN_COUNT: usize = 14;
 const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_calls, tool_call_id, created_at, \
      silent, depth, status, parts, side, parent_message_id, parent_tool_call_id";
 

@@ -84,12 +84,13 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// Counts one more model call in the current turn and returns the new count. The model
-    /// is no longer owed a call (a reply with tool calls, a user message or a forced turn
-    /// arriving while it streams owes it again).
+    /// Counts one more model call in the current turn. The model is no longer owed a call (a
+    /// reply with tool calls, a user message or a forced turn arriving while it streams owes
+    /// it again). Returns the history version as of now, for reading the history next.
     pub fn add_step(&self, now: i64) -> Result<i64, SqlError> {
         let rows = self.sql.exec(
-            "UPDATE thread SET steps = steps + 1, needs_model = 0, updated_at = ? RETURNING steps",
+            "UPDATE thread SET steps = steps + 1, needs_model = 0, updated_at = ?
+             RETURNING history_version",
             &[now.into()],
         )?;
         rows.first().map_or(Ok(0), |r| r.int(0))

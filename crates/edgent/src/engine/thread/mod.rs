@@ -32,7 +32,8 @@ use crate::config::{AgentConfig, AgentKind, DEFAULT_MAX_HISTORY_TOKENS, DEFAULT_
 use crate::engine::durable::{CallStatus, Suspension};
 use crate::engine::schema::migrate;
 use crate::engine::store::{
-    CallOrigin, MessagePage, Order, Side, Store, StoredToolCall, ThreadStatus, ThreadSummary,
+    CallOrigin, HistoryCache, MessagePage, Order, Side, Store, StoredToolCall, ThreadStatus,
+    ThreadSummary,
 };
 use crate::hook::{HookContext, HookFailure, Hooks};
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
@@ -127,6 +128,8 @@ pub struct Thread<'a> {
     /// The running prompt's hooks, resolved on first use from the stored hook config.
     hooks: Option<(Rc<Hooks>, String)>,
     hook_failures: Vec<HookFailure>,
+    /// The driver's cache of the model's history, if it keeps one (see [`HistoryCache`]).
+    history_cache: Option<Rc<HistoryCache>>,
 }
 
 impl<'a> Thread<'a> {
@@ -145,7 +148,16 @@ impl<'a> Thread<'a> {
             rules: TurnRules::default(),
             hooks: None,
             hook_failures: Vec::new(),
+            history_cache: None,
         }
+    }
+
+    /// This view reads the model's history through `cache`, which the driver keeps for the
+    /// object's life (one per thread): a model call then reads only the messages appended
+    /// since the last one.
+    pub fn with_history_cache(mut self, cache: Rc<HistoryCache>) -> Self {
+        self.history_cache = Some(cache);
+        self
     }
 
     /// Records the running prompt and its hooks (agent hooks first) for this and later views.

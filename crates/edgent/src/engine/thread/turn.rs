@@ -148,10 +148,14 @@ impl<'a> Thread<'a> {
         }
         // Also clears `needs_model`: set again by a reply with tool calls, a user message or a
         // forced turn arriving while the model streams.
-        self.store.add_step(now)?;
-        let history = self
-            .store
-            .model_history_within(u64::from(self.rules.max_history_tokens))?;
+        let history_version = self.store.add_step(now)?;
+        let budget = u64::from(self.rules.max_history_tokens);
+        let history = match &self.history_cache {
+            Some(cache) => self
+                .store
+                .model_history_cached(budget, history_version, cache)?,
+            None => self.store.model_history_within(budget)?,
+        };
         let history = match self.rules.kind {
             AgentKind::DualAi => {
                 view_for_side(history, t.current_side, self.rules.other_label.as_deref())

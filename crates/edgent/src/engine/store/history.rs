@@ -1,0 +1,189 @@
+//! The history the model sees: the newest top-level, visible, completed messages within a
+//! token budget; and a per-object cache of it, so a long thread does not re-read its history
+//! for every model call.
+//!
+//! The cache holds the last result and the position up to which it has read. A later call
+//! reads only the rows appended since (one indexed query) and trims the front to the budget.
+//! Anything else that changes the history (a message updated after it was final, a message
+//! inserted before others) bumps the thread row's `history_version` by trigger (schema v5),
+//! which the step's own write returns just before the read (`Store::add_step`): a different
+//! version means a full read. Writes through any view, or by hand, are seen, since the
+//! triggers are in SQLite.
+
+use std::cell::RefCell;
+
+use super::*;
+
+/// Walks messages newest first and keeps those that fit the budget. The newest message is
+/// always kept, and a tool result pulls in its call even past the budget; older results
+/// whose call was cut are dropped by [`crate::engine::thread::repair_history`], so a call
+/// and its results stay together or go together.
+struct BudgetWalk {
+    budget: u64,
+    used: u64,
+    /// Results taken whose call is not taken yet: the cut waits for the call.
+    open: Vec<String>,
+    /// Newest first.
+    kept: Vec<Message>,
+}
+
+impl BudgetWalk {
+    fn new(budget: u64) -> Self {
+        BudgetWalk {
+            budget,
+            used: 0,
+            open: Vec::new(),
+            kept: Vec::new(),
+        }
+    }
+
+    /// Offers the next older completed message; `false` when the walk stops before it.
+    fn offer(&mut self, m: Message) -> bool {
+        self.used += estimate_tokens(&m);
+        if self.used > self.budget && !self.kept.is_empty() && self.open.is_empty() {
+            return false;
+        }
+        if let (Role::Tool, Some(id)) = (m.role, &m.tool_call_id) {
+            self.open.push(id.clone());
+        }
+        self.open
+            .retain(|id| !m.tool_calls.iter().any(|c| &c.id == id));
+        self.kept.push(m);
+        true
+    }
+
+    /// What was kept, oldest first.
+    fn into_history(self) -> Vec<Message> {
+        let mut out = self.kept;
+        out.reverse();
+        out
+    }
+}
+
+/// A full read: the history, whether the walk read every row without stopping, and the
+/// position up to which it is final (`None` when a pending message was in the way, so the
+/// result must not be extended from it).
+struct FullRead {
+    history: Vec<Message>,
+    exhausted: bool,
+    final_up_to: Option<f64>,
+}
+
+/// The last history read for one thread (see the module docs). Held by the driver for the
+/// object's life and handed to each [`crate::engine::thread::Thread`] view.
+#[derive(Debug, Default)]
+pub struct HistoryCache(RefCell<Option<Cached>>);
+
+#[derive(Debug)]
+struct Cached {
+    version: i64,
+    budget: u64,
+    /// Rows up to this position have been read (and are final).
+    read_up_to: f64,
+    /// The last result, oldest first.
+    history: Vec<Message>,
+    /// It holds every qualifying message of the thread (the budget never cut it).
+    whole: bool,
+}
+
+impl Store<'_> {
+    /// The newest top-level, non-silent, completed messages whose estimated tokens fit in
+    /// `budget`, oldest first. Read newest-first in pages through the `(depth, silent,
+    /// position)` index, so a long thread costs only what is sent.
+    pub fn model_history_within(&self, budget: u64) -> Result<Vec<Message>, SqlError> {
+        Ok(self.read_history(budget)?.history)
+    }
+
+    /// [`Store::model_history_within`] through `cache`: only rows appended since the cached
+    /// read are read, unless the thread's `history_version` moved or the budget changed.
+    pub fn model_history_cached(
+        &self,
+        budget: u64,
+        version: i64,
+        cache: &HistoryCache,
+    ) -> Result<Vec<Message>, SqlError> {
+        let cached = cache.0.borrow_mut().take();
+        if let Some(mut c) = cached.filter(|c| c.version == version && c.budget == budget) {
+            let rows = self.sql.exec(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS}, position FROM messages
+                     WHERE depth = 0 AND silent = 0 AND position > ?
+                     ORDER BY position ASC"
+                ),
+                &[c.read_up_to.into()],
+            )?;
+            for r in &rows {
+                let m = message_from_row(r)?;
+                if m.status == MessageStatus::Pending {
+                    break; // read again once it is final
+                }
+                c.read_up_to = r.real(MESSAGE_COLUMN_COUNT)?;
+                if m.status == MessageStatus::Completed {
+                    c.history.push(m);
+                }
+            }
+            let mut walk = BudgetWalk::new(budget);
+            let cut = !c.history.iter().rev().all(|m| walk.offer(m.clone()));
+            // A walk that ran out of cached messages would have read older rows: only a
+            // cache holding the whole history can answer it.
+            if cut || c.whole {
+                c.history = walk.into_history();
+                c.whole &= !cut;
+                let history = c.history.clone();
+                *cache.0.borrow_mut() = Some(c);
+                return Ok(history);
+            }
+        }
+        let read = self.read_history(budget)?;
+        if let Some(read_up_to) = read.final_up_to {
+            *cache.0.borrow_mut() = Some(Cached {
+                version,
+                budget,
+                read_up_to,
+                history: read.history.clone(),
+                whole: read.exhausted,
+            });
+        }
+        Ok(read.history)
+    }
+
+    fn read_history(&self, budget: u64) -> Result<FullRead, SqlError> {
+        const PAGE: u32 = 64;
+        let mut walk = BudgetWalk::new(budget);
+        let mut before = f64::MAX;
+        let mut newest: Option<f64> = None;
+        let mut pending = false;
+        let mut exhausted = true;
+        'pages: loop {
+            let rows = self.sql.exec(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS}, position FROM messages
+                     WHERE depth = 0 AND silent = 0 AND position < ?
+                     ORDER BY position DESC LIMIT ?"
+                ),
+                &[before.into(), PAGE.into()],
+            )?;
+            for r in &rows {
+                before = r.real(MESSAGE_COLUMN_COUNT)?;
+                newest.get_or_insert(before);
+                let m = message_from_row(r)?;
+                pending |= m.status == MessageStatus::Pending;
+                if m.status != MessageStatus::Completed {
+                    continue;
+                }
+                if !walk.offer(m) {
+                    exhausted = false;
+                    break 'pages;
+                }
+            }
+            if rows.len() < PAGE as usize {
+                break;
+            }
+        }
+        Ok(FullRead {
+            history: walk.into_history(),
+            exhausted,
+            final_up_to: (!pending).then_some(newest.unwrap_or(0.0)),
+        })
+    }
+}

@@ -1,0 +1,156 @@
+//! The model history cache (`edgent::engine::store::HistoryCache`): a thread read through it
+//! sends the model exactly what a full read would, after appends, a budget cut, a message
+//! inserted before others and a final message edited by hand; and a model call reads only
+//! what was appended since the last one.
+
+use std::rc::Rc;
+
+use edgent::engine::store::HistoryCache;
+use edgent::engine::thread::{Action, InjectMessage, Thread, TurnRules};
+use edgent::testing::{reply_events, Sqlite};
+
+const T0: i64 = 1_795_300_162_000;
+
+/// Two threads fed the same way: one reads its history through a cache, one reads it whole.
+struct Pair {
+    cached: Sqlite,
+    plain: Sqlite,
+    cache: Rc<HistoryCache>,
+    budget: u32,
+}
+
+impl Pair {
+    fn new(budget: u32) -> Self {
+        let pair = Pair {
+            cached: Sqlite::memory(),
+            plain: Sqlite::memory(),
+            cache: Rc::default(),
+            budget,
+        };
+        for db in [&pair.cached, &pair.plain] {
+            Thread::open(db)
+                .unwrap()
+                .create(T0, "t", "support", &[])
+                .unwrap();
+        }
+        pair
+    }
+
+    fn views(&self) -> [Thread<'_>; 2] {
+        let rules = TurnRules {
+            max_history_tokens: self.budget,
+            max_turns: 1_000,
+            ..TurnRules::default()
+        };
+        let mut cached = Thread::open_migrated(&self.cached).with_history_cache(self.cache.clone());
+        let mut plain = Thread::open_migrated(&self.plain);
+        cached.set_rules(rules.clone());
+        plain.set_rules(rules);
+        [cached, plain]
+    }
+
+    /// A user message and a text reply; returns what the model was sent, by both threads.
+    fn turn(&self, user: &str, reply: &str) -> [Vec<(String, String)>; 2] {
+        let mut sent = [Vec::new(), Vec::new()];
+        for (i, mut t) in self.views().into_iter().enumerate() {
+            t.post_user_message(T0, user).unwrap();
+            let Action::CallModel(mut call) = t.next_action(T0, 10).unwrap() else {
+                panic!("expected a model call");
+            };
+            sent[i] = call
+                .history
+                .iter()
+                .map(|m| (m.role.as_str().to_owned(), m.content.clone()))
+                .collect();
+            for ev in reply_events(reply, &[]) {
+                t.on_model_event(&mut call, ev).unwrap();
+            }
+            t.finish_model_call(T0, call).unwrap();
+            assert!(matches!(t.next_action(T0, 10).unwrap(), Action::Idle));
+        }
+        sent
+    }
+
+    fn both(&self, f: impl Fn(&Sqlite)) {
+        f(&self.cached);
+        f(&self.plain);
+    }
+}
+
+#[test]
+fn the_cached_history_is_what_a_full_read_gives() {
+    // A small budget, so the front is cut as the thread grows.
+    let pair = Pair::new(60);
+    for i in 0..12 {
+        let [cached, plain] = pair.turn(
+            &format!("question {i} {}", "x".repeat(i * 7)),
+            &format!("answer {i}"),
+        );
+        assert_eq!(cached, plain, "turn {i}");
+        assert!(
+            cached.len() < 2 * (i + 1) || i < 2,
+            "the budget cuts the front by turn {i}"
+        );
+    }
+    // A message inserted before others.
+    pair.both(|db| {
+        let before: String =
+            db.0.query_row(
+                "SELECT id FROM messages WHERE role = 'user' ORDER BY position DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let inject: InjectMessage = serde_json::from_value(serde_json::json!({
+            "content": "an aside", "role": "user", "before_message_id": before
+        }))
+        .unwrap();
+        Thread::open_migrated(db)
+            .inject_message(T0, inject, 0)
+            .unwrap();
+    });
+    let [cached, plain] = pair.turn("after the aside", "ok");
+    assert_eq!(cached, plain);
+    assert!(cached.iter().any(|(_, c)| c == "an aside"), "{cached:?}");
+
+    // A final message edited by hand (as `wrangler d1 execute` or a tool's SQL could).
+    pair.both(|db| {
+        db.0.execute(
+            "UPDATE messages SET content = 'edited answer' WHERE content = 'ok'",
+            [],
+        )
+        .unwrap();
+    });
+    let [cached, plain] = pair.turn("and now?", "fine");
+    assert_eq!(cached, plain);
+    assert!(
+        cached.iter().any(|(_, c)| c == "edited answer"),
+        "{cached:?}"
+    );
+}
+
+#[test]
+fn a_model_call_reads_only_what_was_appended_since_the_last() {
+    let pair = Pair::new(100_000);
+    for i in 0..30 {
+        pair.turn(&format!("question {i}"), &format!("answer {i}"));
+    }
+    pair.cached.record();
+    pair.plain.record();
+    pair.turn("one more", "done");
+    let full_pages = |db: &Sqlite| {
+        db.recorded()
+            .iter()
+            .filter(|s| s.contains("position < ?") && s.contains("ORDER BY position DESC"))
+            .count()
+    };
+    assert_eq!(
+        full_pages(&pair.cached),
+        0,
+        "the cached thread re-read its history"
+    );
+    assert!(
+        full_pages(&pair.plain) >= 1,
+        "the plain thread reads it whole"
+    );
+}
