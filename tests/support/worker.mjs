@@ -15,8 +15,8 @@ export const API_KEY = 'test-key-0123456789abcdef';
  * Starts an app's built Worker: the example app at the repository root, or the app in
  * `appDir` (examples/hello). Its D1 gets the app's migrations and `agents/` definitions.
  */
-export async function startWorker({ modelUrl, persistDir, bindings = {}, appDir = ROOT, inspectorPort } = {}) {
-  const script = join(appDir, 'build', 'index.js');
+export async function startWorker({ modelUrl, persistDir, bindings = {}, appDir = ROOT, inspectorPort, entry = 'index.js' } = {}) {
+  const script = join(appDir, 'build', entry);
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does it)`);
   const persist = persistDir ?? false;
   const mf = new Miniflare({

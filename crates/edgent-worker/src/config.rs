@@ -20,9 +20,17 @@ fn db(env: &Env) -> worker::Result<D1Database> {
     env.d1("DB")
 }
 
-/// Whether an agent with this id exists.
+/// Whether an agent with this id exists. Answered from the configuration cache when side A
+/// resolves (the usual case: no D1 round trip while it is fresh); an agent that does not
+/// resolve is looked up by its row, since it may exist with a broken configuration.
 pub(crate) async fn agent_exists(env: &Env, agent_id: &str) -> worker::Result<bool> {
-    Ok(agent_def(env, agent_id).await?.is_some())
+    match load_agent(env, agent_id, Side::A).await {
+        Ok(Ok(_)) => Ok(true),
+        Ok(Err(ConfigError::NoAgent { .. })) => Ok(false),
+        // Broken further down (a missing prompt, a row that does not read): the agent may
+        // still exist, and its turns will say what is wrong.
+        _ => Ok(agent_def(env, agent_id).await?.is_some()),
+    }
 }
 
 /// Whether `agent_id` configures a prompt for `side` (side A always does).

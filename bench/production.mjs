@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+// A production-like turn: D1 a network hop away (every D1 round trip delayed by D1_MS, default
+// 20) and a model that streams with realistic pacing (CHUNKS chunks, CHUNK_MS apart, default
+// 10 x 20 ms). Prints the turn latency, the model's own time for the same reply (measured
+// against the scripted server directly) and the difference: what edgent adds per turn. The
+// first turn of a thread is shown apart (it resolves the agent's configuration from D1; later
+// turns use the isolate's cache).
+// Usage: npm run build && node bench/production.mjs [turns]
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startWorker, ROOT } from '../tests/support/worker.mjs';
+import { startModelServer } from '../tests/support/model-server.mjs';
+import { summary, seedBench } from './lib.mjs';
+
+const TURNS = Number(process.argv[2] ?? 50);
+const D1_MS = Number(process.env.D1_MS ?? 20);
+const CHUNKS = Number(process.env.CHUNKS ?? 10);
+const CHUNK_MS = Number(process.env.CHUNK_MS ?? 20);
+const text = 'x'.repeat(8 * CHUNKS); // chunkSize 8 by default: CHUNKS text chunks
+const step = { text, chunkDelayMs: CHUNK_MS };
+
+copyFileSync(new URL('./d1-delay-entry.mjs', import.meta.url), join(ROOT, 'build', 'bench-d1-delay.mjs'));
+const model = await startModelServer({ fallback: step });
+
+// The model alone: the same streamed reply, read whole by a plain client.
+const modelOnly = [];
+for (let i = 0; i < 10; i++) {
+  const t0 = performance.now();
+  const r = await fetch(`${model.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  await r.text();
+  modelOnly.push(performance.now() - t0);
+}
+modelOnly.sort((a, b) => a - b);
+const modelMedian = modelOnly[5];
+
+const worker = await startWorker({
+  modelUrl: `${model.url}/v1`,
+  entry: 'bench-d1-delay.mjs',
+  bindings: { D1_DELAY_MS: String(D1_MS) },
+});
+try {
+  await seedBench(worker.db);
+  const t0 = performance.now();
+  const id = await worker.client.createThread('bench_support');
+  const createMs = performance.now() - t0;
+  const sock = await worker.client.connect(id);
+  const times = [];
+  for (let i = 0; i < TURNS + 1; i++) {
+    const from = sock.frames.length;
+    const start = performance.now();
+    sock.send({ type: 'rpc', id: `p${i}`, method: 'send_message', params: { content: `message ${i}` } });
+    await sock.finalAssistant(from, 30_000);
+    times.push(performance.now() - start);
+  }
+  sock.close();
+  const sorted = times.slice(1).sort((a, b) => a - b);
+  const median = sorted[Math.floor(sorted.length / 2)];
+  console.log(`D1 round trip +${D1_MS} ms; model streams ${CHUNKS} chunks ${CHUNK_MS} ms apart`);
+  console.log(`model alone (the same reply, read by a plain client): median ${modelMedian.toFixed(2)} ms`);
+  console.log(`create thread: ${createMs.toFixed(2)} ms; first turn: ${times[0].toFixed(2)} ms`);
+  summary(`turns 2..${TURNS + 1}`, times.slice(1));
+  console.log(`edgent adds per turn (median turn - model alone): ${(median - modelMedian).toFixed(2)} ms`);
+} finally {
+  await worker.dispose();
+  await model.close?.();
+}
