@@ -18,7 +18,7 @@ function delayedStatement(statement, ms) {
         };
       }
       const value = Reflect.get(target, prop);
-      return typeof value === 'function' ? value.bind(target) : value;
+      return typeof value === 'function' && prop !== 'constructor' ? value.bind(target) : value;
     },
   });
 }
@@ -38,7 +38,8 @@ function delayedEnv(env) {
         };
       }
       const value = Reflect.get(target, prop);
-      return typeof value === 'function' ? value.bind(target) : value;
+      // workers-rs checks the binding's `constructor.name`: hand that back untouched.
+      return typeof value === 'function' && prop !== 'constructor' ? value.bind(target) : value;
     },
   });
   return env;

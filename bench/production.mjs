@@ -29,7 +29,12 @@ for (let i = 0; i < 10; i++) {
   const r = await fetch(`${model.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+    body: JSON.stringify({
+      model: 'm',
+      stream: true,
+      stream_options: { include_usage: true }, // as edgent asks: the usage frame is one more chunk
+      messages: [{ role: 'user', content: 'hi' }],
+    }),
   });
   await r.text();
   modelOnly.push(performance.now() - t0);
