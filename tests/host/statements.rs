@@ -13,7 +13,7 @@ const T0: i64 = 1_795_300_162_000;
 
 /// One turn as the driver performs it; `calls` are the model's tool calls in its first reply
 /// (then it answers with text). Returns the statements run, in order.
-fn turn(host: &std::rc::Rc<TestHost>, calls: &[(&str, &str, &str)]) -> Vec<String> {
+fn turn(host: &std::rc::Rc<TestHost>, calls: &[(&str, &str, &str)], first: bool) -> Vec<String> {
     let config = edgent::testing::agent(&["get_current_time"]);
     host.db.record();
     // The handler (send_message).
@@ -23,15 +23,24 @@ fn turn(host: &std::rc::Rc<TestHost>, calls: &[(&str, &str, &str)]) -> Vec<Strin
     // The loop.
     let mut t = Thread::open_migrated(&host.db);
     let mut replies = 0;
-    let mut hooks_recorded = false;
-    while let Some(_summary) = t.step_wanted(host.now()).unwrap() {
+    // The driver records the hook config once per instance, and loads the configuration
+    // (yielding, so the row is read again) only when its cache is not fresh.
+    let mut hooks_recorded = !first;
+    while let Some(summary) = t.step_wanted(host.now()).unwrap() {
+        // The first step loads the configuration (an await: the row is read again).
+        let loaded = !hooks_recorded;
         if !hooks_recorded {
             t.set_hook_config(&config.prompt.name, config.hooks())
                 .unwrap();
             hooks_recorded = true;
         }
         t.set_rules(TurnRules::from_config(&config));
-        match t.next_action(host.now(), config.max_steps()).unwrap() {
+        let action = if loaded {
+            t.next_action(host.now(), config.max_steps())
+        } else {
+            t.next_action_for(host.now(), config.max_steps(), summary)
+        };
+        match action.unwrap() {
             Action::CallModel(mut call) => {
                 let _system = t.system_text(&config.prompt);
                 let (text, tool_calls) = if replies == 0 {
@@ -64,15 +73,27 @@ fn turn(host: &std::rc::Rc<TestHost>, calls: &[(&str, &str, &str)]) -> Vec<Strin
 }
 
 #[test]
-fn statements_per_turn() {
+fn statements_per_turn_stay_under_their_ceilings() {
     let host = TestHost::with_thread(T0);
-    turn(&host, &[]); // the first turn of a thread has its own one-time costs
-    let text = turn(&host, &[]);
-    let tool = turn(&host, &[("c1", "get_current_time", "{}")]);
+    turn(&host, &[], true); // the first turn of an instance has its own one-time costs
+    let text = turn(&host, &[], false);
+    let tool = turn(&host, &[("c1", "get_current_time", "{}")], false);
     for (name, s) in [("text", &text), ("tool", &tool)] {
         eprintln!("{name} turn: {} statements", s.len());
         for st in s.iter() {
             eprintln!("   {}", &st[..st.len().min(150)]);
         }
     }
+    // Ceilings, so a change that adds statements to every turn is noticed (the measured
+    // counts on 2026-11-23; lower them as they fall).
+    assert!(
+        text.len() <= 25,
+        "a text turn ran {} statements",
+        text.len()
+    );
+    assert!(
+        tool.len() <= 48,
+        "a tool turn ran {} statements",
+        tool.len()
+    );
 }

@@ -65,6 +65,15 @@ pub(crate) fn forget_cached() {
     CACHE.with(|c| c.borrow_mut().clear());
 }
 
+/// The cached configuration of `agent_id`'s `side` while it is fresh: no I/O, so a caller
+/// that gets one has not yielded (what it read before is still current).
+pub(crate) fn fresh_agent(agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
+    match CACHE.with(|c| c.borrow().lookup(agent_id, side, now())) {
+        Lookup::Fresh(config) => Some(config),
+        Lookup::CheckVersion | Lookup::Load => None,
+    }
+}
+
 /// Everything a turn needs for one side of `agent_id`; the inner `Err` says what is missing
 /// (a row that does not read is the outer error: a storage fault).
 ///

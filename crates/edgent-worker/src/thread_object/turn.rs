@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use super::ThreadObject;
 use crate::clock::now;
-use crate::config::load_agent;
+use crate::config::{fresh_agent, load_agent};
 use crate::host::ShellHost;
 use crate::model::{run_chain, ChainSink};
 use edgent::config::{AgentConfig, ModelConfig, ToolSpec};
@@ -151,9 +151,19 @@ impl ThreadObject {
             let Ok(Some(summary)) = thread.step_wanted(now()) else {
                 break;
             };
-            let stale = agent
+            let mut stale = agent
                 .as_ref()
                 .is_none_or(|a| a.agent_id() != summary.agent_id || a.side != summary.current_side);
+            if stale {
+                // From the isolate's cache without yielding, when it is fresh.
+                if let Some(a) = fresh_agent(&summary.agent_id, summary.current_side) {
+                    self.record_hooks(&mut thread, &a);
+                    agent = Some(a);
+                    stale = false;
+                }
+            }
+            // Loading from D1 yields, and the row may change meanwhile: then it is read again.
+            let fresh = (!stale).then_some(summary.clone());
             if stale {
                 let loaded = match &host {
                     Err(e) => Err(e.message.clone()),
@@ -180,7 +190,10 @@ impl ThreadObject {
                 break;
             };
             thread.set_rules(TurnRules::from_config(&config));
-            let action = thread.next_action(now(), config.max_steps());
+            let action = match fresh {
+                Some(summary) => thread.next_action_for(now(), config.max_steps(), summary),
+                None => thread.next_action(now(), config.max_steps()),
+            };
             self.flush(&mut thread);
             match action {
                 Ok(Action::Idle | Action::Wait) => break,

@@ -124,6 +124,15 @@ impl CallOrigin {
             CallOrigin::Queue => "queue",
         }
     }
+
+    /// The stored name back (anything but `queue` is the model's).
+    pub fn parse(s: &str) -> Self {
+        if s == "queue" {
+            CallOrigin::Queue
+        } else {
+            CallOrigin::Model
+        }
+    }
 }
 
 /// How many columns [`MESSAGE_COLUMNS`] names (a query may select more after them).
@@ -196,11 +205,7 @@ fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
         },
         message_id: r.text(3)?,
         status: CallStatus::parse(&r.text(4)?),
-        origin: if r.text(5)? == "queue" {
-            CallOrigin::Queue
-        } else {
-            CallOrigin::Model
-        },
+        origin: CallOrigin::parse(&r.text(5)?),
         attempts: r.int(6)?,
         interruptions: r.int(7)?,
         wake_at: r.opt_int(8)?,

@@ -97,6 +97,18 @@ impl Store<'_> {
         rows.iter().map(|r| r.text(0)).collect()
     }
 
+    /// Calls without a result, with where each came from (one read for both questions the
+    /// turn asks: does the model wait, and which calls does it not see yet).
+    pub fn pending_call_origins(&self) -> Result<Vec<(String, CallOrigin)>, SqlError> {
+        let rows = self.sql.exec(
+            &format!("SELECT id, origin FROM tool_calls WHERE status IN ({PENDING})"),
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| Ok((r.text(0)?, CallOrigin::parse(&r.text(1)?))))
+            .collect()
+    }
+
     /// Whether a call of a model reply has no result yet (the model waits for it).
     pub fn has_pending_model_calls(&self) -> Result<bool, SqlError> {
         let rows = self.sql.exec(

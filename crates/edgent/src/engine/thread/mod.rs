@@ -130,6 +130,8 @@ pub struct Thread<'a> {
     hook_failures: Vec<HookFailure>,
     /// The driver's cache of the model's history, if it keeps one (see [`HistoryCache`]).
     history_cache: Option<Rc<HistoryCache>>,
+    /// Ids of parked calls, read by `next_tools` in this step for the model call after it.
+    pending_ids: Option<Vec<String>>,
 }
 
 impl<'a> Thread<'a> {
@@ -149,6 +151,7 @@ impl<'a> Thread<'a> {
             hooks: None,
             hook_failures: Vec::new(),
             history_cache: None,
+            pending_ids: None,
         }
     }
 

@@ -105,9 +105,22 @@ impl<'a> Thread<'a> {
     /// Order: queued tool calls first (model calls, then calls queued by tools and clients,
     /// in queue order), then the model if it is owed a call, else the turn ends.
     pub fn next_action(&mut self, now: i64, max_steps: u32) -> Result<Action, ThreadError> {
-        let Some(mut t) = self.store.thread()? else {
+        let Some(t) = self.store.thread()? else {
             return Ok(Action::Idle);
         };
+        self.next_action_for(now, max_steps, t)
+    }
+
+    /// [`Thread::next_action`] from the thread row the driver has just read
+    /// ([`Thread::step_wanted`]), when nothing can have changed it since (no await in
+    /// between): one read of the row less per step.
+    pub fn next_action_for(
+        &mut self,
+        now: i64,
+        max_steps: u32,
+        mut t: ThreadSummary,
+    ) -> Result<Action, ThreadError> {
+        self.pending_ids = None;
         if t.status == ThreadStatus::Idle && self.store.next_tool_call(now)?.is_some() {
             // A parked call (a queued workflow's sleep, a webhook) is due on an idle thread:
             // it runs in a turn of its own, as a freshly queued call would.
@@ -164,7 +177,10 @@ impl<'a> Thread<'a> {
         };
         // Calls still parked (queued workflows that sleep or wait) have no result yet: the
         // model does not see them until they finish.
-        let parked = self.store.pending_tool_call_ids()?;
+        let parked = match self.pending_ids.take() {
+            Some(ids) => ids,
+            None => self.store.pending_tool_call_ids()?,
+        };
         let history = without_calls(history, &parked);
         let mut history = repair_history(history);
         if let Some((hooks, ctx)) = self.hooks(0) {
@@ -198,10 +214,17 @@ impl<'a> Thread<'a> {
     fn next_tools(&mut self, now: i64) -> Result<Option<Action>, ThreadError> {
         loop {
             let Some(call) = self.store.next_tool_call(now)? else {
-                return Ok(self
-                    .store
-                    .has_pending_model_calls()?
-                    .then_some(Action::Wait));
+                // One read answers both: whether the model's reply waits on a parked call,
+                // and (kept for the model call that may follow) which calls are parked.
+                let pending = self.store.pending_call_origins()?;
+                if pending
+                    .iter()
+                    .any(|(_, origin)| *origin == CallOrigin::Model)
+                {
+                    return Ok(Some(Action::Wait));
+                }
+                self.pending_ids = Some(pending.into_iter().map(|(id, _)| id).collect());
+                return Ok(None);
             };
             let mut call = call;
             if call.status == CallStatus::Running {
