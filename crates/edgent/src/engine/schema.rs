@@ -6,6 +6,114 @@
 
 use crate::values::sql::{Sql, SqlError, SqlValue};
 
+// Statements the migrations and the current schema share word for word (objects never altered
+// after they were created).
+const INDEX_MESSAGES_BY_DEPTH_POSITION: &str =
+    "CREATE INDEX messages_by_depth_position ON messages (depth, position)";
+const INDEX_TOOL_CALLS_BY_STATUS: &str =
+    "CREATE INDEX tool_calls_by_status ON tool_calls (status, seq)";
+const INDEX_MESSAGES_BY_POSITION: &str = "CREATE INDEX messages_by_position ON messages (position)";
+const INDEX_MESSAGES_VISIBLE: &str =
+    "CREATE INDEX messages_visible ON messages (depth, silent, position)";
+const INDEX_TOOL_CALLS_BY_SEQ: &str = "CREATE INDEX tool_calls_by_seq ON tool_calls (seq)";
+const INDEX_MESSAGES_PENDING: &str =
+    "CREATE INDEX messages_pending ON messages (status) WHERE status = 'pending'";
+const TABLE_CONTEXT: &str = "CREATE TABLE context (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            updated_at INTEGER NOT NULL
+        )";
+const INDEX_MESSAGES_BY_PARENT: &str =
+    "CREATE INDEX messages_by_parent ON messages (parent_tool_call_id, position)
+            WHERE parent_tool_call_id IS NOT NULL";
+const TABLE_MODEL_REQUESTS: &str = "CREATE TABLE model_requests (
+            seq INTEGER PRIMARY KEY,
+            message_id TEXT,
+            model TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            http_status INTEGER,
+            latency_ms INTEGER NOT NULL,
+            ttft_ms INTEGER,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            error TEXT,
+            depth INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL
+        )";
+const TABLE_CHILD_THREADS: &str = "CREATE TABLE child_threads (
+            tool_call_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        )";
+const INDEX_TOOL_CALLS_WAKING: &str =
+    "CREATE INDEX tool_calls_waking ON tool_calls (wake_at) WHERE wake_at IS NOT NULL";
+const TABLE_TOOL_STEPS: &str = "CREATE TABLE tool_steps (
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            value TEXT,
+            wake_at INTEGER,
+            started_at INTEGER NOT NULL,
+            finished_at INTEGER,
+            PRIMARY KEY (call_id, name)
+        )";
+const TABLE_WEBHOOKS: &str = "CREATE TABLE webhooks (
+            token TEXT PRIMARY KEY,
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'open',
+            deadline_at INTEGER,
+            body TEXT,
+            created_at INTEGER NOT NULL,
+            received_at INTEGER,
+            UNIQUE (call_id, name)
+        )";
+const TABLE_TOOL_ATTEMPTS: &str = "CREATE TABLE tool_attempts (
+            seq INTEGER PRIMARY KEY,
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            started_at INTEGER NOT NULL,
+            finished_at INTEGER,
+            outcome TEXT,
+            error TEXT
+        )";
+const INDEX_TOOL_ATTEMPTS_BY_CALL: &str =
+    "CREATE INDEX tool_attempts_by_call ON tool_attempts (call_id, seq)";
+const INDEX_TOOL_ATTEMPTS_BY_TOOL: &str =
+    "CREATE INDEX tool_attempts_by_tool ON tool_attempts (name, started_at)";
+const TABLE_TOOL_CACHE: &str = "CREATE TABLE tool_cache (
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            result TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            PRIMARY KEY (tool, arguments)
+        )";
+const TRIGGER_MESSAGES_COUNTED: &str =
+    "CREATE TRIGGER messages_counted AFTER INSERT ON messages WHEN NEW.depth = 0
+        BEGIN
+            UPDATE thread SET message_count = message_count + 1,
+                visible_count = visible_count + (NEW.silent = 0);
+        END";
+const TRIGGER_HISTORY_CHANGED: &str = "CREATE TRIGGER history_changed AFTER UPDATE ON messages
+        WHEN OLD.depth = 0 AND OLD.status != 'pending'
+        BEGIN
+            UPDATE thread SET history_version = history_version + 1;
+        END";
+const TRIGGER_HISTORY_INSERTED_BEFORE: &str =
+    "CREATE TRIGGER history_inserted_before AFTER INSERT ON messages
+        WHEN NEW.depth = 0 AND EXISTS (
+            SELECT 1 FROM messages WHERE depth = 0 AND position > NEW.position
+        )
+        BEGIN
+            UPDATE thread SET history_version = history_version + 1;
+        END";
+
 /// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&[&str]] = &[
     // v1: the thread row, its messages (ordered by `position`, paged through an index) and the
@@ -39,7 +147,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
             parent_message_id TEXT,
             status TEXT NOT NULL DEFAULT 'completed'
         )",
-        "CREATE INDEX messages_by_depth_position ON messages (depth, position)",
+        INDEX_MESSAGES_BY_DEPTH_POSITION,
         "CREATE TABLE tool_calls (
             id TEXT PRIMARY KEY,
             message_id TEXT NOT NULL,
@@ -52,7 +160,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
             started_at INTEGER,
             finished_at INTEGER
         )",
-        "CREATE INDEX tool_calls_by_status ON tool_calls (status, seq)",
+        INDEX_TOOL_CALLS_BY_STATUS,
     ],
     // v2: tools and utilities. Whether the model is owed a call is stored (not inferred from
     // the last message) so queued tools can run without one; message counters make paging
@@ -67,17 +175,13 @@ pub const MIGRATIONS: &[&[&str]] = &[
             message_count = (SELECT COUNT(*) FROM messages WHERE depth = 0),
             visible_count = (SELECT COUNT(*) FROM messages WHERE depth = 0 AND silent = 0)",
         "ALTER TABLE messages ADD COLUMN parts TEXT",
-        "CREATE INDEX messages_by_position ON messages (position)",
-        "CREATE INDEX messages_visible ON messages (depth, silent, position)",
-        "CREATE INDEX tool_calls_by_seq ON tool_calls (seq)",
-        "CREATE INDEX messages_pending ON messages (status) WHERE status = 'pending'",
+        INDEX_MESSAGES_BY_POSITION,
+        INDEX_MESSAGES_VISIBLE,
+        INDEX_TOOL_CALLS_BY_SEQ,
+        INDEX_MESSAGES_PENDING,
         "ALTER TABLE tool_calls ADD COLUMN origin TEXT NOT NULL DEFAULT 'model'",
         "ALTER TABLE tool_calls ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
-        "CREATE TABLE context (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL,
-            updated_at INTEGER NOT NULL
-        )",
+        TABLE_CONTEXT,
     ],
     // v3: the agent engine. Which side wrote a message (dual-AI threads show each side the
     // other's words as user messages); a pending end of the conversation (a side's stop tool)
@@ -86,37 +190,16 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[
         "ALTER TABLE messages ADD COLUMN side TEXT",
         "ALTER TABLE messages ADD COLUMN parent_tool_call_id TEXT",
-        "CREATE INDEX messages_by_parent ON messages (parent_tool_call_id, position)
-            WHERE parent_tool_call_id IS NOT NULL",
+        INDEX_MESSAGES_BY_PARENT,
         "ALTER TABLE thread ADD COLUMN ending TEXT",
         "ALTER TABLE thread ADD COLUMN result TEXT",
         "ALTER TABLE thread ADD COLUMN parent_thread_id TEXT",
         // The running prompt's hooks ({"prompt", "names"}), refreshed when a turn loads its
         // configuration, so requests between turns apply them without reading D1.
         "ALTER TABLE thread ADD COLUMN hook_config TEXT",
-        "CREATE TABLE model_requests (
-            seq INTEGER PRIMARY KEY,
-            message_id TEXT,
-            model TEXT NOT NULL,
-            provider TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            status TEXT NOT NULL,
-            http_status INTEGER,
-            latency_ms INTEGER NOT NULL,
-            ttft_ms INTEGER,
-            input_tokens INTEGER NOT NULL DEFAULT 0,
-            output_tokens INTEGER NOT NULL DEFAULT 0,
-            cost REAL NOT NULL DEFAULT 0,
-            error TEXT,
-            depth INTEGER NOT NULL DEFAULT 0,
-            created_at INTEGER NOT NULL
-        )",
+        TABLE_MODEL_REQUESTS,
         // Child threads created by agent-tool calls, so a re-run call finds its child.
-        "CREATE TABLE child_threads (
-            tool_call_id TEXT PRIMARY KEY,
-            thread_id TEXT NOT NULL,
-            created_at INTEGER NOT NULL
-        )",
+        TABLE_CHILD_THREADS,
     ],
     // v4: durable tools. A call's status is one of queued, running, retrying, sleeping,
     // waiting, rate_limited, success, error (`done` rows from v1-v3 mean finished). A
@@ -134,50 +217,14 @@ pub const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE tool_calls ADD COLUMN deadline_at INTEGER",
         "ALTER TABLE tool_calls ADD COLUMN first_started_at INTEGER",
         "ALTER TABLE tool_calls ADD COLUMN last_error TEXT",
-        "CREATE INDEX tool_calls_waking ON tool_calls (wake_at) WHERE wake_at IS NOT NULL",
+        INDEX_TOOL_CALLS_WAKING,
         "ALTER TABLE thread ADD COLUMN public_url TEXT",
-        "CREATE TABLE tool_steps (
-            call_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            status TEXT NOT NULL,
-            value TEXT,
-            wake_at INTEGER,
-            started_at INTEGER NOT NULL,
-            finished_at INTEGER,
-            PRIMARY KEY (call_id, name)
-        )",
-        "CREATE TABLE webhooks (
-            token TEXT PRIMARY KEY,
-            call_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            status TEXT NOT NULL DEFAULT 'open',
-            deadline_at INTEGER,
-            body TEXT,
-            created_at INTEGER NOT NULL,
-            received_at INTEGER,
-            UNIQUE (call_id, name)
-        )",
-        "CREATE TABLE tool_attempts (
-            seq INTEGER PRIMARY KEY,
-            call_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            started_at INTEGER NOT NULL,
-            finished_at INTEGER,
-            outcome TEXT,
-            error TEXT
-        )",
-        "CREATE INDEX tool_attempts_by_call ON tool_attempts (call_id, seq)",
-        "CREATE INDEX tool_attempts_by_tool ON tool_attempts (name, started_at)",
-        "CREATE TABLE tool_cache (
-            tool TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            result TEXT NOT NULL,
-            created_at INTEGER NOT NULL,
-            PRIMARY KEY (tool, arguments)
-        )",
+        TABLE_TOOL_STEPS,
+        TABLE_WEBHOOKS,
+        TABLE_TOOL_ATTEMPTS,
+        INDEX_TOOL_ATTEMPTS_BY_CALL,
+        INDEX_TOOL_ATTEMPTS_BY_TOOL,
+        TABLE_TOOL_CACHE,
     ],
     // v5: fewer statements per turn. The thread row's message counters follow inserts of
     // top-level messages by trigger, so appending a message is one statement; its
@@ -186,23 +233,9 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // it read and read only what was appended since (`store::HistoryCache`).
     &[
         "ALTER TABLE thread ADD COLUMN history_version INTEGER NOT NULL DEFAULT 0",
-        "CREATE TRIGGER messages_counted AFTER INSERT ON messages WHEN NEW.depth = 0
-        BEGIN
-            UPDATE thread SET message_count = message_count + 1,
-                visible_count = visible_count + (NEW.silent = 0);
-        END",
-        "CREATE TRIGGER history_changed AFTER UPDATE ON messages
-        WHEN OLD.depth = 0 AND OLD.status != 'pending'
-        BEGIN
-            UPDATE thread SET history_version = history_version + 1;
-        END",
-        "CREATE TRIGGER history_inserted_before AFTER INSERT ON messages
-        WHEN NEW.depth = 0 AND EXISTS (
-            SELECT 1 FROM messages WHERE depth = 0 AND position > NEW.position
-        )
-        BEGIN
-            UPDATE thread SET history_version = history_version + 1;
-        END",
+        TRIGGER_MESSAGES_COUNTED,
+        TRIGGER_HISTORY_CHANGED,
+        TRIGGER_HISTORY_INSERTED_BEFORE,
     ],
 ];
 
@@ -211,7 +244,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
 /// equal to the migrations' result by a host test (`tests/host/store.rs`): when a migration is
 /// appended, fold its change into these statements.
 pub const CURRENT: &[&str] = &[
-        "CREATE TABLE thread (
+    "CREATE TABLE thread (
             id TEXT PRIMARY KEY,
             agent_id TEXT NOT NULL,
             tags TEXT NOT NULL DEFAULT '[]',
@@ -233,7 +266,7 @@ pub const CURRENT: &[&str] = &[
             public_url TEXT,
             history_version INTEGER NOT NULL DEFAULT 0
         )",
-        "CREATE TABLE messages (
+    "CREATE TABLE messages (
             seq INTEGER PRIMARY KEY,
             id TEXT NOT NULL UNIQUE,
             position REAL NOT NULL,
@@ -251,8 +284,8 @@ pub const CURRENT: &[&str] = &[
             side TEXT,
             parent_tool_call_id TEXT
         )",
-        "CREATE INDEX messages_by_depth_position ON messages (depth, position)",
-        "CREATE TABLE tool_calls (
+    INDEX_MESSAGES_BY_DEPTH_POSITION,
+    "CREATE TABLE tool_calls (
             id TEXT PRIMARY KEY,
             message_id TEXT NOT NULL,
             seq INTEGER NOT NULL,
@@ -274,99 +307,25 @@ pub const CURRENT: &[&str] = &[
             first_started_at INTEGER,
             last_error TEXT
         )",
-        "CREATE INDEX tool_calls_by_status ON tool_calls (status, seq)",
-        "CREATE INDEX messages_by_position ON messages (position)",
-        "CREATE INDEX messages_visible ON messages (depth, silent, position)",
-        "CREATE INDEX tool_calls_by_seq ON tool_calls (seq)",
-        "CREATE INDEX messages_pending ON messages (status) WHERE status = 'pending'",
-        "CREATE TABLE context (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL,
-            updated_at INTEGER NOT NULL
-        )",
-        "CREATE INDEX messages_by_parent ON messages (parent_tool_call_id, position) WHERE parent_tool_call_id IS NOT NULL",
-        "CREATE TABLE model_requests (
-            seq INTEGER PRIMARY KEY,
-            message_id TEXT,
-            model TEXT NOT NULL,
-            provider TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            status TEXT NOT NULL,
-            http_status INTEGER,
-            latency_ms INTEGER NOT NULL,
-            ttft_ms INTEGER,
-            input_tokens INTEGER NOT NULL DEFAULT 0,
-            output_tokens INTEGER NOT NULL DEFAULT 0,
-            cost REAL NOT NULL DEFAULT 0,
-            error TEXT,
-            depth INTEGER NOT NULL DEFAULT 0,
-            created_at INTEGER NOT NULL
-        )",
-        "CREATE TABLE child_threads (
-            tool_call_id TEXT PRIMARY KEY,
-            thread_id TEXT NOT NULL,
-            created_at INTEGER NOT NULL
-        )",
-        "CREATE INDEX tool_calls_waking ON tool_calls (wake_at) WHERE wake_at IS NOT NULL",
-        "CREATE TABLE tool_steps (
-            call_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            status TEXT NOT NULL,
-            value TEXT,
-            wake_at INTEGER,
-            started_at INTEGER NOT NULL,
-            finished_at INTEGER,
-            PRIMARY KEY (call_id, name)
-        )",
-        "CREATE TABLE webhooks (
-            token TEXT PRIMARY KEY,
-            call_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            status TEXT NOT NULL DEFAULT 'open',
-            deadline_at INTEGER,
-            body TEXT,
-            created_at INTEGER NOT NULL,
-            received_at INTEGER,
-            UNIQUE (call_id, name)
-        )",
-        "CREATE TABLE tool_attempts (
-            seq INTEGER PRIMARY KEY,
-            call_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            started_at INTEGER NOT NULL,
-            finished_at INTEGER,
-            outcome TEXT,
-            error TEXT
-        )",
-        "CREATE INDEX tool_attempts_by_call ON tool_attempts (call_id, seq)",
-        "CREATE INDEX tool_attempts_by_tool ON tool_attempts (name, started_at)",
-    "CREATE TABLE tool_cache (
-            tool TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            result TEXT NOT NULL,
-            created_at INTEGER NOT NULL,
-            PRIMARY KEY (tool, arguments)
-        )",
-    "CREATE TRIGGER messages_counted AFTER INSERT ON messages WHEN NEW.depth = 0
-        BEGIN
-            UPDATE thread SET message_count = message_count + 1,
-                visible_count = visible_count + (NEW.silent = 0);
-        END",
-    "CREATE TRIGGER history_changed AFTER UPDATE ON messages
-        WHEN OLD.depth = 0 AND OLD.status != 'pending'
-        BEGIN
-            UPDATE thread SET history_version = history_version + 1;
-        END",
-    "CREATE TRIGGER history_inserted_before AFTER INSERT ON messages
-        WHEN NEW.depth = 0 AND EXISTS (
-            SELECT 1 FROM messages WHERE depth = 0 AND position > NEW.position
-        )
-        BEGIN
-            UPDATE thread SET history_version = history_version + 1;
-        END",
+    INDEX_TOOL_CALLS_BY_STATUS,
+    INDEX_MESSAGES_BY_POSITION,
+    INDEX_MESSAGES_VISIBLE,
+    INDEX_TOOL_CALLS_BY_SEQ,
+    INDEX_MESSAGES_PENDING,
+    TABLE_CONTEXT,
+    INDEX_MESSAGES_BY_PARENT,
+    TABLE_MODEL_REQUESTS,
+    TABLE_CHILD_THREADS,
+    INDEX_TOOL_CALLS_WAKING,
+    TABLE_TOOL_STEPS,
+    TABLE_WEBHOOKS,
+    TABLE_TOOL_ATTEMPTS,
+    INDEX_TOOL_ATTEMPTS_BY_CALL,
+    INDEX_TOOL_ATTEMPTS_BY_TOOL,
+    TABLE_TOOL_CACHE,
+    TRIGGER_MESSAGES_COUNTED,
+    TRIGGER_HISTORY_CHANGED,
+    TRIGGER_HISTORY_INSERTED_BEFORE,
 ];
 
 /// The schema version this build expects.
