@@ -12,6 +12,10 @@ use edgent::values::ids::{is_uuid, new_id};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Where client operations live in a thread object's own namespace, apart from the routes
+/// only the Worker calls (`/create`, `/webhook`, `/run`, `/stream`).
+pub(crate) const OP_PREFIX: &str = "/op";
+
 /// Routes one request.
 pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
     let path = req.path();
@@ -54,35 +58,15 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
                 _ => Err(method_or_route(&segments)),
             }
         }
-        (_, ["threads", id, rest @ ..]) => {
-            let op = match (method.clone(), rest) {
-                (Method::Get, []) => Some("/summary"),
-                (Method::Get, ["messages"]) => Some("/messages"),
-                (Method::Get, ["logs"]) => Some("/logs"),
-                (Method::Get, ["tool-calls"]) => Some("/tool-calls"),
-                (Method::Get, ["tools"]) => Some("/tools"),
-                (Method::Post, ["messages"]) => Some("/messages"),
-                (Method::Post, ["stop"]) => Some("/stop"),
-                (Method::Get, ["stream"]) => Some("/stream"),
-                _ => None,
-            };
-            let decision = match (method.clone(), rest) {
-                (Method::Post, ["tool-calls", call_id, "approve"]) => Some((*call_id, true)),
-                (Method::Post, ["tool-calls", call_id, "reject"]) => Some((*call_id, false)),
-                _ => None,
-            };
-            match op {
-                None if decision.is_some() => match decision {
-                    Some((call_id, approved)) => {
-                        approve(&mut req, &env, id, call_id, approved).await
-                    }
-                    None => Err(method_or_route(&segments)),
-                },
-                None => Err(method_or_route(&segments)),
-                Some("/stream") => stream(&req, &env, id).await,
-                Some(op) => forward(&mut req, &env, id, method, op).await,
+        (_, ["threads", id, rest @ ..]) => match (method.clone(), rest) {
+            (Method::Get, ["stream"]) => stream(&req, &env, id).await,
+            // Every other thread route goes to the object as it is: `ThreadOp::from_http`
+            // is the one table of them (404 for anything else).
+            _ => {
+                let op = format!("{OP_PREFIX}/{}", rest.join("/"));
+                forward(&mut req, &env, id, method, &op).await
             }
-        }
+        },
         _ => Err(method_or_route(&segments)),
     };
     match outcome {
@@ -202,38 +186,6 @@ fn policy_json(p: &edgent::tool::ToolPolicy) -> serde_json::Value {
 }
 
 /// `POST /api/threads/:id/tool-calls/:call/approve|reject` (optional body `{"reason"}`).
-async fn approve(
-    req: &mut Request,
-    env: &Env,
-    thread_id: &str,
-    call_id: &str,
-    approved: bool,
-) -> std::result::Result<Response, ApiError> {
-    if !is_uuid(thread_id) {
-        return Err(ApiError::not_found("thread not found"));
-    }
-    let body = read_body(req).await?;
-    let reason = if body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        let v: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
-        match v.get("reason") {
-            None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::String(r)) => Some(r.clone()),
-            Some(_) => return Err(ApiError::invalid("\"reason\" must be a string")),
-        }
-    };
-    let payload = json!({ "tool_call_id": call_id, "approved": approved, "reason": reason });
-    let internal = internal_request(
-        Method::Post,
-        "/approval",
-        thread_id,
-        Some(payload.to_string().into_bytes()),
-    )?;
-    send_to(env, thread_id, internal).await
-}
-
 /// `POST /webhooks/:thread_id/:token`: a 64-hex-character token or 404, like any other
 /// wrong token (the thread's object answers for the rest).
 async fn webhook(

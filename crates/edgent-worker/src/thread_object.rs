@@ -115,7 +115,12 @@ impl ThreadObject {
                 .map(|s| (200, json!(s)))
                 .map_err(|e| ApiError::internal(e.to_string())),
             (worker::Method::Get, "/stream") => return self.accept_socket(),
-            _ => self.http_op(&mut req, &path).await,
+            (_, op) => match op.strip_prefix(super::router::OP_PREFIX) {
+                Some(op) if op.is_empty() || op.starts_with('/') => {
+                    self.http_op(&mut req, op).await
+                }
+                _ => Err(ApiError::not_found("no such thread operation")),
+            },
         };
         match result {
             Ok((status, body)) => json(status, &body),

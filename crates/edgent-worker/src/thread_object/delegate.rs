@@ -14,7 +14,7 @@ use super::ThreadObject;
 use crate::clock::now;
 use crate::host::ShellHost;
 use crate::model::{run_chain, ChainSink};
-use crate::router::{internal_request, send_to};
+use crate::router::{internal_request, send_to, OP_PREFIX};
 use edgent::api::ApiError;
 use edgent::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
 use edgent::engine::request_log::ModelRequestLog;
@@ -295,10 +295,11 @@ impl ThreadObject {
         if status != 201 && status != 409 {
             return Err(ChildError::NotCreated(body));
         }
-        let (_, child_summary) = ask(Method::Get, "/summary", None).await?;
+        let (_, child_summary) = ask(Method::Get, OP_PREFIX, None).await?;
         if child_summary["message_count"].as_i64() == Some(0) {
+            let messages = format!("{OP_PREFIX}/messages");
             let (status, body) =
-                ask(Method::Post, "/messages", Some(json!({ "content": input }))).await?;
+                ask(Method::Post, &messages, Some(json!({ "content": input }))).await?;
             if status != 202 {
                 return Err(ChildError::NotStarted(body));
             }

@@ -80,10 +80,10 @@ impl ThreadOp {
         })
     }
 
-    /// Decodes a request the router forwarded to the thread's object: `method` and `path`
-    /// (`/summary`, `/messages`, …), the query pairs and the body. `None` when the request is
-    /// not a client operation (creation, webhooks, sockets and the child-thread `/run` are
-    /// handled by the driver itself).
+    /// Decodes an HTTP request on a thread: `method`, `path` (what follows
+    /// `/api/threads/:id`: `""`, `/messages`, `/tool-calls/:call/approve`, …), the query pairs
+    /// and the body. `None` when no operation has this method and path (404). The one table
+    /// of the public thread routes: the router forwards every one of them as it is.
     pub fn from_http(
         method: &str,
         path: &str,
@@ -91,18 +91,21 @@ impl ThreadOp {
         body: &[u8],
     ) -> Result<Option<ThreadOp>, ApiError> {
         let page = || PageQuery::parse(query.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        Ok(Some(match (method, path) {
-            ("GET", "/summary") => ThreadOp::Summary,
-            ("GET", "/messages") => ThreadOp::GetMessages(page()?),
-            ("POST", "/messages") => ThreadOp::SendMessage(PostMessage::parse(body)?),
-            ("POST", "/stop") => ThreadOp::Stop,
-            ("GET", "/logs") => ThreadOp::GetLogs(page()?),
-            ("GET", "/tool-calls") => ThreadOp::GetToolCalls(page()?),
-            ("GET", "/tools") => ThreadOp::ToolStatuses,
-            ("POST", "/approval") => {
-                let value: Value = serde_json::from_slice(body)
-                    .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
-                ThreadOp::DecideApproval(parse_params(&value)?)
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        Ok(Some(match (method, segments.as_slice()) {
+            ("GET", []) => ThreadOp::Summary,
+            ("GET", ["messages"]) => ThreadOp::GetMessages(page()?),
+            ("POST", ["messages"]) => ThreadOp::SendMessage(PostMessage::parse(body)?),
+            ("POST", ["stop"]) => ThreadOp::Stop,
+            ("GET", ["logs"]) => ThreadOp::GetLogs(page()?),
+            ("GET", ["tool-calls"]) => ThreadOp::GetToolCalls(page()?),
+            ("GET", ["tools"]) => ThreadOp::ToolStatuses,
+            ("POST", ["tool-calls", call_id, decision @ ("approve" | "reject")]) => {
+                ThreadOp::DecideApproval(ApprovalParams {
+                    tool_call_id: (*call_id).to_owned(),
+                    approved: *decision == "approve",
+                    reason: reason_of(body)?,
+                })
             }
             _ => return Ok(None),
         }))
@@ -156,6 +159,20 @@ fn page_from_params(params: &Value) -> Result<PageQuery, ApiError> {
     PageQuery::parse(owned.iter().map(|(k, v)| (*k, v.as_str())))
 }
 
+/// The optional `{"reason": "…"}` body of an approve/reject request (an empty body is none).
+fn reason_of(body: &[u8]) -> Result<Option<String>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))?;
+    match value.get("reason") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(r)) => Ok(Some(r.clone())),
+        Some(_) => Err(ApiError::invalid("\"reason\" must be a string")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -197,8 +214,8 @@ mod tests {
         assert_eq!(http.http_status(), 202);
         assert!(http.starts_work());
 
-        let body = br#"{"tool_call_id":"c1","approved":false,"reason":"no"}"#;
-        let http = ThreadOp::from_http("POST", "/approval", &[], body)
+        let body = br#"{"reason":"no"}"#;
+        let http = ThreadOp::from_http("POST", "/tool-calls/c1/reject", &[], body)
             .unwrap()
             .unwrap();
         let rpc = ThreadOp::from_rpc(
@@ -246,7 +263,25 @@ mod tests {
             ThreadOp::from_http("GET", "/webhook", &[], b"").unwrap(),
             None
         );
-        let bad = ThreadOp::from_http("POST", "/approval", &[], b"not json").unwrap_err();
-        assert_eq!(bad.code, "invalid_request");
+        // The object's own routes are not client operations.
+        for internal in ["/create", "/run", "/stream", "/approval"] {
+            assert_eq!(
+                ThreadOp::from_http("POST", internal, &[], b"{}").unwrap(),
+                None
+            );
+        }
+        let bad = ThreadOp::from_http("POST", "/tool-calls/c1/approve", &[], b"not json");
+        assert_eq!(bad.unwrap_err().code, "invalid_request");
+        let bad = ThreadOp::from_http("POST", "/tool-calls/c1/approve", &[], br#"{"reason":1}"#);
+        assert_eq!(bad.unwrap_err().code, "invalid_request");
+        let empty = ThreadOp::from_http("POST", "/tool-calls/c1/approve", &[], b" ").unwrap();
+        assert!(matches!(
+            empty,
+            Some(ThreadOp::DecideApproval(ApprovalParams {
+                approved: true,
+                reason: None,
+                ..
+            }))
+        ));
     }
 }
