@@ -12,8 +12,15 @@ use worker::SqlStorage;
 
 use edgent::values::sql::{Row, Sql, SqlError, SqlValue};
 
+// A BigInt (an integer past 2^53, should storage hand one back) cannot be stringified: the
+// slow path turns it into a number, as reading it value by value did.
 #[wasm_bindgen(inline_js = "export function edgent_sql_exec(sql, query, params) {
-    return JSON.stringify(sql.exec(query, ...JSON.parse(params)).raw().toArray());
+    const rows = sql.exec(query, ...JSON.parse(params)).raw().toArray();
+    try {
+        return JSON.stringify(rows);
+    } catch {
+        return JSON.stringify(rows, (_, v) => (typeof v === 'bigint' ? Number(v) : v));
+    }
 }")]
 extern "C" {
     #[wasm_bindgen(catch)]
