@@ -4,15 +4,17 @@
 //! host tests, not driver code.
 //!
 //! The order of calls in the driver's loop:
-//! 1. before each step, arm the alarm [`WATCHDOG_MS`] ahead (a crash mid-step resumes there);
+//! 1. keep the alarm at most [`WATCHDOG_MS`] ahead while steps run (a crash mid-step resumes
+//!    there; the Worker re-arms it once half of it has passed);
 //! 2. [`Thread::step_wanted`]: whether to take a step now, with the thread's summary
 //!    (otherwise the loop ends);
 //! 3. load configuration if the engine's side or agent changed; on failure
 //!    [`Thread::handle_config_failure`] and end the loop;
-//! 4. [`Thread::next_action`] and perform it;
-//! 5. after the loop: set the alarm to [`Thread::poll_timeout`] (or delete it), then
-//!    [`Thread::has_work`]: a message that arrived while the alarm was being changed starts
-//!    the loop again instead of waiting.
+//! 4. [`Thread::next_action_for`] with that summary when nothing yielded since (else
+//!    [`Thread::next_action`]) and perform it;
+//! 5. after the loop: set the alarm to [`Thread::poll_timeout`] (or delete it), then start
+//!    again if work arrived meanwhile. [`Thread::has_work`] answers that from storage; the
+//!    Worker, which sees every request that stores work, keeps a flag instead of reading.
 
 use crate::engine::store::{ThreadStatus, ThreadSummary};
 use crate::engine::thread::{Thread, ThreadError};

@@ -23,8 +23,8 @@ struct BudgetWalk {
     used: u64,
     /// Results taken whose call is not taken yet: the cut waits for the call.
     open: Vec<String>,
-    /// Newest first.
-    kept: Vec<Message>,
+    /// How many messages were taken.
+    taken: usize,
 }
 
 impl BudgetWalk {
@@ -33,14 +33,15 @@ impl BudgetWalk {
             budget,
             used: 0,
             open: Vec::new(),
-            kept: Vec::new(),
+            taken: 0,
         }
     }
 
-    /// Offers the next older completed message; `false` when the walk stops before it.
-    fn offer(&mut self, m: Message) -> bool {
-        self.used += estimate_tokens(&m);
-        if self.used > self.budget && !self.kept.is_empty() && self.open.is_empty() {
+    /// Offers the next older completed message; `false` when the walk stops before it (the
+    /// caller keeps the messages it took).
+    fn offer(&mut self, m: &Message) -> bool {
+        self.used += estimate_tokens(m);
+        if self.used > self.budget && self.taken > 0 && self.open.is_empty() {
             return false;
         }
         if let (Role::Tool, Some(id)) = (m.role, &m.tool_call_id) {
@@ -48,15 +49,8 @@ impl BudgetWalk {
         }
         self.open
             .retain(|id| !m.tool_calls.iter().any(|c| &c.id == id));
-        self.kept.push(m);
+        self.taken += 1;
         true
-    }
-
-    /// What was kept, oldest first.
-    fn into_history(self) -> Vec<Message> {
-        let mut out = self.kept;
-        out.reverse();
-        out
     }
 }
 
@@ -123,11 +117,12 @@ impl Store<'_> {
                 }
             }
             let mut walk = BudgetWalk::new(budget);
-            let cut = !c.history.iter().rev().all(|m| walk.offer(m.clone()));
+            let taken = c.history.iter().rev().take_while(|m| walk.offer(m)).count();
+            let cut = taken < c.history.len();
             // A walk that ran out of cached messages would have read older rows: only a
             // cache holding the whole history can answer it.
             if cut || c.whole {
-                c.history = walk.into_history();
+                c.history.drain(..c.history.len() - taken);
                 c.whole &= !cut;
                 let history = c.history.clone();
                 *cache.0.borrow_mut() = Some(c);
@@ -150,6 +145,7 @@ impl Store<'_> {
     fn read_history(&self, budget: u64) -> Result<FullRead, SqlError> {
         const PAGE: u32 = 64;
         let mut walk = BudgetWalk::new(budget);
+        let mut kept: Vec<Message> = Vec::new(); // newest first
         let mut before = f64::MAX;
         let mut newest: Option<f64> = None;
         let mut pending = false;
@@ -171,17 +167,19 @@ impl Store<'_> {
                 if m.status != MessageStatus::Completed {
                     continue;
                 }
-                if !walk.offer(m) {
+                if !walk.offer(&m) {
                     exhausted = false;
                     break 'pages;
                 }
+                kept.push(m);
             }
             if rows.len() < PAGE as usize {
                 break;
             }
         }
+        kept.reverse();
         Ok(FullRead {
-            history: walk.into_history(),
+            history: kept,
             exhausted,
             final_up_to: (!pending).then_some(newest.unwrap_or(0.0)),
         })
