@@ -1,20 +1,26 @@
-//! [`FlowHost`] for the Durable Object: the thread's SQLite, its sockets, the Worker's
-//! secrets, vars, D1 bindings and `fetch`.
+//! The Durable Object as the runtime's [`Platform`] (and the tools' [`FlowHost`]): the
+//! thread's SQLite, alarm and sockets, the Worker's secrets, vars, D1 bindings, `fetch`, the
+//! `AI` binding, the deployment's rate limiters and the other threads' objects.
 
 use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 use wasm_bindgen::JsValue;
-use worker::{AbortController, Env, Fetch, Headers, Method, Request, RequestInit, State};
+use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit, State};
 
 use super::clock::{now, with_timeout};
 use super::do_sql::DoSql;
+use edgent::config::{AgentConfig, ModelConfig};
+use edgent::engine::durable::Window;
+use edgent::engine::store::Side;
+use edgent::llm::stream::ProviderError;
+use edgent::runtime::{ModelReply, Platform};
 use edgent::tool::{BoxFuture, FlowHost, HostError, HttpRequest, HttpResponse, Registry};
 use edgent::values::protocol::ServerFrame;
 use edgent::values::sql::{Sql, SqlValue};
 
-/// One per tool call; cheap to build (JS handles are reference-counted).
+/// One per thread object instance (JS handles are reference-counted).
 pub(crate) struct ShellHost {
     pub(crate) sql: DoSql,
     pub(crate) state: State,
@@ -94,6 +100,105 @@ impl FlowHost for ShellHost {
 
     fn env(&self) -> Option<&dyn std::any::Any> {
         Some(&self.env)
+    }
+}
+
+impl Platform for ShellHost {
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        Box::pin(Delay::from(Duration::from_millis(ms)))
+    }
+
+    fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
+        let storage = self.state.storage();
+        Box::pin(async move { storage.set_alarm(in_ms).await.map_err(|e| e.to_string()) })
+    }
+
+    fn delete_alarm(&self) -> BoxFuture<'static, Result<(), String>> {
+        let storage = self.state.storage();
+        Box::pin(async move { storage.delete_alarm().await.map_err(|e| e.to_string()) })
+    }
+
+    fn spawn(&self, work: BoxFuture<'static, ()>) {
+        worker::wasm_bindgen_futures::spawn_local(work);
+    }
+
+    fn log_error(&self, message: &str) {
+        worker::console_error!("{message}");
+    }
+
+    fn fresh_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
+        crate::config::fresh_agent(agent_id, side)
+    }
+
+    fn load_agent(
+        &self,
+        agent_id: &str,
+        side: Side,
+    ) -> BoxFuture<'static, Result<Result<Rc<AgentConfig>, String>, String>> {
+        let (env, agent_id) = (self.env.clone(), agent_id.to_owned());
+        Box::pin(async move {
+            match crate::config::load_agent(&env, &agent_id, side).await {
+                Ok(config) => Ok(config.map_err(|e| e.to_string())),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+
+    fn agent_has_side(
+        &self,
+        agent_id: &str,
+        side: Side,
+    ) -> BoxFuture<'static, Result<bool, String>> {
+        let (env, agent_id) = (self.env.clone(), agent_id.to_owned());
+        Box::pin(async move {
+            crate::config::agent_has_side(&env, &agent_id, side)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn acquire_limit(
+        &self,
+        tool: &str,
+        per_minute: u32,
+    ) -> BoxFuture<'static, Result<Window, String>> {
+        let (env, tool) = (self.env.clone(), tool.to_owned());
+        Box::pin(async move {
+            crate::rate_limiter::acquire(&env, &tool, per_minute)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn open_model(
+        &self,
+        model: &ModelConfig,
+        body: Value,
+    ) -> BoxFuture<'static, Result<Box<dyn ModelReply>, ProviderError>> {
+        Box::pin(crate::model::open(self.env.clone(), model.clone(), body))
+    }
+
+    fn ask_thread(
+        &self,
+        thread_id: &str,
+        method: &'static str,
+        path: &str,
+        body: Option<Value>,
+    ) -> BoxFuture<'static, Result<(u16, Value), String>> {
+        let env = self.env.clone();
+        let body = body.map(|b| b.to_string().into_bytes());
+        let request =
+            crate::router::internal_request(Method::from(method.to_owned()), path, thread_id, body);
+        let thread_id = thread_id.to_owned();
+        Box::pin(async move {
+            let mut resp =
+                crate::router::send_to(&env, &thread_id, request.map_err(|e| e.message)?)
+                    .await
+                    .map_err(|e| e.message)?;
+            let status = resp.status_code();
+            let value: Value = resp.json().await.map_err(|e| e.to_string())?;
+            Ok((status, value))
+        })
     }
 }
 

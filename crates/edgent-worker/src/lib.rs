@@ -35,8 +35,6 @@ mod http;
 #[cfg(target_arch = "wasm32")]
 mod model;
 #[cfg(target_arch = "wasm32")]
-mod policy;
-#[cfg(target_arch = "wasm32")]
 mod rate_limiter;
 #[cfg(target_arch = "wasm32")]
 mod router;
@@ -90,15 +88,14 @@ macro_rules! serve {
                 $crate::fetch(req, env, ctx).await
             }
 
-            /// The Durable Object holding one conversation thread (bound as `THREADS`). Shared
-            /// (`Rc`) so a handler can keep driving the thread after it has answered.
+            /// The Durable Object holding one conversation thread (bound as `THREADS`).
             #[::worker::durable_object]
-            pub struct DurableThread(::std::rc::Rc<$crate::ThreadObject>);
+            pub struct DurableThread($crate::ThreadObject);
 
             impl ::worker::DurableObject for DurableThread {
                 fn new(state: ::worker::State, env: ::worker::Env) -> Self {
                     super::EDGENT_CATALOG.install();
-                    DurableThread(::std::rc::Rc::new($crate::ThreadObject::new(state, env)))
+                    DurableThread($crate::ThreadObject::new(state, env))
                 }
 
                 async fn fetch(

@@ -1,4 +1,5 @@
-//! One streaming chat-completions call over `fetch`, feeding bytes to the core as they arrive.
+//! One model attempt: a streaming call over `fetch` (bytes fed to the wire format's parser as
+//! they arrive, under the first-chunk and stall deadlines), or the `AI` binding.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -15,11 +16,11 @@ use super::clock::{now, with_timeout};
 use edgent::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
-use edgent::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
-use edgent::engine::request_log::ModelRequestLog;
 use edgent::llm::stream::{ProviderError, StreamEvent};
 use edgent::llm::workers_ai;
 use edgent::llm::{auth_headers, endpoint, error_message, StreamParser, ANTHROPIC_VERSION};
+use edgent::runtime::ModelReply;
+use edgent::tool::BoxFuture;
 
 /// Largest error body we read from a failing provider.
 const MAX_ERROR_BODY: usize = 16 * 1024;
@@ -209,111 +210,40 @@ impl ModelStream {
     }
 }
 
-/// What a model chain reports to its caller while it runs.
-pub(crate) trait ChainSink {
-    /// Stream events of the current attempt.
-    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError>;
-    /// A new attempt starts after a failed one: forget the partial reply.
-    fn reset(&mut self);
-    /// An attempt ended: log its row (the sink knows the token counts of a success).
-    /// `retry` is the failure and the plan when another attempt follows.
-    fn attempt_done(
-        &mut self,
-        log: ModelRequestLog,
-        ok: bool,
-        retry: Option<(&ProviderError, &str)>,
-    );
-    /// Whether the thread was stopped (no further attempt, no further bytes).
-    fn stopped(&self) -> bool;
-}
-
-/// Performs a model call's chain: makes the attempts the engine's [`ModelChain`] asks for
-/// (after their delay), streams each into `sink`, and hands each end back to the chain, until
-/// a whole reply arrives, the thread stops, or the chain gives up.
-pub(crate) async fn run_chain(
-    env: &Env,
-    models: &[ModelConfig],
-    body_for: &dyn Fn(&ModelConfig) -> serde_json::Value,
-    sink: &mut dyn ChainSink,
-) -> Result<(), ProviderError> {
-    let mut chain = ModelChain::new(models);
-    // The failure of the attempt before this one, while a retry is pending.
-    let mut failed: Option<ProviderError> = None;
-    while let Some(attempt) = chain.poll_attempt() {
-        if attempt.delay_ms > 0 {
-            Delay::from(Duration::from_millis(attempt.delay_ms)).await;
-        }
-        if let Some(error) = failed.take() {
-            if sink.stopped() {
-                return Err(error);
-            }
-            sink.reset();
-        }
-        let model = models.get(attempt.model).ok_or_else(ModelChain::no_model)?;
-        let started = now();
-        let mut first_chunk_at = None;
-        let outcome = attempt_once(env, model, &body_for(model), sink, &mut first_chunk_at).await;
-        // The key is read only to redact it from an error text the provider may echo.
-        let secret = match &outcome {
-            Ok(_) => None,
-            Err(_) => model
-                .api_key_secret
-                .as_deref()
-                .and_then(|s| env.secret(s).ok())
-                .map(|s| s.to_string()),
-        };
-        let end = AttemptEnd {
-            started,
-            finished: now(),
-            first_chunk_at,
-            outcome,
-            stopped: sink.stopped(),
-            secret: secret.as_deref(),
-        };
-        match chain.handle_attempt_end(models, end) {
-            ChainStep::Done { log } => {
-                sink.attempt_done(log, true, None);
-                return Ok(());
-            }
-            ChainStep::GiveUp { log, error } => {
-                sink.attempt_done(log, false, None);
-                return Err(error);
-            }
-            ChainStep::Retry { log, error, plan } => {
-                sink.attempt_done(log, false, Some((&error, &plan)));
-                failed = Some(error);
-            }
-        }
-    }
-    Err(ModelChain::no_model())
-}
-
-/// One attempt: open, stream to the end. `Ok(status)` once the stream ended properly.
-async fn attempt_once(
-    env: &Env,
-    model: &ModelConfig,
-    body: &serde_json::Value,
-    sink: &mut dyn ChainSink,
-    ttft: &mut Option<i64>,
-) -> Result<u16, ProviderError> {
+/// Opens one model attempt's reply: a streamed HTTP response, or a Workers AI answer (the
+/// binding does not stream tool-call deltas, so its whole reply is one batch of events).
+pub(crate) async fn open(
+    env: Env,
+    model: ModelConfig,
+    body: serde_json::Value,
+) -> Result<Box<dyn ModelReply>, ProviderError> {
     if model.provider == Provider::WorkersAi {
-        let events = run_workers_ai(env, model, body).await?;
-        *ttft = Some(now());
-        sink.events(events)?;
-        return Ok(200);
+        let events = run_workers_ai(&env, &model, &body).await?;
+        return Ok(Box::new(Answered(Some(events))));
     }
-    let mut stream = ModelStream::open(env, model, body).await?;
-    while let Some(events) = stream.next_events().await? {
-        if ttft.is_none() {
-            *ttft = Some(now());
-        }
-        sink.events(events)?;
-        if sink.stopped() {
-            stream.cancel();
-            break;
-        }
+    Ok(Box::new(ModelStream::open(&env, &model, &body).await?))
+}
+
+/// A reply that arrived whole.
+struct Answered(Option<Vec<StreamEvent>>);
+
+impl ModelReply for Answered {
+    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
+        let events = self.0.take();
+        Box::pin(async move { Ok(events) })
     }
-    Ok(200)
+
+    fn cancel(&mut self) {}
+}
+
+impl ModelReply for ModelStream {
+    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
+        Box::pin(ModelStream::next_events(self))
+    }
+
+    fn cancel(&mut self) {
+        ModelStream::cancel(self);
+    }
 }
 
 /// One Workers AI call through the `AI` binding (not streamed: the binding's stream has no

@@ -6,15 +6,12 @@ use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 use super::admin;
 use super::config::agent_exists;
 use super::http::{error, json, logged, read_body, registry_error};
+use edgent::api::ops::OP_PREFIX;
 use edgent::api::{authorized, ApiError, CreateThread};
 use edgent::config::admin::Kind;
 use edgent::values::ids::{is_uuid, new_id};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// Where client operations live in a thread object's own namespace, apart from the routes
-/// only the Worker calls (`/create`, `/webhook`, `/run`, `/stream`).
-pub(crate) const OP_PREFIX: &str = "/op";
 
 /// Routes one request.
 pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
@@ -148,7 +145,8 @@ async fn tools(env: &Env) -> std::result::Result<Response, ApiError> {
         .map_err(|e| registry_error(&e))?;
     let mut out = Vec::new();
     for spec in registry.all_specs() {
-        let policy = super::policy::policy_for(env, &registry, &spec.name);
+        let var = |k: &str| env.var(k).ok().map(|v| v.to_string());
+        let policy = edgent::tool::policy::policy_for(&registry, &spec.name, var);
         let mut status = "available";
         if let Some(limit) = policy
             .rate_limit

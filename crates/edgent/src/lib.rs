@@ -33,6 +33,8 @@ pub mod engine;
 pub mod hook;
 #[doc(hidden)]
 pub mod llm;
+#[doc(hidden)]
+pub mod runtime;
 pub mod tool;
 pub mod values;
 

@@ -15,7 +15,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom first: each may import only those before it.
-const LAYERS: &[&str] = &["values", "llm", "config", "engine", "api"];
+const LAYERS: &[&str] = &["values", "llm", "config", "engine", "api", "runtime"];
 
 /// Longest source file, in lines before its `#[cfg(test)]` module.
 const MAX_LINES: usize = 600;

@@ -41,6 +41,11 @@ pub enum ThreadOp {
     Stop,
 }
 
+/// Where client operations live in a thread object's own namespace, apart from the routes
+/// only the host calls (`/create`, `/webhook`, `/run`, `/stream`): the router forwards
+/// `/api/threads/:id/<rest>` as `OP_PREFIX/<rest>`.
+pub const OP_PREFIX: &str = "/op";
+
 /// The rpc methods, for the error that names them.
 pub const RPC_METHODS: &[&str] = &[
     "send_message",

@@ -37,6 +37,7 @@ mod flow;
 mod handler;
 mod http;
 pub mod offer;
+pub mod policy;
 mod registry;
 pub mod schema;
 mod utils;

@@ -3,27 +3,21 @@
 //! AI-human agent takes this thread over.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use worker::{Delay, Method};
 
-use super::turn::{record, RequestParts};
-use super::ThreadObject;
-use crate::clock::now;
-use crate::host::ShellHost;
-use crate::model::{run_chain, ChainSink};
-use crate::router::{internal_request, send_to, OP_PREFIX};
-use edgent::api::ApiError;
-use edgent::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
-use edgent::engine::request_log::ModelRequestLog;
-use edgent::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
-use edgent::engine::thread::{SubStep, Thread, ThreadError};
-use edgent::llm::stream::{Completion, ProviderError, StreamEvent};
-use edgent::tool::offer::offered;
-use edgent::tool::{CallToolResult, FlowState};
-use edgent::values::ids::new_id;
+use super::chain::{run_chain, ChainSink, RequestParts};
+use super::ThreadRuntime;
+use crate::api::ops::OP_PREFIX;
+use crate::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
+use crate::engine::request_log::ModelRequestLog;
+use crate::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
+use crate::engine::thread::{SubStep, Thread, ThreadError};
+use crate::llm::stream::{Completion, ProviderError, StreamEvent};
+use crate::tool::offer::offered;
+use crate::tool::{CallToolResult, FlowState};
+use crate::values::ids::new_id;
 
 /// How long an agent tool waits for its child conversation.
 const CHILD_DEADLINE_MS: i64 = 10 * 60 * 1000;
@@ -31,13 +25,13 @@ const CHILD_DEADLINE_MS: i64 = 10 * 60 * 1000;
 /// Why a child conversation gave no answer: the parent's side of the round trip
 /// (`run_child`) or the child's own run (`run_to_end`).
 #[derive(Debug)]
-pub(super) enum ChildError {
+#[non_exhaustive]
+pub enum ChildError {
     /// This thread's store failed (recording the child, reading the summary).
     Thread(ThreadError),
-    /// A request to the child's object could not be built or sent.
-    Unreachable(ApiError),
-    /// The child's answer is not JSON.
-    Unreadable(worker::Error),
+    /// A request to the child's object could not be built or sent, or its answer could not
+    /// be read (the platform's client-facing text; the cause was logged).
+    Unreachable(String),
     /// The child refused to be created (its answer).
     NotCreated(Value),
     /// The child refused the first message (its answer).
@@ -60,8 +54,7 @@ impl std::fmt::Display for ChildError {
         match self {
             ChildError::Thread(e) => write!(f, "{e}"),
             // The client-facing text only: the cause was logged where it happened.
-            ChildError::Unreachable(e) => f.write_str(&e.message),
-            ChildError::Unreadable(e) => write!(f, "{e}"),
+            ChildError::Unreachable(e) => f.write_str(e),
             ChildError::NotCreated(body) => write!(f, "could not create the child thread: {body}"),
             ChildError::NotStarted(body) => write!(f, "could not start the child thread: {body}"),
             ChildError::NotFinished(body) => write!(f, "the child thread did not finish: {body}"),
@@ -95,7 +88,7 @@ fn parse_input(arguments: &str) -> Result<String, CallToolResult> {
 
 /// Collects a sub-prompt's reply (no streaming to clients: depth-0 clients do not see it).
 struct SubSink<'t, 'a> {
-    object: &'t ThreadObject,
+    runtime: &'t ThreadRuntime,
     thread: &'t Thread<'a>,
     completion: Completion,
     models: &'t [ModelConfig],
@@ -122,21 +115,20 @@ impl ChainSink for SubSink<'_, '_> {
         if ok {
             log.add_usage(&self.completion, self.models);
         }
-        record(self.thread, &log);
+        self.runtime.record(self.thread, &log);
     }
 
     fn stopped(&self) -> bool {
-        self.object.stop_requested.get()
+        self.runtime.stop_requested.get()
     }
 }
 
-impl ThreadObject {
+impl ThreadRuntime {
     /// Runs `prompt` as a sub-prompt answering `call`: the engine's [`SubPrompt`] says each
     /// step (call the model, run tools, done) and stores every message at depth 1; this only
     /// calls the model chain and the tools.
     pub(super) async fn run_sub_prompt(
         &self,
-        host: &Rc<ShellHost>,
         parent: &Rc<AgentConfig>,
         summary: &ThreadSummary,
         call: &StoredToolCall,
@@ -153,19 +145,18 @@ impl ThreadObject {
             models: models.to_vec(),
             delegates: Vec::new(),
         });
-        let sql = self.sql();
-        let mut thread = Thread::open_migrated(&sql);
+        let mut thread = Thread::open_migrated(self.platform.sql());
         let budget = models
             .first()
             .and_then(|m| m.max_history_tokens)
-            .unwrap_or(edgent::config::DEFAULT_MAX_HISTORY_TOKENS);
-        let started = thread.start_sub_prompt(now(), call, prompt, !models.is_empty(), budget);
+            .unwrap_or(crate::config::DEFAULT_MAX_HISTORY_TOKENS);
+        let started = thread.start_sub_prompt(self.now(), call, prompt, !models.is_empty(), budget);
         let (mut sub, mut step) = match started {
             Ok(s) => s,
             Err(e) => return storage(e),
         };
         let system = thread.system_text(prompt);
-        let tools = offered(&host.registry, &config);
+        let tools = offered(self.platform.registry(), &config);
         loop {
             let next = match step {
                 SubStep::Done(result) => {
@@ -180,24 +171,25 @@ impl ThreadObject {
                         config: &config,
                     };
                     let mut sink = SubSink {
-                        object: self,
+                        runtime: self,
                         thread: &thread,
                         completion: Completion::default(),
                         models,
                         parent_tool_call_id: &call.call.id,
                     };
-                    let outcome = run_chain(&self.env, models, &|m| parts.body(m), &mut sink).await;
+                    let outcome = run_chain(&*self.platform, models, &parts, &mut sink).await;
                     let reply = outcome.map(|()| sink.completion);
-                    sub.handle_reply(&mut thread, now(), reply, host.registry.as_ref())
+                    sub.handle_reply(&mut thread, self.now(), reply, self.platform.registry())
                 }
                 SubStep::RunTools(calls) => {
                     let mut stored = Ok(());
                     for c in calls {
-                        let result = match (c.refused, host.registry.get(&c.call.name)) {
+                        let registry = self.platform.registry();
+                        let result = match (c.refused, registry.get(&c.call.name)) {
                             (Some(refusal), _) => refusal,
                             (None, Some(tool)) => {
                                 let mut flow = FlowState::top_level(
-                                    host.clone(),
+                                    self.tool_host.clone(),
                                     summary,
                                     &config,
                                     &c.call.id,
@@ -208,7 +200,7 @@ impl ThreadObject {
                             }
                             (None, None) => CallToolResult::error("the tool is gone"),
                         };
-                        stored = sub.handle_tool_result(&mut thread, now(), &c.call, result);
+                        stored = sub.handle_tool_result(&mut thread, self.now(), &c.call, result);
                         if stored.is_err() {
                             break;
                         }
@@ -238,9 +230,8 @@ impl ThreadObject {
         };
         match agent.kind {
             AgentKind::AiHuman => {
-                let sql = self.sql();
-                let thread = Thread::open_migrated(&sql);
-                match thread.hand_over(now(), &agent.id) {
+                let thread = Thread::open_migrated(self.platform.sql());
+                match thread.hand_over(self.now(), &agent.id) {
                     Ok(()) => CallToolResult::text(format!(
                         "Handed over to agent {:?}, which answers from now on. Handover note: {input}",
                         agent.id
@@ -262,49 +253,36 @@ impl ThreadObject {
         agent: &AgentDef,
         input: String,
     ) -> Result<CallToolResult, ChildError> {
-        let sql = self.sql();
-        let thread = Thread::open_migrated(&sql);
+        let thread = Thread::open_migrated(self.platform.sql());
         let child = thread
-            .child_thread(now(), &call.call.id, &new_id())
+            .child_thread(self.now(), &call.call.id, &new_id())
             .map_err(ChildError::Thread)?;
-        let ask = |method: Method, op: &str, body: Option<Value>| {
-            let child = child.clone();
-            let op = op.to_owned();
-            async move {
-                let req = internal_request(
-                    method,
-                    &op,
-                    &child,
-                    body.map(|b| b.to_string().into_bytes()),
-                )
-                .map_err(ChildError::Unreachable)?;
-                let mut resp = send_to(&self.env, &child, req)
-                    .await
-                    .map_err(ChildError::Unreachable)?;
-                let status = resp.status_code();
-                let value: Value = resp.json().await.map_err(ChildError::Unreadable)?;
-                Ok::<_, ChildError>((status, value))
-            }
+        let ask = |method: &'static str, path: String, body: Option<Value>| {
+            self.platform.ask_thread(&child, method, &path, body)
         };
-        let (status, body) = ask(
-            Method::Post,
-            &format!("/create?parent={}", summary.thread_id),
-            Some(json!({ "agent_id": agent.id, "tags": ["child"] })),
-        )
-        .await?;
+        let create = format!("/create?parent={}", summary.thread_id);
+        let body = json!({ "agent_id": agent.id, "tags": ["child"] });
+        let (status, body) = ask("POST", create, Some(body))
+            .await
+            .map_err(ChildError::Unreachable)?;
         if status != 201 && status != 409 {
             return Err(ChildError::NotCreated(body));
         }
-        let (_, child_summary) = ask(Method::Get, OP_PREFIX, None).await?;
+        let (_, child_summary) = ask("GET", OP_PREFIX.to_owned(), None)
+            .await
+            .map_err(ChildError::Unreachable)?;
         if child_summary["message_count"].as_i64() == Some(0) {
             let messages = format!("{OP_PREFIX}/messages");
-            let (status, body) =
-                ask(Method::Post, &messages, Some(json!({ "content": input }))).await?;
+            let (status, body) = ask("POST", messages, Some(json!({ "content": input })))
+                .await
+                .map_err(ChildError::Unreachable)?;
             if status != 202 {
                 return Err(ChildError::NotStarted(body));
             }
         }
-        let (status, done) = ask(Method::Post, "/run", None).await?;
+        let (status, done) = ask("POST", "/run".to_owned(), None)
+            .await
+            .map_err(ChildError::Unreachable)?;
         if status != 200 {
             return Err(ChildError::NotFinished(done));
         }
@@ -323,23 +301,21 @@ impl ThreadObject {
 
     /// Drives this thread until its conversation is no longer running (for a parent waiting
     /// on it), then returns its summary.
-    pub(super) async fn run_to_end(&self) -> Result<ThreadSummary, ChildError> {
-        let deadline = now() + CHILD_DEADLINE_MS;
+    pub async fn run_to_end(&self) -> Result<ThreadSummary, ChildError> {
+        let deadline = self.now() + CHILD_DEADLINE_MS;
         loop {
             self.drive().await;
-            let summary = {
-                let sql = self.sql();
-                let thread = Thread::open_migrated(&sql);
-                thread.summary().map_err(ChildError::Thread)?
-            };
+            let summary = Thread::open_migrated(self.platform.sql())
+                .summary()
+                .map_err(ChildError::Thread)?;
             if summary.status != ThreadStatus::Running {
                 return Ok(summary);
             }
-            if now() > deadline {
+            if self.now() > deadline {
                 return Err(ChildError::TimedOut);
             }
             // Another invocation (the alarm) is driving it: wait for it.
-            Delay::from(Duration::from_millis(200)).await;
+            self.platform.sleep(200).await;
         }
     }
 }

@@ -1,47 +1,22 @@
-//! The turn loop of a [`ThreadObject`]: loads the running side's configuration, performs the
-//! core's actions (model calls through the retry/fallback chain, tool calls, delegates) and
-//! broadcasts what they produce.
+//! The turn loop: loads the running side's configuration, performs the engine's actions
+//! (model calls through the retry/fallback chain, tool calls, delegates) and broadcasts what
+//! they produce, then sets the alarm where the engine says.
 
 use std::rc::Rc;
 
-use super::ThreadObject;
-use crate::clock::now;
-use crate::config::{fresh_agent, load_agent};
-use crate::host::ShellHost;
-use crate::model::{run_chain, ChainSink};
-use edgent::config::{AgentConfig, ModelConfig, ToolSpec};
-use edgent::engine::request_log::ModelRequestLog;
-use edgent::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
-use edgent::engine::wake::WATCHDOG_MS;
-use edgent::llm::stream::{ProviderError, StreamEvent};
-use edgent::llm::{build_request, ModelRequest};
-use edgent::tool::offer::offered;
-use edgent::values::message::Message;
-
-/// The request body for `model`, from what every provider needs.
-pub(super) struct RequestParts<'a> {
-    pub(super) system: &'a str,
-    pub(super) history: &'a [Message],
-    pub(super) tools: &'a [ToolSpec],
-    pub(super) config: &'a AgentConfig,
-}
-
-impl RequestParts<'_> {
-    pub(super) fn body(&self, model: &ModelConfig) -> serde_json::Value {
-        build_request(&ModelRequest {
-            target: model.target(),
-            system: self.system,
-            history: self.history,
-            tools: self.tools,
-            tool_choice: self.config.prompt.tool_choice,
-            parallel_tool_calls: self.config.prompt.parallel_tool_calls,
-        })
-    }
-}
+use super::chain::{run_chain, ChainSink, RequestParts};
+use super::ThreadRuntime;
+use crate::config::{AgentConfig, ModelConfig};
+use crate::engine::request_log::ModelRequestLog;
+use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
+use crate::engine::wake::WATCHDOG_MS;
+use crate::llm::stream::{ProviderError, StreamEvent};
+use crate::tool::offer::offered;
+use crate::values::sql::Sql;
 
 /// Receives one top-level model call's stream: chunks go to clients as they arrive.
 struct MainSink<'t, 'a> {
-    object: &'t ThreadObject,
+    runtime: &'t ThreadRuntime,
     thread: &'t mut Thread<'a>,
     call: &'t mut ModelCall,
     models: &'t [ModelConfig],
@@ -52,13 +27,13 @@ impl ChainSink for MainSink<'_, '_> {
         for ev in events {
             self.thread.on_model_event(self.call, ev)?;
         }
-        self.object.flush(self.thread);
+        self.runtime.flush(self.thread);
         Ok(())
     }
 
     fn reset(&mut self) {
         self.thread.reset_model_call(self.call);
-        self.object.flush(self.thread);
+        self.runtime.flush(self.thread);
     }
 
     fn attempt_done(
@@ -71,50 +46,56 @@ impl ChainSink for MainSink<'_, '_> {
         if ok {
             log.add_usage(&self.call.completion, self.models);
         }
-        record(self.thread, &log);
+        self.runtime.record(self.thread, &log);
         if let Some((error, plan)) = retry {
             self.thread.report_retry(error, &log.model, plan);
-            self.object.flush(self.thread);
+            self.runtime.flush(self.thread);
         }
     }
 
     fn stopped(&self) -> bool {
-        self.object.stop_requested.get()
+        self.runtime.stop_requested.get()
     }
 }
 
-/// Appends to the request log; a failure to log never fails the turn.
-pub(super) fn record(thread: &Thread<'_>, log: &ModelRequestLog) {
-    if let Err(e) = thread.record_model_request(log) {
-        worker::console_error!("could not log a model request: {e}");
+impl ThreadRuntime {
+    /// Appends to the request log; a failure to log never fails the turn.
+    pub(super) fn record(&self, thread: &Thread<'_>, log: &ModelRequestLog) {
+        if let Err(e) = thread.record_model_request(log) {
+            self.platform
+                .log_error(&format!("could not log a model request: {e}"));
+        }
     }
-}
 
-impl ThreadObject {
+    /// Re-arms the watchdog.
+    async fn arm_watchdog(&self) {
+        if self.platform.set_alarm(WATCHDOG_MS).await.is_ok() {
+            self.armed_until.set(self.now() + WATCHDOG_MS);
+        }
+    }
+
     /// The turn loop: performs actions until the thread has nothing to do, then sets the
     /// alarm where the engine says (the earliest parked call, or nowhere).
     pub(super) async fn drive(&self) {
         if self.driving.replace(true) {
             // The watchdog fired while a long step runs in this instance: keep one armed, or
             // a crash after this point would leave nothing to resume the turn.
-            if self.state.storage().set_alarm(WATCHDOG_MS).await.is_ok() {
-                self.armed_until.set(now() + WATCHDOG_MS);
-            }
+            self.arm_watchdog().await;
             return;
         }
         self.stop_requested.set(false);
-        let sql = self.sql();
+        let sql = self.platform.sql();
         loop {
             self.work_arrived.set(false);
-            self.drive_steps(&sql).await;
+            self.drive_steps(sql).await;
             let wake = self
-                .open(&sql, false)
+                .open(sql, false)
                 .and_then(|t| t.poll_timeout())
                 .ok()
                 .flatten();
             let _ = match wake {
-                Some(at) => self.state.storage().set_alarm((at - now()).max(0)).await,
-                None => self.state.storage().delete_alarm().await,
+                Some(at) => self.platform.set_alarm((at - self.now()).max(0)).await,
+                None => self.platform.delete_alarm().await,
             };
             // After the change has landed (storage operations complete in order): a watchdog
             // that `start_work` armed meanwhile keeps its `armed_until`, one we replaced not.
@@ -129,48 +110,45 @@ impl ThreadObject {
     }
 
     /// Performs the engine's actions until it has no step to take now.
-    async fn drive_steps(&self, sql: &crate::do_sql::DoSql) {
-        let host = self.host();
+    async fn drive_steps(&self, sql: &dyn Sql) {
         let mut agent: Option<Rc<AgentConfig>> = None;
         let mut thread = match self.open(sql, false) {
             Ok(t) => t,
             Err(ThreadError::NotFound) => return,
             Err(e) => {
-                worker::console_error!("cannot open thread: {e}");
+                self.platform.log_error(&format!("cannot open thread: {e}"));
                 return;
             }
         };
-        // The order of calls is the engine's (see `edgent::engine::wake`).
+        // The order of calls is the engine's (see `crate::engine::wake`).
         loop {
             // The watchdog is re-armed once half of it has run out, not at every step (and not
             // right after `start_work` armed it): if we die, it resumes the turn in time.
-            if now() > self.armed_until.get() - WATCHDOG_MS / 2 {
-                let _ = self.state.storage().set_alarm(WATCHDOG_MS).await;
-                self.armed_until.set(now() + WATCHDOG_MS);
+            if self.now() > self.armed_until.get() - WATCHDOG_MS / 2 {
+                self.arm_watchdog().await;
             }
-            let Ok(Some(summary)) = thread.step_wanted(now()) else {
+            let Ok(Some(summary)) = thread.step_wanted(self.now()) else {
                 break;
             };
+            let (agent_id, side) = (&summary.agent_id, summary.current_side);
             let mut stale = agent
                 .as_ref()
-                .is_none_or(|a| a.agent_id() != summary.agent_id || a.side != summary.current_side);
+                .is_none_or(|a| a.agent_id() != agent_id || a.side != side);
             if stale {
-                // From the isolate's cache without yielding, when it is fresh.
-                if let Some(a) = fresh_agent(&summary.agent_id, summary.current_side) {
+                // From the host's cache without yielding, when it is fresh.
+                if let Some(a) = self.platform.fresh_agent(agent_id, side) {
                     self.record_hooks(&mut thread, &a);
                     agent = Some(a);
                     stale = false;
                 }
             }
-            // Loading from D1 yields, and the row may change meanwhile: then it is read again.
+            // Loading yields, and the row may change meanwhile: then it is read again.
             let fresh = (!stale).then_some(summary.clone());
             if stale {
-                let loaded = match &host {
-                    Err(e) => Err(e.message.clone()),
-                    Ok(_) => load_agent(&self.env, &summary.agent_id, summary.current_side)
-                        .await
-                        .map_err(|e| format!("could not read agent configuration: {e}"))
-                        .and_then(|r| r.map_err(|e| e.to_string())),
+                let loaded = match self.platform.load_agent(agent_id, side).await {
+                    Ok(Ok(a)) => Ok(a),
+                    Ok(Err(why)) => Err(why),
+                    Err(e) => Err(format!("could not read agent configuration: {e}")),
                 };
                 match loaded {
                     Ok(a) => {
@@ -178,40 +156,39 @@ impl ThreadObject {
                         agent = Some(a);
                     }
                     Err(why) => {
-                        if let Err(e) = thread.handle_config_failure(now(), why) {
-                            worker::console_error!("could not record a configuration failure: {e}");
+                        if let Err(e) = thread.handle_config_failure(self.now(), why) {
+                            self.platform.log_error(&format!(
+                                "could not record a configuration failure: {e}"
+                            ));
                         }
                         self.flush(&mut thread);
                         break;
                     }
                 }
             }
-            let (Some(config), Ok(host)) = (agent.clone(), host.as_ref()) else {
+            let Some(config) = agent.clone() else {
                 break;
             };
             thread.set_rules(TurnRules::from_config(&config));
             let action = match fresh {
-                Some(summary) => thread.next_action_for(now(), config.max_steps(), summary),
-                None => thread.next_action(now(), config.max_steps()),
+                Some(summary) => thread.next_action_for(self.now(), config.max_steps(), summary),
+                None => thread.next_action(self.now(), config.max_steps()),
             };
             self.flush(&mut thread);
             match action {
                 Ok(Action::Idle | Action::Wait) => break,
                 Ok(Action::Continue) => {}
                 Err(e) => {
-                    worker::console_error!("turn loop error: {e}");
+                    self.platform.log_error(&format!("turn loop error: {e}"));
                     break;
                 }
-                Ok(Action::CallModel(call)) => {
-                    self.call_model(&mut thread, host, &config, call).await
-                }
+                Ok(Action::CallModel(call)) => self.call_model(&mut thread, &config, call).await,
                 Ok(Action::RunTool(call)) => {
-                    self.run_tools(&mut thread, host, &config, &summary, vec![call])
+                    self.run_tools(&mut thread, &config, &summary, vec![call])
                         .await;
                 }
                 Ok(Action::RunTools(calls)) => {
-                    self.run_tools(&mut thread, host, &config, &summary, calls)
-                        .await;
+                    self.run_tools(&mut thread, &config, &summary, calls).await;
                 }
             }
         }
@@ -219,7 +196,7 @@ impl ThreadObject {
 
     /// Records the running prompt's hooks in the thread row, unless this instance already
     /// recorded the same ones.
-    fn record_hooks(&self, thread: &mut Thread<'_>, config: &AgentConfig) {
+    pub(super) fn record_hooks(&self, thread: &mut Thread<'_>, config: &AgentConfig) {
         let hooks: Vec<String> = config.hooks().map(str::to_owned).collect();
         let wanted = (config.prompt.name.clone(), hooks);
         if self.hooks_recorded.borrow().as_ref() == Some(&wanted) {
@@ -227,18 +204,14 @@ impl ThreadObject {
         }
         match thread.set_hook_config(&wanted.0, wanted.1.iter().map(String::as_str)) {
             Ok(()) => *self.hooks_recorded.borrow_mut() = Some(wanted),
-            Err(e) => worker::console_error!("could not record the hook config: {e}"),
+            Err(e) => self
+                .platform
+                .log_error(&format!("could not record the hook config: {e}")),
         }
     }
 
-    async fn call_model(
-        &self,
-        thread: &mut Thread<'_>,
-        host: &ShellHost,
-        config: &AgentConfig,
-        mut call: ModelCall,
-    ) {
-        let tools = offered(&host.registry, config);
+    async fn call_model(&self, thread: &mut Thread<'_>, config: &AgentConfig, mut call: ModelCall) {
+        let tools = offered(self.platform.registry(), config);
         let system = thread.system_text(&config.prompt);
         let history = std::mem::take(&mut call.history);
         let parts = RequestParts {
@@ -249,20 +222,21 @@ impl ThreadObject {
         };
         let outcome = {
             let mut sink = MainSink {
-                object: self,
+                runtime: self,
                 thread,
                 call: &mut call,
                 models: &config.models,
             };
-            run_chain(&self.env, &config.models, &|m| parts.body(m), &mut sink).await
+            run_chain(&*self.platform, &config.models, &parts, &mut sink).await
         };
         let stored = match outcome {
             // Also after a stop: it keeps what was streamed so far (see `finish_model_call`).
-            Ok(()) => thread.finish_model_call(now(), call),
-            Err(e) => thread.fail_model_call(now(), call, &e),
+            Ok(()) => thread.finish_model_call(self.now(), call),
+            Err(e) => thread.fail_model_call(self.now(), call, &e),
         };
         if let Err(e) = stored {
-            worker::console_error!("could not store the model reply: {e}");
+            self.platform
+                .log_error(&format!("could not store the model reply: {e}"));
         }
         self.flush(thread);
     }

@@ -1,0 +1,133 @@
+//! One model call: the attempts the engine's [`ModelChain`] asks for (retries after their
+//! delay, fallbacks to the next model), each streamed from the platform into a sink.
+
+use crate::config::{AgentConfig, ModelConfig, ToolSpec};
+use crate::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
+use crate::engine::request_log::ModelRequestLog;
+use crate::llm::stream::{ProviderError, StreamEvent};
+use crate::llm::{build_request, ModelRequest};
+use crate::values::message::Message;
+
+use super::Platform;
+
+/// The request body for a model, from what every provider needs.
+pub(super) struct RequestParts<'a> {
+    pub(super) system: &'a str,
+    pub(super) history: &'a [Message],
+    pub(super) tools: &'a [ToolSpec],
+    pub(super) config: &'a AgentConfig,
+}
+
+impl RequestParts<'_> {
+    fn body(&self, model: &ModelConfig) -> serde_json::Value {
+        build_request(&ModelRequest {
+            target: model.target(),
+            system: self.system,
+            history: self.history,
+            tools: self.tools,
+            tool_choice: self.config.prompt.tool_choice,
+            parallel_tool_calls: self.config.prompt.parallel_tool_calls,
+        })
+    }
+}
+
+/// What a model chain reports to its caller while it runs.
+pub(super) trait ChainSink {
+    /// Stream events of the current attempt.
+    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError>;
+    /// A new attempt starts after a failed one: forget the partial reply.
+    fn reset(&mut self);
+    /// An attempt ended: log its row (the sink knows the token counts of a success).
+    /// `retry` is the failure and the plan when another attempt follows.
+    fn attempt_done(
+        &mut self,
+        log: ModelRequestLog,
+        ok: bool,
+        retry: Option<(&ProviderError, &str)>,
+    );
+    /// Whether the thread was stopped (no further attempt, no further bytes).
+    fn stopped(&self) -> bool;
+}
+
+/// Performs a model call's chain: makes the attempts the engine's [`ModelChain`] asks for
+/// (after their delay), streams each into `sink`, and hands each end back to the chain, until
+/// a whole reply arrives, the thread stops, or the chain gives up.
+pub(super) async fn run_chain(
+    platform: &dyn Platform,
+    models: &[ModelConfig],
+    parts: &RequestParts<'_>,
+    sink: &mut dyn ChainSink,
+) -> Result<(), ProviderError> {
+    let mut chain = ModelChain::new(models);
+    // The failure of the attempt before this one, while a retry is pending.
+    let mut failed: Option<ProviderError> = None;
+    while let Some(attempt) = chain.poll_attempt() {
+        if attempt.delay_ms > 0 {
+            platform.sleep(attempt.delay_ms).await;
+        }
+        if let Some(error) = failed.take() {
+            if sink.stopped() {
+                return Err(error);
+            }
+            sink.reset();
+        }
+        let model = models.get(attempt.model).ok_or_else(ModelChain::no_model)?;
+        let started = platform.now_ms();
+        let mut first_chunk_at = None;
+        let body = parts.body(model);
+        let outcome = attempt_once(platform, model, body, sink, &mut first_chunk_at).await;
+        // The key is read only to redact it from an error text the provider may echo.
+        let secret = match &outcome {
+            Ok(_) => None,
+            Err(_) => model
+                .api_key_secret
+                .as_deref()
+                .and_then(|s| platform.secret(s)),
+        };
+        let end = AttemptEnd {
+            started,
+            finished: platform.now_ms(),
+            first_chunk_at,
+            outcome,
+            stopped: sink.stopped(),
+            secret: secret.as_deref(),
+        };
+        match chain.handle_attempt_end(models, end) {
+            ChainStep::Done { log } => {
+                sink.attempt_done(log, true, None);
+                return Ok(());
+            }
+            ChainStep::GiveUp { log, error } => {
+                sink.attempt_done(log, false, None);
+                return Err(error);
+            }
+            ChainStep::Retry { log, error, plan } => {
+                sink.attempt_done(log, false, Some((&error, &plan)));
+                failed = Some(error);
+            }
+        }
+    }
+    Err(ModelChain::no_model())
+}
+
+/// One attempt: open, stream to the end. `Ok(status)` once the stream ended properly.
+async fn attempt_once(
+    platform: &dyn Platform,
+    model: &ModelConfig,
+    body: serde_json::Value,
+    sink: &mut dyn ChainSink,
+    first_chunk_at: &mut Option<i64>,
+) -> Result<u16, ProviderError> {
+    let mut reply = platform.open_model(model, body).await?;
+    while let Some(events) = reply.next_events().await? {
+        if first_chunk_at.is_none() {
+            *first_chunk_at = Some(platform.now_ms());
+        }
+        sink.events(events)?;
+        if sink.stopped() {
+            reply.cancel();
+            break;
+        }
+    }
+    Ok(200)
+}

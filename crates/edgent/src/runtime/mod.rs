@@ -1,0 +1,254 @@
+//! The thread runtime: the async loop that feeds the engine its inputs and performs its
+//! actions, written once against a [`Platform`] (the I/O a host gives it), so the Worker driver
+//! only implements the platform and routes requests.
+//!
+//! This is the layer `quinn` is to `quinn-proto`: the engine ([`crate::engine`]) decides and
+//! does no I/O; the runtime awaits what the engine asks for (model streams, tool runs, the
+//! deployment limiter, child threads, the alarm) through the platform, and hands each outcome
+//! back to the engine. Nothing here decides what a thread's state becomes.
+//!
+//! Work starts in the invocation that stored it ([`ThreadRuntime::start_work`]): the watchdog
+//! alarm is armed first, then the thread is driven until it is idle, without waiting for the
+//! alarm to fire. The watchdog stays armed while a turn runs, so if the host dies mid-turn the
+//! alarm resumes the loop from what SQLite says; the alarm also wakes parked calls when due.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use crate::api::ApiError;
+use crate::config::{AgentConfig, ModelConfig};
+use crate::engine::durable::Window;
+use crate::engine::store::{HistoryCache, Side};
+use crate::engine::thread::{Thread, ThreadError};
+use crate::engine::wake::WATCHDOG_MS;
+use crate::llm::stream::{ProviderError, StreamEvent};
+use crate::tool::{BoxFuture, FlowHost};
+
+mod chain;
+mod delegate;
+mod ops;
+mod tools;
+mod turn;
+
+pub use delegate::ChildError;
+
+/// The I/O of the host a thread lives in (the Worker driver's Durable Object, or a test
+/// host): what tools see ([`FlowHost`]) and what the runtime itself needs.
+pub trait Platform: FlowHost {
+    /// Resolves after `ms` milliseconds.
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()>;
+    /// Arms the thread's one alarm to fire `in_ms` from now.
+    fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>>;
+    /// Removes the thread's alarm.
+    fn delete_alarm(&self) -> BoxFuture<'static, Result<(), String>>;
+    /// Runs `work` in the background, after the current handler has answered.
+    fn spawn(&self, work: BoxFuture<'static, ()>);
+    /// Logs a fault for the operator (never shown to clients).
+    fn log_error(&self, message: &str);
+    /// The agent's configuration for `side` when the host holds a fresh copy: no I/O, so a
+    /// caller that gets one has not yielded.
+    fn fresh_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>>;
+    /// Loads the agent's configuration for `side`. The outer error is a storage fault, the
+    /// inner one what the configuration lacks; both are shown as the turn's failure.
+    fn load_agent(
+        &self,
+        agent_id: &str,
+        side: Side,
+    ) -> BoxFuture<'static, Result<Result<Rc<AgentConfig>, String>, String>>;
+    /// Whether the agent configures a prompt for `side`.
+    fn agent_has_side(
+        &self,
+        agent_id: &str,
+        side: Side,
+    ) -> BoxFuture<'static, Result<bool, String>>;
+    /// Asks the deployment's rate limiter of `tool` for a slot (see [`Window`]).
+    fn acquire_limit(
+        &self,
+        tool: &str,
+        per_minute: u32,
+    ) -> BoxFuture<'static, Result<Window, String>>;
+    /// Sends one model attempt (the provider's request `body`) and opens its reply.
+    fn open_model(
+        &self,
+        model: &ModelConfig,
+        body: Value,
+    ) -> BoxFuture<'static, Result<Box<dyn ModelReply>, ProviderError>>;
+    /// A request to another thread's object (a child conversation): its status and JSON
+    /// answer. The error is the client-facing text (the cause is logged by the platform).
+    fn ask_thread(
+        &self,
+        thread_id: &str,
+        method: &'static str,
+        path: &str,
+        body: Option<Value>,
+    ) -> BoxFuture<'static, Result<(u16, Value), String>>;
+}
+
+/// An open model reply: stream events as they arrive.
+pub trait ModelReply {
+    /// The next batch of events; `Ok(None)` once the reply has ended properly.
+    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>>;
+    /// Stops reading (on stop or timeout) so the connection is not left open.
+    fn cancel(&mut self);
+}
+
+/// One thread's runtime: what a host keeps per thread object between invocations.
+pub struct ThreadRuntime {
+    platform: Rc<dyn Platform>,
+    /// The same platform, as tools see it.
+    tool_host: Rc<dyn FlowHost>,
+    /// True while this instance runs the turn loop (a second alarm must not start another).
+    driving: Cell<bool>,
+    /// Set by `start_work` when it left stored work to the running loop, which checks it
+    /// (instead of reading storage) before it stops driving.
+    work_arrived: Cell<bool>,
+    /// The model history this instance read last: a model call reads only what was appended
+    /// since (see [`HistoryCache`]).
+    history: Rc<HistoryCache>,
+    /// The prompt and hook names this instance last recorded in the thread row (a write
+    /// skipped when they did not change).
+    hooks_recorded: RefCell<Option<(String, Vec<String>)>>,
+    /// Until when the watchdog alarm is known to be armed (0: not known), so the loop does not
+    /// set it again right after the handler did.
+    armed_until: Cell<i64>,
+    /// Set by `stop` so a streaming model call is cut short.
+    stop_requested: Cell<bool>,
+    /// The schema was checked (and migrated) by this instance: later views skip the check.
+    schema_ready: Cell<bool>,
+}
+
+impl ThreadRuntime {
+    /// A runtime over `platform` (one per thread object instance).
+    pub fn new<P: Platform + 'static>(platform: Rc<P>) -> Rc<Self> {
+        Rc::new(ThreadRuntime {
+            tool_host: platform.clone(),
+            platform,
+            driving: Cell::new(false),
+            work_arrived: Cell::new(false),
+            history: Rc::default(),
+            hooks_recorded: RefCell::new(None),
+            armed_until: Cell::new(0),
+            stop_requested: Cell::new(false),
+            schema_ready: Cell::new(false),
+        })
+    }
+
+    /// The alarm fired: drives the thread until it is idle or waiting.
+    pub async fn alarm(&self) {
+        // A fired alarm is gone: the loop must arm the watchdog again.
+        self.armed_until.set(0);
+        self.drive().await;
+    }
+
+    /// What a socket is sent when it connects: the thread's id and its status frame.
+    pub fn greeting(&self) -> Result<(String, crate::values::protocol::ServerFrame), ApiError> {
+        let sql = self.platform.sql();
+        self.open(sql, false)
+            .and_then(|t| Ok((t.summary()?.thread_id, t.status_frame()?)))
+            .map_err(|e| self.thread_error(&e))
+    }
+
+    fn now(&self) -> i64 {
+        self.platform.now_ms()
+    }
+
+    /// The API error for a thread error (a storage fault is logged, not shown).
+    fn thread_error(&self, e: &ThreadError) -> ApiError {
+        match e {
+            ThreadError::NotFound => ApiError::not_found("thread not found"),
+            ThreadError::AlreadyExists => ApiError::new(409, "conflict", "thread already exists"),
+            ThreadError::Stopped => ApiError::new(409, "thread_stopped", "the thread is stopped"),
+            ThreadError::UnknownTool(why) => ApiError::new(400, "unknown_tool", why.clone()),
+            ThreadError::InvalidArguments(why) => {
+                ApiError::new(400, "invalid_arguments", why.clone())
+            }
+            ThreadError::Invalid(why) => ApiError::invalid(why.clone()),
+            ThreadError::Conflict(why) => ApiError::new(409, "conflict", why.clone()),
+            ThreadError::Sql(e) => {
+                self.platform
+                    .log_error(&format!("thread storage error: {e}"));
+                ApiError::internal("thread storage error")
+            }
+        }
+    }
+
+    /// A 500 whose cause goes to the log only.
+    fn logged(&self, what: &str, cause: impl std::fmt::Display) -> ApiError {
+        self.platform.log_error(&format!("{what}: {cause}"));
+        ApiError::internal(what)
+    }
+
+    /// Runs `f` against the thread (404 if this object holds none) and broadcasts the frames
+    /// it produced.
+    fn with_thread<T>(
+        &self,
+        f: impl FnOnce(&mut Thread<'_>) -> Result<T, ThreadError>,
+    ) -> Result<T, ApiError> {
+        self.with_opened(false, f)
+    }
+
+    fn with_opened<T>(
+        &self,
+        create_schema: bool,
+        f: impl FnOnce(&mut Thread<'_>) -> Result<T, ThreadError>,
+    ) -> Result<T, ApiError> {
+        let mut thread = self
+            .open(self.platform.sql(), create_schema)
+            .map_err(|e| self.thread_error(&e))?;
+        let out = f(&mut thread).map_err(|e| self.thread_error(&e));
+        self.flush(&mut thread);
+        out
+    }
+
+    /// A thread view. Only the first open of this instance checks the schema: with
+    /// `create_schema` it creates or migrates it, without it an object that never held a
+    /// thread answers `NotFound` and stays untouched.
+    fn open<'s>(
+        &self,
+        sql: &'s dyn crate::values::sql::Sql,
+        create_schema: bool,
+    ) -> Result<Thread<'s>, ThreadError> {
+        let thread = if self.schema_ready.get() {
+            Thread::open_migrated(sql)
+        } else if create_schema {
+            Thread::open(sql)?
+        } else {
+            Thread::open_existing(sql)?
+        };
+        self.schema_ready.set(true);
+        Ok(thread.with_history_cache(self.history.clone()))
+    }
+
+    /// Broadcasts the frames the engine produced; a failing hook is skipped (its input is
+    /// used) and logged, never shown to users.
+    fn flush(&self, thread: &mut Thread<'_>) {
+        while let Some(frame) = thread.poll_frame() {
+            self.platform.broadcast(&frame);
+        }
+        for failure in thread.take_hook_failures() {
+            self.platform.log_error(&failure.to_string());
+        }
+    }
+
+    /// Starts the work a handler just stored, in this invocation: arms the watchdog first (so
+    /// a crash from here on is resumed by the alarm), then drives the thread once the handler
+    /// has answered. A loop already running in this instance sees the work itself (it reads
+    /// storage before every step and again before it stops).
+    async fn start_work(self: &Rc<Self>) {
+        match self.platform.set_alarm(WATCHDOG_MS).await {
+            Ok(()) => self.armed_until.set(self.now() + WATCHDOG_MS),
+            Err(e) => self
+                .platform
+                .log_error(&format!("could not arm the watchdog: {e}")),
+        }
+        if self.driving.get() {
+            self.work_arrived.set(true);
+            return;
+        }
+        let this = Rc::clone(self);
+        self.platform
+            .spawn(Box::pin(async move { this.drive().await }));
+    }
+}

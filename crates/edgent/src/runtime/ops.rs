@@ -1,0 +1,160 @@
+//! What a thread object is asked to do: create the thread, apply a client operation (whichever
+//! transport it came by), deliver a webhook. Each starts the work it stored.
+
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+
+use super::ThreadRuntime;
+use crate::api::ops::ThreadOp;
+use crate::api::{ApiError, CreateThread};
+use crate::engine::durable::WebhookRefusal;
+use crate::engine::store::Side;
+use crate::tool::policy::policy_for;
+
+impl ThreadRuntime {
+    /// Creates the thread `thread_id` (201 with its summary). `parent` is set only by a
+    /// parent thread's agent tool; `origin` is where clients reach the host (webhook URLs).
+    pub async fn create(
+        &self,
+        thread_id: &str,
+        create: &CreateThread,
+        parent: Option<&str>,
+        origin: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        // The first message may need the agent's hooks before any turn has loaded them.
+        let config = self
+            .platform
+            .load_agent(&create.agent_id, Side::A)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let summary = self.with_opened(true, |t| {
+            let summary = t.create(self.now(), thread_id, &create.agent_id, &create.tags)?;
+            t.link(parent, origin)?;
+            if let Some(c) = &config {
+                t.set_hook_config(&c.prompt.name, c.hooks())?;
+            }
+            Ok(summary)
+        })?;
+        Ok(json!({
+            "thread_id": summary.thread_id,
+            "agent_id": summary.agent_id,
+            "created_at": summary.created_at,
+            "tags": summary.tags,
+        }))
+    }
+
+    /// Applies one client operation, whichever transport it came by: the one place each
+    /// operation is carried out, so HTTP and rpc answer alike.
+    pub async fn apply(self: &Rc<Self>, op: ThreadOp) -> Result<Value, ApiError> {
+        if let Some(side) = op.forced_side() {
+            self.check_side(side).await?;
+        }
+        let starts_work = op.starts_work();
+        let now = self.now();
+        let answer = match op {
+            ThreadOp::Summary => self.with_thread(|t| Ok(json!(t.summary()?)))?,
+            ThreadOp::SendMessage(post) => {
+                let message = self.with_thread(|t| t.post_user_message(now, &post.content))?;
+                json!({ "message_id": message.id })
+            }
+            ThreadOp::InjectMessage(inject) => {
+                let message = self.with_thread(|t| t.inject_message(now, inject, 0))?;
+                json!({ "message": message })
+            }
+            ThreadOp::QueueTool(p) => {
+                let registry = self.platform.registry();
+                let call_id = self.with_thread(|t| {
+                    t.queue_tool_with_bindings(now, registry, &p.name, p.args, p.bindings.as_ref())
+                })?;
+                json!({ "tool_call_id": call_id })
+            }
+            ThreadOp::GetMessages(q) => json!(self.with_thread(|t| t.messages_query(&q))?),
+            ThreadOp::GetToolCalls(q) => json!(self.with_thread(|t| {
+                t.summary()?;
+                t.tool_call_page(q.limit, q.offset, q.order)
+            })?),
+            ThreadOp::GetLogs(q) => json!(self.with_thread(|t| {
+                t.summary()?;
+                t.request_log_page(q.limit, q.offset, q.order)
+            })?),
+            ThreadOp::ToolStatuses => self.tool_statuses()?,
+            ThreadOp::DecideApproval(p) => {
+                self.with_thread(|t| {
+                    t.decide_approval(now, &p.tool_call_id, p.approved, p.reason.as_deref())
+                })?;
+                json!({ "tool_call_id": p.tool_call_id, "approved": p.approved })
+            }
+            ThreadOp::ForceTurn(p) => {
+                self.with_thread(|t| t.force_turn(now, p.side))?;
+                json!({ "side": p.side })
+            }
+            ThreadOp::Stop => {
+                self.stop_requested.set(true);
+                self.with_thread(|t| t.stop(now, "user"))?;
+                json!({ "ok": true })
+            }
+        };
+        if starts_work {
+            self.start_work().await;
+        }
+        Ok(answer)
+    }
+
+    /// A `force_turn` may only name a side the thread's agent has.
+    async fn check_side(&self, side: Side) -> Result<(), ApiError> {
+        let agent_id = self.with_thread(|t| Ok(t.summary()?.agent_id))?;
+        let has_side = self
+            .platform
+            .agent_has_side(&agent_id, side)
+            .await
+            .map_err(|e| self.logged("could not read the agent", e))?;
+        if has_side {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(format!(
+                "agent {agent_id:?} has no side {} configured",
+                side.as_str()
+            )))
+        }
+    }
+
+    /// Each tool's status in this thread: `busy` (a call is running or parked), `rate_limited`
+    /// (its window is full), `error` (its last call failed) or `available`.
+    fn tool_statuses(&self) -> Result<Value, ApiError> {
+        let platform = &*self.platform;
+        let registry = platform.registry();
+        let statuses = self.with_thread(|t| {
+            let mut out = Vec::new();
+            for name in registry.names() {
+                let policy = policy_for(registry, name, |k| platform.var(k));
+                let status = t.tool_status(name, &policy, self.now())?;
+                out.push(json!({ "name": name, "status": status }));
+            }
+            Ok(out)
+        })?;
+        Ok(json!({ "tools": statuses }))
+    }
+
+    /// A POST to a webhook URL: wrong tokens get 404, a second delivery or a finished wait
+    /// 409, a body that is not JSON 400 (after the token check); nothing changes on refusal.
+    pub async fn webhook(self: &Rc<Self>, token: &str, body: &[u8]) -> Result<Value, ApiError> {
+        let not_found = || ApiError::not_found("no such webhook");
+        let thread = self
+            .open(self.platform.sql(), false)
+            .map_err(|_| not_found())?;
+        let outcome = thread
+            .deliver_webhook(token, body, self.now())
+            .map_err(|e| self.logged("webhook storage error", e))?;
+        match outcome {
+            Ok(call_id) => {
+                self.start_work().await;
+                Ok(json!({ "ok": true, "tool_call_id": call_id }))
+            }
+            Err(WebhookRefusal::Unknown) => Err(not_found()),
+            Err(WebhookRefusal::Closed(why)) => Err(ApiError::new(409, "webhook_closed", why)),
+            Err(WebhookRefusal::NotJson(why)) => Err(ApiError::new(400, "invalid_json", why)),
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Running tool calls: the performing side of the engine's tool-call lifecycle
+//! ([`crate::engine::tool_runs`]). Each due call goes to the engine, which answers run it, ask
+//! the deployment's rate limiter first, or nothing; admitted calls of one reply run
+//! concurrently under their timeout, and each outcome goes back to the engine to be settled.
+//! Nothing here decides what a call's state becomes.
+
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_util::future::{join_all, select, Either};
+
+use super::{Platform, ThreadRuntime};
+use crate::config::{AgentConfig, Delegate};
+use crate::engine::durable::Ran;
+use crate::engine::store::{StoredToolCall, ThreadSummary};
+use crate::engine::thread::Thread;
+use crate::engine::tool_runs::{Admission, ToolRun};
+use crate::tool::offer::{callee, Callee};
+use crate::tool::policy::policy_for;
+use crate::tool::{run_until_suspended, FlowState};
+use crate::values::ids::random_unit;
+
+/// Runs `work` with a deadline on the platform's clock; `None` when the deadline won.
+pub(super) async fn with_timeout<F: Future>(
+    platform: &dyn Platform,
+    work: F,
+    limit: Duration,
+) -> Option<F::Output> {
+    let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+    match select(Box::pin(work), platform.sleep(ms)).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
+    }
+}
+
+impl ThreadRuntime {
+    /// Runs calls of one reply (concurrently when there are several) and hands their
+    /// outcomes to the engine in call order.
+    pub(super) async fn run_tools(
+        &self,
+        thread: &mut Thread<'_>,
+        config: &Rc<AgentConfig>,
+        summary: &ThreadSummary,
+        calls: Vec<StoredToolCall>,
+    ) {
+        let platform = &*self.platform;
+        let mut runs: Vec<ToolRun> = Vec::new();
+        for call in calls {
+            let policy = policy_for(platform.registry(), &call.call.name, |k| platform.var(k));
+            let prompt_bindings = config.prompt.tool_bindings.get(&call.call.name);
+            let mut admitted = thread.handle_due_call(self.now(), call, policy, prompt_bindings);
+            if let Ok(Admission::AskLimiter {
+                call,
+                policy,
+                per_minute,
+            }) = admitted
+            {
+                let window = platform
+                    .acquire_limit(&call.call.name, per_minute)
+                    .await
+                    .map_err(|e| platform.log_error(&format!("rate limiter: {e}")))
+                    .ok();
+                admitted = thread.handle_limiter_answer(self.now(), call, policy, window);
+            }
+            match admitted {
+                Ok(Admission::Run(run)) => runs.push(run),
+                Ok(Admission::Settled | Admission::AskLimiter { .. }) => {}
+                Err(e) => platform.log_error(&format!("could not start a tool call: {e}")),
+            }
+        }
+        self.flush(thread);
+        if runs.is_empty() {
+            return;
+        }
+        let ends = join_all(
+            runs.iter()
+                .map(|run| self.execute_tool(config, summary, run)),
+        )
+        .await;
+        for (run, ran) in runs.iter().zip(ends) {
+            if let Err(e) = thread.handle_tool_outcome(self.now(), run, ran, random_unit()) {
+                platform.log_error(&format!("could not store a tool outcome: {e}"));
+            }
+        }
+        self.flush(thread);
+    }
+
+    /// Runs one call: a registered tool (with its timeout, parking on sleeps and webhooks),
+    /// a prompt or agent the prompt delegates to, or an error result naming what the model
+    /// may call.
+    async fn execute_tool(
+        &self,
+        config: &Rc<AgentConfig>,
+        summary: &ThreadSummary,
+        run: &ToolRun,
+    ) -> Ran {
+        let (call, policy) = (&run.call, &run.policy);
+        match callee(
+            self.platform.registry(),
+            config,
+            &call.call.name,
+            call.origin,
+        ) {
+            Callee::Tool(tool) => {
+                // Fixed at the first start: every run sees the same context.
+                let flow =
+                    FlowState::top_level(self.tool_host.clone(), summary, config, &call.call.id)
+                        .with_bindings(call.binding_map());
+                let state = flow.run_state().clone();
+                let attempt = tool.attempt(flow, &call.call.arguments);
+                let suspended = run_until_suspended(attempt, &state);
+                with_timeout(&*self.platform, suspended, policy.timeout)
+                    .await
+                    .unwrap_or(Ran::TimedOut)
+            }
+            Callee::Delegate(Delegate::Prompt(prompt), models) => Ran::Done(Ok(self
+                .run_sub_prompt(config, summary, call, prompt, models)
+                .await)),
+            Callee::Delegate(Delegate::Agent(agent), _) => {
+                Ran::Done(Ok(self.run_agent_tool(summary, call, agent).await))
+            }
+            Callee::Unavailable(result) => Ran::Done(Ok(result)),
+        }
+    }
+}
