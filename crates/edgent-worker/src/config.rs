@@ -9,9 +9,9 @@ use serde_json::Value;
 use worker::{D1Database, Env};
 
 use crate::clock::now;
-use edgent::config::cache::{ConfigCache, Lookup, VERSION_SQL};
+use edgent::config::cache::{loaded_rows, version_of, ConfigCache, Lookup, VERSION_SQL};
 
-use edgent::config::resolve::{self, AgentRows, ConfigError};
+use edgent::config::resolve::{self, ConfigError};
 use edgent::config::{rows, AgentConfig, AgentDef};
 use edgent::engine::store::Side;
 use edgent::values::Invalid;
@@ -89,7 +89,8 @@ pub(crate) async fn load_agent(
     match CACHE.with(|c| c.borrow().lookup(agent_id, side, now())) {
         Lookup::Fresh(config) => return Ok(Ok(config)),
         Lookup::CheckVersion => {
-            let version = version_of(db.prepare(VERSION_SQL).first::<Value>(None).await?)?;
+            let row = db.prepare(VERSION_SQL).first::<Value>(None).await?;
+            let version = version_of(row.as_ref()).map_err(bad_row)?;
             let kept = CACHE.with(|c| {
                 c.borrow_mut()
                     .handle_version(agent_id, side, version, now())
@@ -109,17 +110,7 @@ pub(crate) async fn load_agent(
     for r in db.batch(batch).await? {
         sets.push(r.results::<Value>()?);
     }
-    let [agents, prompts, sub_agents, models, version]: [Vec<Value>; 5] =
-        sets.try_into().map_err(|_| {
-            worker::Error::RustError("D1 batch returned the wrong number of results".into())
-        })?;
-    let version = version_of(version.into_iter().next())?;
-    let rows = AgentRows {
-        agents,
-        prompts,
-        sub_agents,
-        models,
-    };
+    let (rows, version) = loaded_rows(sets).map_err(bad_row)?;
     match resolve::resolve(agent_id, side, rows) {
         Ok(config) => {
             Ok(Ok(CACHE.with(|c| {
@@ -130,17 +121,4 @@ pub(crate) async fn load_agent(
         Err(e @ ConfigError::BadRow(_)) => Err(worker::Error::RustError(e.to_string())),
         Err(e) => Ok(Err(e)),
     }
-}
-
-/// The stamp from `config_version`'s one row (missing: the D1 migrations were not applied).
-fn version_of(row: Option<Value>) -> worker::Result<i64> {
-    row.as_ref()
-        .and_then(|r| r.get("version"))
-        .and_then(Value::as_i64)
-        .ok_or_else(|| {
-            worker::Error::RustError(
-                "config_version has no row: apply the D1 migrations (wrangler d1 migrations apply DB)"
-                    .into(),
-            )
-        })
 }

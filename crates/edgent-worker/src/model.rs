@@ -18,7 +18,7 @@ use edgent::config::{
 };
 use edgent::llm::stream::{ProviderError, StreamEvent};
 use edgent::llm::workers_ai;
-use edgent::llm::{auth_headers, endpoint, error_message, StreamParser, ANTHROPIC_VERSION};
+use edgent::llm::{endpoint, error_message, request_headers, retry_after_ms, StreamParser};
 use edgent::runtime::ModelReply;
 use edgent::tool::BoxFuture;
 
@@ -66,27 +66,22 @@ impl ModelStream {
         let stall = Duration::from_millis(u64::from(
             model.stall_timeout_ms.unwrap_or(DEFAULT_STALL_TIMEOUT_MS),
         ));
-        let headers = Headers::new();
-        let set = |k: &str, v: &str| {
-            headers
-                .set(k, v)
-                .map_err(|e| ProviderError::Config(e.to_string()))
-        };
-        set("content-type", "application/json")?;
-        set("accept", "text/event-stream")?;
-        if let Some(secret) = &model.api_key_secret {
-            // The key is read from the secret at call time and goes nowhere but this header.
-            let key = env.secret(secret).map_err(|_| {
+        let key = match &model.api_key_secret {
+            // The key is read from the secret at call time and goes nowhere but its header.
+            Some(secret) => Some(env.secret(secret).map_err(|_| {
                 ProviderError::Config(format!(
                     "the secret {secret:?} named by model {:?} is not set",
                     model.name
                 ))
-            })?;
-            for (name, value) in auth_headers(model.provider, &key.to_string()) {
-                set(name, &value)?;
-            }
-        } else if model.provider == Provider::Anthropic {
-            set("anthropic-version", ANTHROPIC_VERSION)?;
+            })?),
+            None => None,
+        };
+        let headers = Headers::new();
+        let key = key.map(|k| k.to_string());
+        for (name, value) in request_headers(model.provider, key.as_deref()) {
+            headers
+                .set(name, &value)
+                .map_err(|e| ProviderError::Config(e.to_string()))?;
         }
         let mut init = RequestInit::new();
         init.with_method(Method::Post)
@@ -110,13 +105,8 @@ impl ModelStream {
         };
         let status = response.status_code();
         if !(200..300).contains(&status) {
-            let retry_after_ms = response
-                .headers()
-                .get("retry-after")
-                .ok()
-                .flatten()
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .map(|s| (s * 1000.0) as u64);
+            let retry_after = response.headers().get("retry-after").ok().flatten();
+            let retry_after_ms = retry_after_ms(retry_after.as_deref());
             let text = with_timeout(response.text(), stall)
                 .await
                 .and_then(Result::ok)

@@ -6,74 +6,44 @@ use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 use super::admin;
 use super::config::agent_exists;
 use super::http::{error, json, logged, read_body, registry_error};
-use edgent::api::ops::OP_PREFIX;
+use edgent::api::routes::{route, Route};
+use edgent::api::tools::{deployment_limit, tool_entry};
 use edgent::api::{authorized, ApiError, CreateThread};
-use edgent::config::admin::Kind;
-use edgent::values::ids::{is_uuid, new_id};
+use edgent::tool::policy::policy_for;
+use edgent::values::ids::new_id;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Routes one request.
+/// Routes one request (the table is [`edgent::api::routes`]).
 pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
     let path = req.path();
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let method = req.method();
-
-    if method == Method::Get && segments == ["api", "health"] {
-        return json(200, &json!({ "ok": true, "version": VERSION }));
-    }
-    if let ["webhooks", thread_id, token] = segments.as_slice() {
-        // Authenticated by the unguessable token in the URL, not by the API key: the caller
-        // is the outside world a workflow is waiting for.
-        return match webhook(&mut req, &env, method, thread_id, token).await {
-            Ok(resp) => Ok(resp),
-            Err(e) => error(&e),
-        };
-    }
-    if segments.first() != Some(&"api") {
-        return error(&ApiError::not_found("not found; the API lives under /api"));
-    }
-
-    let is_stream = method == Method::Get
-        && segments.len() == 4
-        && segments[1] == "threads"
-        && segments[3] == "stream";
-    if let Err(e) = authenticate(&req, &env, is_stream) {
-        return error(&e);
-    }
-
-    let outcome = match (method.clone(), &segments[1..]) {
-        (Method::Get, ["tools"]) => tools(&env).await,
-        (Method::Post, ["threads"]) => create_thread(&mut req, &env).await,
-        (Method::Put, ["config"]) => admin::put_config(&mut req, &env).await,
-        (_, [plural, rest @ ..]) if Kind::from_plural(plural).is_some() => {
-            match (Kind::from_plural(plural), method.clone(), rest) {
-                (Some(kind), Method::Get, []) => admin::list(&env, kind).await,
-                (Some(kind), Method::Get, [name]) => admin::get(&env, kind, name).await,
-                (Some(kind), Method::Put, [name]) => admin::put(&mut req, &env, kind, name).await,
-                (Some(kind), Method::Delete, [name]) => admin::delete(&env, kind, name).await,
-                _ => Err(method_or_route(&segments)),
-            }
+    let route = route(method.as_ref(), &path);
+    if route.needs_key() {
+        if let Err(e) = authenticate(&req, &env, route.key_in_query()) {
+            return error(&e);
         }
-        (_, ["threads", id, rest @ ..]) => match (method.clone(), rest) {
-            (Method::Get, ["stream"]) => stream(&req, &env, id).await,
-            // Every other thread route goes to the object as it is: `ThreadOp::from_http`
-            // is the one table of them (404 for anything else).
-            _ => {
-                let op = format!("{OP_PREFIX}/{}", rest.join("/"));
-                forward(&mut req, &env, id, method, &op).await
-            }
-        },
-        _ => Err(method_or_route(&segments)),
+    }
+    let outcome = match route {
+        Route::Health => return json(200, &json!({ "ok": true, "version": VERSION })),
+        Route::Refused { error: e, .. } => Err(e),
+        Route::Webhook { thread_id, token } => webhook(&mut req, &env, thread_id, token).await,
+        Route::Tools => tools(&env).await,
+        Route::CreateThread => create_thread(&mut req, &env).await,
+        Route::PutConfig => admin::put_config(&mut req, &env).await,
+        Route::ListDefinitions(kind) => admin::list(&env, kind).await,
+        Route::GetDefinition(kind, name) => admin::get(&env, kind, name).await,
+        Route::PutDefinition(kind, name) => admin::put(&mut req, &env, kind, name).await,
+        Route::DeleteDefinition(kind, name) => admin::delete(&env, kind, name).await,
+        Route::ThreadStream(id) => stream(&req, &env, id).await,
+        // The object decodes the rest (`ThreadOp::from_http` is the one table of them).
+        Route::ThreadOp { thread_id, op } => forward(&mut req, &env, thread_id, method, &op).await,
+        _ => Err(ApiError::not_found("no such route")),
     };
     match outcome {
         Ok(resp) => Ok(resp),
         Err(e) => error(&e),
     }
-}
-
-fn method_or_route(segments: &[&str]) -> ApiError {
-    ApiError::not_found(format!("no route for /{}", segments.join("/")))
 }
 
 fn authenticate(
@@ -137,74 +107,34 @@ async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Resp
     send_to(env, &thread_id, internal).await
 }
 
-/// `GET /api/tools`: every tool's schema, how it runs (timeout, retries, approval, limits)
-/// and its deployment-wide status (`rate_limited` when a per-deployment window is full).
+/// `GET /api/tools`: every tool's schema, how it runs and its deployment-wide status.
 async fn tools(env: &Env) -> std::result::Result<Response, ApiError> {
     let registry = edgent::Catalog::installed()
         .registry()
         .map_err(|e| registry_error(&e))?;
+    let var = |k: &str| env.var(k).ok().map(|v| v.to_string());
     let mut out = Vec::new();
     for spec in registry.all_specs() {
-        let var = |k: &str| env.var(k).ok().map(|v| v.to_string());
-        let policy = edgent::tool::policy::policy_for(&registry, &spec.name, var);
-        let mut status = "available";
-        if let Some(limit) = policy
-            .rate_limit
-            .filter(|l| l.scope == edgent::tool::LimitScope::Deployment)
-        {
+        let policy = policy_for(&registry, &spec.name, var);
+        let mut full = false;
+        if let Some(per_minute) = deployment_limit(&policy) {
             if let Ok(w) = super::rate_limiter::peek(env, &spec.name).await {
-                if w.used >= limit.per_minute {
-                    status = "rate_limited";
-                }
+                full = w.used >= per_minute;
             }
         }
-        let mut v = serde_json::to_value(&spec).unwrap_or_default();
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("status".into(), json!(status));
-            obj.insert("policy".into(), policy_json(&policy));
-        }
-        out.push(v);
+        out.push(tool_entry(&spec, &policy, full));
     }
     json(200, &json!({ "tools": out })).map_err(|e| logged("could not answer", e))
 }
 
-fn policy_json(p: &edgent::tool::ToolPolicy) -> serde_json::Value {
-    json!({
-        "timeout_ms": p.timeout.as_millis() as u64,
-        "max_attempts": p.retry.max_attempts,
-        "needs_approval": p.needs_approval,
-        "rate_limit": p.rate_limit.map(|l| json!({
-            "per_minute": l.per_minute,
-            "when_limited": match l.when_limited { edgent::tool::WhenLimited::Wait => "wait", edgent::tool::WhenLimited::Fail => "fail" },
-            "scope": match l.scope { edgent::tool::LimitScope::Thread => "thread", edgent::tool::LimitScope::Deployment => "deployment" },
-        })),
-        "deadline_ms": p.deadline.map(|d| d.as_millis() as u64),
-        "cache_ms": p.cache_for.map(|d| d.as_millis() as u64),
-    })
-}
-
-/// `POST /api/threads/:id/tool-calls/:call/approve|reject` (optional body `{"reason"}`).
-/// `POST /webhooks/:thread_id/:token`: a 64-hex-character token or 404, like any other
-/// wrong token (the thread's object answers for the rest).
+/// `POST /webhooks/:thread_id/:token` (shape checked by the route; the thread's object looks
+/// the token up).
 async fn webhook(
     req: &mut Request,
     env: &Env,
-    method: Method,
     thread_id: &str,
     token: &str,
 ) -> std::result::Result<Response, ApiError> {
-    let well_formed =
-        is_uuid(thread_id) && token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit());
-    if !well_formed {
-        return Err(ApiError::not_found("no such webhook"));
-    }
-    if method != Method::Post {
-        return Err(ApiError::new(
-            405,
-            "method_not_allowed",
-            "webhooks accept POST only",
-        ));
-    }
     let body = read_body(req).await?;
     let internal = internal_request(Method::Post, "/webhook", thread_id, Some(body))?;
     internal
@@ -221,10 +151,6 @@ async fn forward(
     method: Method,
     op: &str,
 ) -> std::result::Result<Response, ApiError> {
-    if !is_uuid(thread_id) {
-        // Never address an object for an id we could not have issued.
-        return Err(ApiError::not_found("thread not found"));
-    }
     let body = if method == Method::Post {
         Some(read_body(req).await?)
     } else {
@@ -244,9 +170,6 @@ async fn stream(
     env: &Env,
     thread_id: &str,
 ) -> std::result::Result<Response, ApiError> {
-    if !is_uuid(thread_id) {
-        return Err(ApiError::not_found("thread not found"));
-    }
     let upgrade = req
         .headers()
         .get("upgrade")

@@ -2,6 +2,8 @@
 //! and [`ops::ThreadOp`], the one operation type both transports decode into.
 
 pub mod ops;
+pub mod routes;
+pub mod tools;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

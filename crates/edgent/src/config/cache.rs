@@ -105,6 +105,38 @@ impl ConfigCache {
 /// The version stamp query (one row, maintained by triggers: migrations/0005_config_version.sql).
 pub const VERSION_SQL: &str = "SELECT version FROM config_version WHERE id = 1";
 
+/// The stamp in [`VERSION_SQL`]'s row (none: the D1 migrations were not applied).
+pub fn version_of(row: Option<&serde_json::Value>) -> Result<i64, crate::values::Invalid> {
+    row.and_then(|r| r.get("version"))
+        .and_then(serde_json::Value::as_i64)
+        .ok_or_else(|| {
+            crate::values::Invalid::new(
+                "config_version has no row: apply the D1 migrations (wrangler d1 migrations apply DB)",
+            )
+        })
+}
+
+/// The rows of one load: the results of [`resolve::statements`](super::resolve::statements)
+/// followed by [`VERSION_SQL`]'s, in that order, and the version they were read at.
+pub fn loaded_rows(
+    mut sets: Vec<Vec<serde_json::Value>>,
+) -> Result<(super::resolve::AgentRows, i64), crate::values::Invalid> {
+    let version = sets.pop().unwrap_or_default();
+    let [agents, prompts, sub_agents, models]: [Vec<serde_json::Value>; 4] =
+        sets.try_into().map_err(|_| {
+            crate::values::Invalid::new(
+                "the configuration batch returned the wrong number of results",
+            )
+        })?;
+    let rows = super::resolve::AgentRows {
+        agents,
+        prompts,
+        sub_agents,
+        models,
+    };
+    Ok((rows, version_of(version.first())?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +207,25 @@ mod tests {
         assert!(cache.entries.len() <= MAX_ENTRIES);
         let last = format!("agent-{MAX_ENTRIES}");
         assert!(matches!(cache.lookup(&last, Side::A, 1), Lookup::Fresh(_)));
+    }
+
+    #[test]
+    fn a_load_is_four_row_sets_and_the_version() {
+        let sets = vec![
+            vec![json!({"id": "a"})],
+            vec![],
+            vec![],
+            vec![],
+            vec![json!({"version": 7})],
+        ];
+        let (rows, version) = loaded_rows(sets).unwrap();
+        assert_eq!((rows.agents.len(), version), (1, 7));
+        let short = loaded_rows(vec![vec![], vec![json!({"version": 7})]]).unwrap_err();
+        assert!(short.to_string().contains("wrong number"), "{short}");
+        let unmigrated = loaded_rows(vec![vec![], vec![], vec![], vec![], vec![]]).unwrap_err();
+        assert!(
+            unmigrated.to_string().contains("apply the D1 migrations"),
+            "{unmigrated}"
+        );
     }
 }

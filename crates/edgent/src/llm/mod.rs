@@ -59,6 +59,31 @@ pub fn auth_headers(provider: Provider, key: &str) -> Vec<(&'static str, String)
     }
 }
 
+/// Every header of a streaming request to `provider`: JSON in, server-sent events out, and
+/// the key's headers when the model names a secret (`key`), else what the format needs
+/// without one.
+pub fn request_headers(provider: Provider, key: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut headers = vec![
+        ("content-type", "application/json".to_owned()),
+        ("accept", "text/event-stream".to_owned()),
+    ];
+    match key {
+        Some(key) => headers.extend(auth_headers(provider, key)),
+        None if provider == Provider::Anthropic => {
+            headers.push(("anthropic-version", ANTHROPIC_VERSION.to_owned()));
+        }
+        None => {}
+    }
+    headers
+}
+
+/// A `retry-after` header's delay in ms (seconds, possibly fractional; an HTTP date is not
+/// honoured).
+pub fn retry_after_ms(header: Option<&str>) -> Option<u64> {
+    let seconds = header?.trim().parse::<f64>().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then_some((seconds * 1000.0) as u64)
+}
+
 /// A streaming response parser for whichever format the model speaks.
 #[derive(Debug)]
 pub enum StreamParser {
@@ -135,4 +160,39 @@ pub fn error_message(provider: Provider, body: &str) -> String {
             .trim()
             .to_owned()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_carries_the_key_in_its_providers_headers_only() {
+        let names = |h: &[(&'static str, String)]| -> Vec<&'static str> {
+            h.iter().map(|(n, _)| *n).collect()
+        };
+        let openai = request_headers(Provider::OpenAi, Some("sk-1"));
+        assert_eq!(names(&openai), ["content-type", "accept", "authorization"]);
+        assert_eq!(openai[2].1, "Bearer sk-1");
+        let anthropic = request_headers(Provider::Anthropic, Some("sk-2"));
+        assert_eq!(
+            names(&anthropic),
+            ["content-type", "accept", "x-api-key", "anthropic-version"]
+        );
+        let keyless = request_headers(Provider::Anthropic, None);
+        assert_eq!(
+            names(&keyless),
+            ["content-type", "accept", "anthropic-version"]
+        );
+        assert_eq!(names(&request_headers(Provider::OpenAi, None)).len(), 2);
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds() {
+        assert_eq!(retry_after_ms(Some(" 2 ")), Some(2000));
+        assert_eq!(retry_after_ms(Some("0.25")), Some(250));
+        assert_eq!(retry_after_ms(Some("-1")), None);
+        assert_eq!(retry_after_ms(Some("Wed, 21 Oct 2026 07:28:00 GMT")), None);
+        assert_eq!(retry_after_ms(None), None);
+    }
 }
