@@ -24,6 +24,7 @@ mod llm_conformance;
 mod model_chain;
 mod offer;
 mod openai_stream;
+mod runtime;
 mod sqlite;
 mod statements;
 mod store;

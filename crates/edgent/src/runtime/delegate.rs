@@ -45,7 +45,7 @@ pub enum ChildError {
         /// Its `last_error`.
         reason: Option<String>,
     },
-    /// The conversation was still running at [`CHILD_DEADLINE_MS`].
+    /// The conversation was still running after ten minutes.
     TimedOut,
 }
 

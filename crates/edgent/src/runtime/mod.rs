@@ -7,7 +7,7 @@
 //! deployment limiter, child threads, the alarm) through the platform, and hands each outcome
 //! back to the engine. Nothing here decides what a thread's state becomes.
 //!
-//! Work starts in the invocation that stored it ([`ThreadRuntime::start_work`]): the watchdog
+//! Work starts in the invocation that stored it (`ThreadRuntime::start_work`): the watchdog
 //! alarm is armed first, then the thread is driven until it is idle, without waiting for the
 //! alarm to fire. The watchdog stays armed while a turn runs, so if the host dies mid-turn the
 //! alarm resumes the loop from what SQLite says; the alarm also wakes parked calls when due.
@@ -47,6 +47,10 @@ pub trait Platform: FlowHost {
     fn spawn(&self, work: BoxFuture<'static, ()>);
     /// Logs a fault for the operator (never shown to clients).
     fn log_error(&self, message: &str);
+    /// A random number in 0..1 for the retry backoff's jitter (tests fix it).
+    fn jitter(&self) -> f64 {
+        crate::values::ids::random_unit()
+    }
     /// The agent's configuration for `side` when the host holds a fresh copy: no I/O, so a
     /// caller that gets one has not yielded.
     fn fresh_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>>;

@@ -19,7 +19,6 @@ use crate::engine::tool_runs::{Admission, ToolRun};
 use crate::tool::offer::{callee, Callee};
 use crate::tool::policy::policy_for;
 use crate::tool::{run_until_suspended, FlowState};
-use crate::values::ids::random_unit;
 
 /// Runs `work` with a deadline on the platform's clock; `None` when the deadline won.
 pub(super) async fn with_timeout<F: Future>(
@@ -36,8 +35,9 @@ pub(super) async fn with_timeout<F: Future>(
 
 impl ThreadRuntime {
     /// Runs calls of one reply (concurrently when there are several) and hands their
-    /// outcomes to the engine in call order.
-    pub(super) async fn run_tools(
+    /// outcomes to the engine in call order. (Public for the test harness, which steps the
+    /// engine itself and runs tool calls through this.)
+    pub async fn run_tool_calls(
         &self,
         thread: &mut Thread<'_>,
         config: &Rc<AgentConfig>,
@@ -79,7 +79,7 @@ impl ThreadRuntime {
         )
         .await;
         for (run, ran) in runs.iter().zip(ends) {
-            if let Err(e) = thread.handle_tool_outcome(self.now(), run, ran, random_unit()) {
+            if let Err(e) = thread.handle_tool_outcome(self.now(), run, ran, platform.jitter()) {
                 platform.log_error(&format!("could not store a tool outcome: {e}"));
             }
         }

@@ -184,11 +184,12 @@ impl ThreadRuntime {
                 }
                 Ok(Action::CallModel(call)) => self.call_model(&mut thread, &config, call).await,
                 Ok(Action::RunTool(call)) => {
-                    self.run_tools(&mut thread, &config, &summary, vec![call])
+                    self.run_tool_calls(&mut thread, &config, &summary, vec![call])
                         .await;
                 }
                 Ok(Action::RunTools(calls)) => {
-                    self.run_tools(&mut thread, &config, &summary, calls).await;
+                    self.run_tool_calls(&mut thread, &config, &summary, calls)
+                        .await;
                 }
             }
         }

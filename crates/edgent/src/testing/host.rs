@@ -1,27 +1,23 @@
 //! The fake host and the driver loop of the test harness.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::Sqlite;
 use crate::config::{AgentConfig, ModelConfig};
-use crate::engine::durable::{Ran, Window};
+use crate::engine::durable::Window;
 use crate::engine::store::{HistoryCache, Store, StoredToolCall};
 use crate::engine::thread::{Action, ModelCall, Thread};
-use crate::engine::tool_runs::{Admission, ToolRun};
-use crate::llm::stream::{FinishReason, StreamEvent};
-use crate::tool::{
-    run_until_suspended, BoxFuture, CallToolResult, FlowHost, FlowState, HostError, HttpRequest,
-    HttpResponse, Registry,
-};
+use crate::llm::stream::{FinishReason, ProviderError, StreamEvent};
+use crate::runtime::ThreadRuntime;
+use crate::tool::{BoxFuture, FlowState, Registry};
 use crate::values::protocol::ServerFrame;
-use crate::values::sql::{Sql, SqlValue};
 
 /// Something that happens to the thread while a round trip is on its way (a stop arriving
 /// while the deployment counter answers, say).
@@ -30,23 +26,42 @@ pub type Meanwhile = Box<dyn FnMut(&mut Thread<'_>)>;
 /// Steps the engine may take in one [`TestHost::drive`] before the harness calls it a loop.
 const MAX_DRIVE_STEPS: usize = 10_000;
 
+/// Polls of a waiting future before the harness decides it waits for time (host tools never
+/// wait on real I/O, so a future still pending after these waits for a sleep or nothing).
+const POLLS_BEFORE_TIME_PASSES: usize = 1_000;
+
 /// A thread's database, the tools, a virtual clock and the world outside, as one
-/// [`FlowHost`]. Thread `thread-1` of agent `support` exists from the start.
+/// [`FlowHost`](crate::tool::FlowHost) and [`Platform`](crate::runtime::Platform). Thread
+/// `thread-1` of agent `support` exists from the start.
 pub struct TestHost {
     /// The thread's SQLite.
     pub db: Sqlite,
     /// The tools the thread may run.
     pub registry: Registry,
-    clock: Rc<Cell<i64>>,
-    frames: RefCell<Vec<ServerFrame>>,
-    secrets: Vec<(String, String)>,
-    vars: Vec<(String, String)>,
-    agent: AgentConfig,
-    limiter: RefCell<Option<Window>>,
-    limiter_asked: Cell<u32>,
-    before_limiter_answer: RefCell<Meanwhile>,
+    pub(super) clock: Rc<Cell<i64>>,
+    pub(super) frames: RefCell<Vec<ServerFrame>>,
+    pub(super) secrets: Vec<(String, String)>,
+    pub(super) vars: Vec<(String, String)>,
+    pub(super) agent: AgentConfig,
+    pub(super) limiter: RefCell<Option<Window>>,
+    pub(super) limiter_asked: Cell<u32>,
+    pub(super) before_limiter_answer: RefCell<Meanwhile>,
     /// The model history cache the driver keeps (so host tests run the cached path).
     history: Rc<HistoryCache>,
+    /// The backoff jitter the runtime uses (set by [`TestHost::drive`]).
+    pub(super) jitter: Cell<f64>,
+    /// Deadlines of the virtual sleeps that are waiting.
+    pub(super) timers: Rc<RefCell<Vec<i64>>>,
+    /// When the thread's alarm is set to fire (`None`: not set).
+    pub(super) alarm: Cell<Option<i64>>,
+    /// Work the runtime spawned to run after its handler answered.
+    pub(super) spawned: RefCell<Vec<BoxFuture<'static, ()>>>,
+    /// What the runtime logged for the operator.
+    pub(super) errors: RefCell<Vec<String>>,
+    /// The model's answers, one per attempt, in order (see [`TestHost::script`]).
+    pub(super) script: RefCell<VecDeque<Result<Vec<StreamEvent>, ProviderError>>>,
+    /// The request bodies the model was sent.
+    pub(super) requests: RefCell<Vec<Value>>,
 }
 
 impl TestHost {
@@ -79,7 +94,21 @@ impl TestHost {
             limiter_asked: Cell::new(0),
             before_limiter_answer: RefCell::new(Box::new(|_| {})),
             history: Rc::default(),
+            jitter: Cell::new(0.5),
+            timers: Rc::default(),
+            alarm: Cell::new(None),
+            spawned: RefCell::default(),
+            errors: RefCell::default(),
+            script: RefCell::default(),
+            requests: RefCell::default(),
         }
+    }
+
+    /// Runs the thread under `agent` (the `support` agent offering every registered tool by
+    /// default; a second model makes a fallback chain).
+    pub fn with_agent(mut self, agent: AgentConfig) -> Self {
+        self.agent = agent;
+        self
     }
 
     /// A secret `flow.secret(name)` returns.
@@ -164,8 +193,10 @@ impl TestHost {
     }
 
     /// Drives the thread as the Worker's driver does until it needs the model
-    /// ([`Action::CallModel`]), waits for parked calls ([`Action::Wait`]) or is idle.
-    /// `jitter` (0..1) goes to the retry backoff.
+    /// ([`Action::CallModel`]), waits for parked calls ([`Action::Wait`]) or is idle: tool
+    /// calls go through the shipped runtime ([`ThreadRuntime::run_tool_calls`]: admission, the
+    /// limiter, the timeout, the outcome), in virtual time. `jitter` (0..1) goes to the retry
+    /// backoff.
     ///
     /// # Panics
     /// On a storage error, or if the engine keeps asking for steps without end.
@@ -185,71 +216,82 @@ impl TestHost {
         panic!("the engine took {MAX_DRIVE_STEPS} steps without stopping");
     }
 
-    /// Performs what the engine asks for due calls: hands each to it, answers a limiter
-    /// question, runs what it admitted and hands the outcomes back.
-    #[allow(clippy::expect_used)] // a test harness: an engine error is a failed test
+    /// Performs what the engine asks for due calls, as the runtime does: hands each to it,
+    /// answers a limiter question, runs what it admitted (a run still pending once the
+    /// futures settle has hit its timeout, and that much virtual time passes) and hands the
+    /// outcomes back.
+    #[allow(clippy::expect_used)] // a test harness: no thread is a failed test
     pub fn run_tools(self: &Rc<Self>, t: &mut Thread<'_>, calls: Vec<StoredToolCall>, jitter: f64) {
-        let mut runs: Vec<ToolRun> = Vec::new();
-        for call in calls {
-            let policy = self
-                .registry
-                .get(&call.call.name)
-                .map(|tool| tool.policy().clone())
-                .unwrap_or_default();
-            let prompt_bindings = self.agent.prompt.tool_bindings.get(&call.call.name);
-            let mut admitted = t
-                .handle_due_call(self.now(), call, policy, prompt_bindings)
-                .expect("handle_due_call");
-            if let Admission::AskLimiter { call, policy, .. } = admitted {
-                self.limiter_asked.set(self.limiter_asked.get() + 1);
-                (self.before_limiter_answer.borrow_mut())(t);
-                let window = *self.limiter.borrow();
-                admitted = t
-                    .handle_limiter_answer(self.now(), call, policy, window)
-                    .expect("handle_limiter_answer");
-            }
-            if let Admission::Run(run) = admitted {
-                runs.push(run);
-            }
-        }
-        self.keep_frames(t);
-        // The Worker runs these concurrently; none of them waits on real I/O here.
-        let ends: Vec<Ran> = runs.iter().map(|run| self.execute(run)).collect();
-        for (run, ran) in runs.iter().zip(ends) {
-            t.handle_tool_outcome(self.now(), run, ran, jitter)
-                .expect("handle_tool_outcome");
-        }
-        self.keep_frames(t);
+        self.jitter.set(jitter);
+        let summary = t.summary().expect("the test thread");
+        let runtime = ThreadRuntime::new(self.clone());
+        let config = Rc::new(self.agent.clone());
+        self.run(runtime.run_tool_calls(t, &config, &summary, calls));
     }
 
-    /// One run of a call, with its stored bindings, until it finishes, parks or times out.
-    pub fn execute(self: &Rc<Self>, run: &ToolRun) -> Ran {
-        let call = &run.call;
-        let Some(tool) = self.registry.get(&call.call.name) else {
-            return Ran::Done(Ok(CallToolResult::error(format!(
-                "unknown tool {:?}",
-                call.call.name
-            ))));
-        };
-        let flow = self.flow(&call.call.id).with_bindings(call.binding_map());
-        let state = flow.run_state().clone();
-        let attempt = tool.attempt(flow, &call.call.arguments);
-        self.with_virtual_timeout(run_until_suspended(attempt, &state), run.policy.timeout)
+    /// A runtime over this host, as a thread object keeps one: give it operations
+    /// ([`ThreadRuntime::apply`]) under [`TestHost::run`], then [`TestHost::run_spawned`] to
+    /// drive the turns they started.
+    pub fn runtime(self: &Rc<Self>) -> Rc<ThreadRuntime> {
+        ThreadRuntime::new(self.clone())
     }
 
-    /// The Worker races each run against its timeout. Host tools never wait on I/O, so a run
-    /// still pending after many polls waits for nothing that will come: its timeout fires
-    /// (and that much virtual time passes).
-    fn with_virtual_timeout(&self, run: impl Future<Output = Ran>, timeout: Duration) -> Ran {
-        let mut run = pin!(run);
+    /// Queues the model's answer to its next attempt: the events of a whole reply
+    /// ([`reply_events`]) or a provider error.
+    pub fn script(&self, answer: Result<Vec<StreamEvent>, ProviderError>) {
+        self.script.borrow_mut().push_back(answer);
+    }
+
+    /// The request bodies the model was sent so far.
+    pub fn model_requests(&self) -> Vec<Value> {
+        self.requests.borrow().clone()
+    }
+
+    /// When the thread's alarm fires (`None`: not set).
+    pub fn alarm_at(&self) -> Option<i64> {
+        self.alarm.get()
+    }
+
+    /// What the runtime logged for the operator so far.
+    pub fn logged_errors(&self) -> Vec<String> {
+        self.errors.borrow().clone()
+    }
+
+    /// Runs `work` to its end in virtual time: when every future waits, the clock jumps to
+    /// the earliest sleep (a timeout, a retry's delay).
+    ///
+    /// # Panics
+    /// If `work` waits for something that never comes (no sleep is pending).
+    pub fn run<F: Future>(&self, work: F) -> F::Output {
+        let mut work = pin!(work);
         let mut cx = Context::from_waker(Waker::noop());
-        for _ in 0..1_000 {
-            if let Poll::Ready(ran) = run.as_mut().poll(&mut cx) {
-                return ran;
+        loop {
+            for _ in 0..POLLS_BEFORE_TIME_PASSES {
+                if let Poll::Ready(out) = work.as_mut().poll(&mut cx) {
+                    return out;
+                }
+            }
+            let next = self.timers.borrow().iter().copied().min();
+            let Some(next) = next else {
+                panic!("the work waits for something that never comes (no sleep is pending)");
+            };
+            self.set_now(next.max(self.now()));
+            let now = self.now();
+            self.timers.borrow_mut().retain(|&t| t > now);
+        }
+    }
+
+    /// Runs the work the runtime spawned (turns started by an operation), until none is left.
+    pub fn run_spawned(&self) {
+        loop {
+            let spawned = std::mem::take(&mut *self.spawned.borrow_mut());
+            if spawned.is_empty() {
+                return;
+            }
+            for work in spawned {
+                self.run(work);
             }
         }
-        self.advance(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX));
-        Ran::TimedOut
     }
 
     /// Completes a model call with `text` and tool calls `(id, name, raw arguments)`, as a
@@ -324,43 +366,5 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
             return v;
         }
-    }
-}
-
-impl FlowHost for TestHost {
-    fn sql(&self) -> &dyn Sql {
-        &self.db
-    }
-    fn registry(&self) -> &Registry {
-        &self.registry
-    }
-    fn now_ms(&self) -> i64 {
-        self.clock.get()
-    }
-    fn broadcast(&self, frame: &ServerFrame) {
-        self.frames.borrow_mut().push(frame.clone());
-    }
-    fn secret(&self, name: &str) -> Option<String> {
-        self.secrets
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn var(&self, name: &str) -> Option<String> {
-        self.vars
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn fetch(&self, _request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, HostError>> {
-        Box::pin(async { Err(HostError::Unsupported("no network in host tests")) })
-    }
-    fn d1_query(
-        &self,
-        _binding: &str,
-        _sql: &str,
-        _params: Vec<SqlValue>,
-    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, HostError>> {
-        Box::pin(async { Err(HostError::Unsupported("no D1 in host tests")) })
     }
 }

@@ -4,11 +4,15 @@
 //!
 //! [`TestHost`] holds a thread's database (rusqlite running the Durable Object's statements),
 //! a registry, a virtual clock, the frames sent, and the answers of the world outside (secrets,
-//! vars, the deployment rate limiter). [`TestHost::drive`] does what the Worker's driver does
-//! between model calls: it asks the engine for the next action, runs tool calls the engine
-//! admits (a run still pending after the futures settle has hit its timeout, and that much
-//! virtual time passes), answers the limiter and hands the outcomes back, until the engine
-//! needs the model, waits or goes idle. [`TestHost::reply`] answers a model call.
+//! vars, the deployment rate limiter). [`TestHost::drive`] does what the Worker does between
+//! model calls: it asks the engine for the next action and runs the tool calls through the
+//! shipped runtime (a run still pending after the futures settle has hit its timeout, and
+//! that much virtual time passes), until the engine needs the model, waits or goes idle.
+//! [`TestHost::reply`] answers a model call.
+//!
+//! The host is also the runtime's platform: [`TestHost::runtime`] gives the thread runtime the
+//! Worker uses, [`TestHost::script`] queues the model's answers, [`TestHost::run`] performs an
+//! operation in virtual time and [`TestHost::run_spawned`] drives the turn it started.
 //!
 //! A crash needs no special code: everything is in SQLite, so a test "crashes" by dropping
 //! its `Thread` or a pending `ModelCall` and driving again.
@@ -33,6 +37,7 @@
 //! ```
 
 mod host;
+mod platform;
 mod sqlite;
 
 pub use crate::engine::thread::{Action, ModelCall};

@@ -1,0 +1,193 @@
+//! The test host as the runtime's platform: virtual time, a scripted model, a recorded alarm,
+//! and no network.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use serde_json::{Map, Value};
+
+use super::host::TestHost;
+use crate::config::{AgentConfig, ModelConfig};
+use crate::engine::durable::Window;
+use crate::engine::store::Side;
+use crate::llm::stream::{ProviderError, StreamEvent};
+use crate::runtime::{ModelReply, Platform};
+use crate::tool::{BoxFuture, FlowHost, HostError, HttpRequest, HttpResponse, Registry};
+use crate::values::protocol::ServerFrame;
+use crate::values::sql::{Sql, SqlValue};
+
+/// A sleep on the host's virtual clock: ready once the clock reaches `until` (the harness
+/// moves the clock when every future waits, see [`TestHost::run`]).
+struct VirtualSleep {
+    until: i64,
+    clock: Rc<std::cell::Cell<i64>>,
+    timers: Rc<std::cell::RefCell<Vec<i64>>>,
+}
+
+impl Future for VirtualSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.clock.get() >= self.until {
+            return Poll::Ready(());
+        }
+        let mut timers = self.timers.borrow_mut();
+        if !timers.contains(&self.until) {
+            timers.push(self.until);
+        }
+        Poll::Pending
+    }
+}
+
+/// A scripted reply: its events in one batch.
+struct Scripted(Option<Vec<StreamEvent>>);
+
+impl ModelReply for Scripted {
+    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
+        let events = self.0.take();
+        Box::pin(async move { Ok(events) })
+    }
+
+    fn cancel(&mut self) {}
+}
+
+impl Platform for TestHost {
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        Box::pin(VirtualSleep {
+            until: self.now().saturating_add(ms),
+            clock: self.clock.clone(),
+            timers: self.timers.clone(),
+        })
+    }
+
+    fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
+        self.alarm.set(Some(self.now().saturating_add(in_ms)));
+        Box::pin(async { Ok(()) })
+    }
+
+    fn delete_alarm(&self) -> BoxFuture<'static, Result<(), String>> {
+        self.alarm.set(None);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn spawn(&self, work: BoxFuture<'static, ()>) {
+        self.spawned.borrow_mut().push(work);
+    }
+
+    fn log_error(&self, message: &str) {
+        self.errors.borrow_mut().push(message.to_owned());
+    }
+
+    fn jitter(&self) -> f64 {
+        self.jitter.get()
+    }
+
+    fn fresh_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
+        (agent_id == self.agent.agent_id() && side == self.agent.side)
+            .then(|| Rc::new(self.agent.clone()))
+    }
+
+    fn load_agent(
+        &self,
+        agent_id: &str,
+        side: Side,
+    ) -> BoxFuture<'static, Result<Result<Rc<AgentConfig>, String>, String>> {
+        let found = self
+            .fresh_agent(agent_id, side)
+            .ok_or_else(|| format!("no agent {agent_id:?} with side {}", side.as_str()));
+        Box::pin(async move { Ok(found) })
+    }
+
+    fn agent_has_side(
+        &self,
+        agent_id: &str,
+        side: Side,
+    ) -> BoxFuture<'static, Result<bool, String>> {
+        let has = self.fresh_agent(agent_id, side).is_some();
+        Box::pin(async move { Ok(has) })
+    }
+
+    fn acquire_limit(
+        &self,
+        _tool: &str,
+        _per_minute: u32,
+    ) -> BoxFuture<'static, Result<Window, String>> {
+        self.limiter_asked.set(self.limiter_asked.get() + 1);
+        // What happens meanwhile happens to the thread as stored (the runtime's view reads it).
+        let mut t = self.thread();
+        (self.before_limiter_answer.borrow_mut())(&mut t);
+        self.keep_frames(&mut t);
+        let window = self
+            .limiter
+            .borrow()
+            .ok_or_else(|| "the counter is unreachable".to_owned());
+        Box::pin(async move { window })
+    }
+
+    fn open_model(
+        &self,
+        _model: &ModelConfig,
+        body: Value,
+    ) -> BoxFuture<'static, Result<Box<dyn ModelReply>, ProviderError>> {
+        self.requests.borrow_mut().push(body);
+        let answer = self.script.borrow_mut().pop_front().unwrap_or_else(|| {
+            Err(ProviderError::Config(
+                "the test scripted no model reply".into(),
+            ))
+        });
+        Box::pin(async move {
+            answer.map(|events| Box::new(Scripted(Some(events))) as Box<dyn ModelReply>)
+        })
+    }
+
+    fn ask_thread(
+        &self,
+        _thread_id: &str,
+        _method: &'static str,
+        _path: &str,
+        _body: Option<Value>,
+    ) -> BoxFuture<'static, Result<(u16, Value), String>> {
+        Box::pin(async { Err("host tests have no other threads".to_owned()) })
+    }
+}
+
+impl FlowHost for TestHost {
+    fn sql(&self) -> &dyn Sql {
+        &self.db
+    }
+    fn registry(&self) -> &Registry {
+        &self.registry
+    }
+    fn now_ms(&self) -> i64 {
+        self.clock.get()
+    }
+    fn broadcast(&self, frame: &ServerFrame) {
+        self.frames.borrow_mut().push(frame.clone());
+    }
+    fn secret(&self, name: &str) -> Option<String> {
+        self.secrets
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn var(&self, name: &str) -> Option<String> {
+        self.vars
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn fetch(&self, _request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, HostError>> {
+        Box::pin(async { Err(HostError::Unsupported("no network in host tests")) })
+    }
+    fn d1_query(
+        &self,
+        _binding: &str,
+        _sql: &str,
+        _params: Vec<SqlValue>,
+    ) -> BoxFuture<'static, Result<Vec<Map<String, Value>>, HostError>> {
+        Box::pin(async { Err(HostError::Unsupported("no D1 in host tests")) })
+    }
+}

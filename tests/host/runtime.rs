@@ -1,0 +1,257 @@
+//! The shipped runtime (`edgent::runtime`) over the test host as its platform: whole turns in
+//! virtual time, from the operation that stored the work to the alarm left behind. The model is
+//! scripted per attempt; sleeps (retry delays, timeouts) move the virtual clock.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use edgent::api::ops::ThreadOp;
+use edgent::engine::store::{Order, ThreadStatus};
+use edgent::engine::wake::WATCHDOG_MS;
+use edgent::llm::stream::ProviderError;
+use edgent::prelude::*;
+use edgent::testing::{reply_events, TestHost};
+use edgent::values::protocol::ServerFrame;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn host(tools: Vec<(&'static str, Tool)>) -> Rc<TestHost> {
+    let registry = edgent::tool::Registry::build(tools).unwrap();
+    TestHost::new(registry, T0).into_rc()
+}
+
+fn send(text: &str) -> ThreadOp {
+    ThreadOp::from_rpc("send_message", &json!({ "content": text })).unwrap()
+}
+
+fn echo() -> Tool {
+    Tool::new("Echoes.").handler(|_flow: FlowState| async { CallToolResult::text("echoed") })
+}
+
+/// The top-level messages, oldest first, as `(role, text)`.
+fn transcript(h: &TestHost) -> Vec<(String, String)> {
+    let page = h.thread().messages(100, 0, Order::Asc, false).unwrap();
+    page.messages
+        .iter()
+        .map(|m| (m.role.as_str().to_owned(), m.content.clone()))
+        .collect()
+}
+
+fn record(h: &TestHost, id: &str) -> edgent::engine::tool_records::ToolCallRecord {
+    let page = h.store().tool_call_page(100, 0, Order::Asc).unwrap();
+    page.tool_calls.into_iter().find(|c| c.id == id).unwrap()
+}
+
+fn errors(h: &TestHost) -> Vec<(String, String)> {
+    h.frames()
+        .into_iter()
+        .filter_map(|f| match f {
+            ServerFrame::Error { code, message, .. } => Some((code, message)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_message_starts_its_turn_in_the_same_invocation_and_leaves_no_alarm() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Hello there!", &[])));
+
+    let answer = h.run(rt.apply(send("Hi")));
+    assert!(answer.unwrap()["message_id"].is_string());
+    // Stored and armed before anything ran: a crash from here on is resumed by the alarm.
+    assert_eq!(h.alarm_at(), Some(T0 + WATCHDOG_MS));
+    assert!(
+        h.model_requests().is_empty(),
+        "the turn runs after the answer"
+    );
+
+    h.run_spawned();
+    assert_eq!(
+        transcript(&h),
+        [
+            ("user".into(), "Hi".into()),
+            ("assistant".into(), "Hello there!".into())
+        ]
+    );
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
+    assert_eq!(
+        h.alarm_at(),
+        None,
+        "an idle thread with nothing parked needs no alarm"
+    );
+    let chunked = h
+        .frames()
+        .iter()
+        .any(|f| matches!(f, ServerFrame::MessageChunk { delta, .. } if delta == "Hello there!"));
+    assert!(chunked, "the reply streams to sockets: {:?}", h.frames());
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+#[test]
+fn a_failed_attempt_is_retried_after_the_chains_delay_and_logged_twice() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    let unavailable = ProviderError::Http {
+        status: 503,
+        message: "overloaded".into(),
+        retry_after_ms: None,
+    };
+    h.script(Err(unavailable));
+    h.script(Ok(reply_events("Second time lucky.", &[])));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(transcript(&h)[1].1, "Second time lucky.");
+    assert_eq!(h.model_requests().len(), 2);
+    assert!(
+        h.now() >= T0 + 500,
+        "the retry waited its delay on the clock"
+    );
+    let retries = errors(&h);
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert_eq!(retries[0].0, "model_retry");
+    assert!(retries[0].1.contains("overloaded"), "{}", retries[0].1);
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    let statuses: Vec<&str> = log.logs.iter().map(|l| l.status.as_str()).collect();
+    assert_eq!(log.logs.len(), 2, "{statuses:?}");
+    assert_eq!(log.logs[0].http_status, Some(503));
+}
+
+#[test]
+fn a_request_error_gives_up_at_once_and_leaves_the_thread_usable() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    h.script(Err(ProviderError::Http {
+        status: 400,
+        message: "bad tools".into(),
+        retry_after_ms: None,
+    }));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(
+        h.model_requests().len(),
+        1,
+        "a request error is not retried"
+    );
+    let summary = h.thread().summary().unwrap();
+    assert_eq!(summary.status, ThreadStatus::Idle);
+    assert!(summary.last_error.unwrap_or_default().contains("bad tools"));
+    assert_eq!(h.alarm_at(), None);
+
+    // The next message gets a fresh turn.
+    h.script(Ok(reply_events("Better now.", &[])));
+    h.run(rt.apply(send("Again"))).unwrap();
+    h.run_spawned();
+    assert_eq!(transcript(&h).last().unwrap().1, "Better now.");
+}
+
+#[test]
+fn a_tool_turn_runs_the_call_and_sends_its_result_to_the_model() {
+    let h = host(vec![("echo", echo())]);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("", &[("c1", "echo", "{}")])));
+    h.script(Ok(reply_events("It said echoed.", &[])));
+
+    h.run(rt.apply(send("Use the tool"))).unwrap();
+    h.run_spawned();
+
+    let requests = h.model_requests();
+    assert_eq!(requests.len(), 2);
+    let second = requests[1]["messages"].to_string();
+    assert!(second.contains("echoed"), "the result goes back: {second}");
+    assert_eq!(transcript(&h).last().unwrap().1, "It said echoed.");
+    assert_eq!(record(&h, "c1").status, "success");
+    assert_eq!(h.alarm_at(), None);
+}
+
+#[test]
+fn a_tool_that_never_answers_times_out_on_the_virtual_clock_and_the_alarm_names_its_retry() {
+    let stuck = Tool::new("Never answers.")
+        .handler(|_flow: FlowState| async {
+            std::future::pending::<()>().await;
+            CallToolResult::text("unreachable")
+        })
+        .timeout(Duration::from_secs(2));
+    let h = host(vec![("stuck", stuck)]);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("", &[("c1", "stuck", "{}")])));
+
+    h.run(rt.apply(send("Go"))).unwrap();
+    h.run_spawned();
+
+    let record = record(&h, "c1");
+    assert_eq!(record.status, "retrying", "{record:?}");
+    assert!(h.now() >= T0 + 2_000, "the timeout passed on the clock");
+    let wake = h
+        .store()
+        .tool_call("c1")
+        .unwrap()
+        .unwrap()
+        .wake_at
+        .expect("a retry time");
+    assert_eq!(
+        h.alarm_at(),
+        Some(wake),
+        "the one alarm wakes the parked call"
+    );
+    assert_eq!(
+        h.model_requests().len(),
+        1,
+        "the model waits for the call's result"
+    );
+}
+
+#[test]
+fn a_full_deployment_window_parks_the_call_until_it_frees() {
+    let limited = echo().rate_limit(RateLimit {
+        scope: LimitScope::Deployment,
+        ..RateLimit::per_minute(1)
+    });
+    let h = host(vec![("limited", limited)]);
+    h.set_limiter(Some(edgent::engine::durable::Window {
+        used: 1,
+        frees_at: T0 + 30_000,
+    }));
+    let rt = h.runtime();
+    h.script(Ok(reply_events("", &[("c1", "limited", "{}")])));
+
+    h.run(rt.apply(send("Go"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(h.limiter_asked(), 1);
+    assert_eq!(record(&h, "c1").status, "rate_limited");
+    assert_eq!(h.alarm_at(), Some(T0 + 30_000));
+}
+
+#[test]
+fn operations_answer_like_the_api_and_bad_ones_change_nothing() {
+    let h = host(vec![("echo", echo())]);
+    let rt = h.runtime();
+    let side_b = ThreadOp::from_rpc("force_turn", &json!({ "side": "b" })).unwrap();
+    let refused = h.run(rt.apply(side_b)).unwrap_err();
+    assert_eq!((refused.status, refused.code), (400, "invalid_request"));
+    assert!(refused.message.contains("no side b"), "{}", refused.message);
+
+    let unknown = ThreadOp::from_rpc("queue_tool", &json!({ "name": "nope", "args": {} })).unwrap();
+    let e = h.run(rt.apply(unknown)).unwrap_err();
+    assert_eq!((e.status, e.code), (400, "unknown_tool"));
+
+    let webhook = h.run(rt.webhook(&"ab".repeat(32), b"{}")).unwrap_err();
+    assert_eq!(webhook.status, 404);
+
+    assert!(transcript(&h).is_empty());
+    assert_eq!(
+        h.alarm_at(),
+        None,
+        "nothing was stored, so nothing was armed"
+    );
+    let summary: Value = h.run(rt.apply(ThreadOp::Summary)).unwrap();
+    assert_eq!(summary["status"], "idle");
+}
