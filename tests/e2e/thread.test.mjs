@@ -294,6 +294,42 @@ test('an unknown tool becomes an error result the model sees, and the turn compl
   assert.ok(!frames.some((f) => f.type === 'error'), 'an unknown tool is not a turn error');
 });
 
+test('one request creates a thread and opens its socket: hello names it, a message streams at once', async (t) => {
+  model.push({ text: 'Hello from a new thread.' });
+  const sock = await client.openNew('support', { tags: ['web', 'beta'] });
+  t.after(() => sock.close());
+  assert.match(sock.threadId, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  await sock.waitFor((f) => f.type === 'status' && f.state === 'idle');
+  const s = await summary(sock.threadId);
+  assert.equal(s.agent_id, 'support');
+  assert.deepEqual(s.tags, ['web', 'beta']);
+  assert.equal(s.message_count, 0);
+
+  const from = sock.frames.length;
+  const sent = await sock.rpc('send_message', { content: 'Hi' });
+  assert.equal(sent.ok, true, JSON.stringify(sent));
+  const final = await sock.finalAssistant(from);
+  assert.equal(final.message.content, 'Hello from a new thread.');
+  assert.ok(sock.frames.slice(from).some((f) => f.type === 'message_chunk'), 'the reply streamed');
+
+  // Each such request is a new thread; the key may come as ?token= like any socket's.
+  const other = await client.openNew('support', { viaQuery: true });
+  t.after(() => other.close());
+  assert.notEqual(other.threadId, sock.threadId);
+  assert.equal((await summary(other.threadId)).message_count, 0);
+
+  // Refused before any thread exists: an unknown agent, no agent, a bad tag, a wrong key.
+  const refused = (agent, options) => client.openNew(agent, options).then((s) => (s.close(), 'opened'), (e) => e.status);
+  assert.equal(await refused('no_such_agent'), 404);
+  assert.equal(await refused(''), 400);
+  assert.equal(await refused('support', { tags: ['x'.repeat(65)] }), 400);
+  assert.equal(await refused('support', { token: 'wrong-key' }), 401);
+  assert.equal(await refused('support', { token: 'wrong-key', viaQuery: true }), 401);
+  const plain = await client.request('GET', '/api/threads/new/stream?agent_id=support');
+  assertApiError(plain, 426, 'upgrade_required');
+  assert.equal(model.requests.length, 1, 'only the one message reached the model');
+});
+
 test('auth: a missing or wrong key is refused; the socket takes a header or ?token=', async (t) => {
   const id = await client.createThread();
   const routes = [

@@ -1,11 +1,11 @@
-//! The model history cache (`edgent::engine::store::HistoryCache`): a thread read through it
+//! The model history cache (`edgent::engine::store::ThreadCache`): a thread read through it
 //! sends the model exactly what a full read would, after appends, a budget cut, a message
 //! inserted before others and a final message edited by hand; and a model call reads only
 //! what was appended since the last one.
 
 use std::rc::Rc;
 
-use edgent::engine::store::HistoryCache;
+use edgent::engine::store::ThreadCache;
 use edgent::engine::thread::{Action, InjectMessage, Thread, TurnRules};
 use edgent::testing::{reply_events, Sqlite};
 
@@ -15,7 +15,7 @@ const T0: i64 = 1_795_300_162_000;
 struct Pair {
     cached: Sqlite,
     plain: Sqlite,
-    cache: Rc<HistoryCache>,
+    cache: Rc<ThreadCache>,
     budget: u32,
 }
 
@@ -42,7 +42,7 @@ impl Pair {
             max_turns: 1_000,
             ..TurnRules::default()
         };
-        let mut cached = Thread::open_migrated(&self.cached).with_history_cache(self.cache.clone());
+        let mut cached = Thread::open_migrated(&self.cached).with_cache(self.cache.clone());
         let mut plain = Thread::open_migrated(&self.plain);
         cached.set_rules(rules.clone());
         plain.set_rules(rules);

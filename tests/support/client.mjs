@@ -32,6 +32,24 @@ export class EdgentClient {
     return r.body.thread_id;
   }
 
+  /**
+   * Creates a thread of `agentId` and opens its WebSocket in one request
+   * (`GET /api/threads/new/stream`); resolves once `hello` (which names the thread) arrived,
+   * with `sock.threadId` set.
+   */
+  async openNew(agentId = 'support', { tags = [], token = this.key, viaQuery = false } = {}) {
+    const query = new URLSearchParams({ agent_id: agentId });
+    for (const tag of tags) query.append('tag', tag);
+    if (viaQuery) query.set('token', token);
+    const wsUrl = this.baseUrl.replace(/^http/, 'ws') + `/api/threads/new/stream?${query}`;
+    const ws = new WebSocket(wsUrl, viaQuery ? {} : { headers: { authorization: `Bearer ${token}` } });
+    const sock = new FrameSocket(ws);
+    await sock.opened;
+    const hello = await sock.waitFor((f) => f.type === 'hello');
+    sock.threadId = hello.thread_id;
+    return sock;
+  }
+
   /** Opens the thread's WebSocket and resolves once `hello` arrived. */
   async connect(threadId, { token = this.key, viaQuery = false } = {}) {
     const wsUrl = this.baseUrl.replace(/^http/, 'ws') + `/api/threads/${threadId}/stream` + (viaQuery ? `?token=${encodeURIComponent(token)}` : '');

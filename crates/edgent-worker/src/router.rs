@@ -35,7 +35,8 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
         Route::GetDefinition(kind, name) => admin::get(&env, kind, name).await,
         Route::PutDefinition(kind, name) => admin::put(&mut req, &env, kind, name).await,
         Route::DeleteDefinition(kind, name) => admin::delete(&env, kind, name).await,
-        Route::ThreadStream(id) => stream(&req, &env, id).await,
+        Route::ThreadStream(id) => stream(&req, &env, Some(id)).await,
+        Route::NewThreadStream => stream(&req, &env, None).await,
         // The object decodes the rest (`ThreadOp::from_http` is the one table of them).
         Route::ThreadOp { thread_id, op } => forward(&mut req, &env, thread_id, method, &op).await,
         _ => Err(ApiError::not_found("no such route")),
@@ -84,26 +85,33 @@ fn stub(env: &Env, thread_id: &str) -> std::result::Result<worker::Stub, ApiErro
         .map_err(|e| logged("thread storage is unavailable", e))
 }
 
-async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Response, ApiError> {
-    let body = read_body(req).await?;
-    let create = CreateThread::parse(&body)?;
-    match agent_exists(env, &create.agent_id).await {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(ApiError::not_found(format!(
-                "agent {:?} does not exist",
-                create.agent_id
-            )))
-        }
-        Err(e) => return Err(logged("agent configuration is unavailable", e)),
+/// Refuses an agent that does not exist (404) before any thread object is touched.
+async fn check_agent(env: &Env, agent_id: &str) -> std::result::Result<(), ApiError> {
+    match agent_exists(env, agent_id).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(ApiError::not_found(format!(
+            "agent {agent_id:?} does not exist"
+        ))),
+        Err(e) => Err(logged("agent configuration is unavailable", e)),
     }
-    let thread_id = new_id();
-    let internal = internal_request(Method::Post, "/create", &thread_id, Some(body))?;
+}
+
+/// Tells a new thread where clients reach us (for webhook URLs).
+fn set_origin(internal: &Request, req: &Request) {
     if let Ok(url) = req.url() {
         let _ = internal
             .headers()
             .set("x-edgent-origin", &url.origin().ascii_serialization());
     }
+}
+
+async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Response, ApiError> {
+    let body = read_body(req).await?;
+    let create = CreateThread::parse(&body)?;
+    check_agent(env, &create.agent_id).await?;
+    let thread_id = new_id();
+    let internal = internal_request(Method::Post, "/create", &thread_id, Some(body))?;
+    set_origin(&internal, req);
     send_to(env, &thread_id, internal).await
 }
 
@@ -165,10 +173,12 @@ async fn forward(
     send_to(env, thread_id, internal).await
 }
 
+/// A thread's WebSocket; with no thread (`GET /api/threads/new/stream?agent_id=…`) a new
+/// thread is created by the same request and the `hello` frame names it.
 async fn stream(
     req: &Request,
     env: &Env,
-    thread_id: &str,
+    thread: Option<&str>,
 ) -> std::result::Result<Response, ApiError> {
     let upgrade = req
         .headers()
@@ -183,12 +193,34 @@ async fn stream(
             "this route is a WebSocket: send Upgrade: websocket",
         ));
     }
-    let internal = internal_request(Method::Get, "/stream", thread_id, None)?;
-    internal
-        .headers()
-        .set("upgrade", "websocket")
-        .map_err(|e| logged("could not build the upgrade request", e))?;
-    send_to(env, thread_id, internal).await
+    let (thread_id, create) = match thread {
+        Some(id) => (id.to_owned(), None),
+        None => {
+            let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
+            let query: Vec<(String, String)> = url
+                .query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            let create = CreateThread::from_query(&query)?;
+            check_agent(env, &create.agent_id).await?;
+            (new_id(), Some(create))
+        }
+    };
+    let internal = internal_request(Method::Get, "/stream", &thread_id, None)?;
+    let headers = internal.headers();
+    let set = |name: &str, value: &str| {
+        headers
+            .set(name, value)
+            .map_err(|e| logged("could not build the upgrade request", e))
+    };
+    set("upgrade", "websocket")?;
+    if let Some(create) = create {
+        // Internal only: the object creates the thread before it accepts the socket.
+        let create = serde_json::to_string(&create).map_err(|e| logged("bad create", e))?;
+        set("x-edgent-create", &create)?;
+        set_origin(&internal, req);
+    }
+    send_to(env, &thread_id, internal).await
 }
 
 /// A 500 whose cause goes to the log, not to the client.

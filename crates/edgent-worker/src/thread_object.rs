@@ -74,7 +74,7 @@ impl ThreadObject {
                     .map_err(|e| ApiError::internal(e.to_string())),
                 Err(e) => Err(e),
             },
-            (worker::Method::Get, "/stream") => return self.accept_socket(),
+            (worker::Method::Get, "/stream") => return self.accept_socket(&req).await,
             (_, op) => match op.strip_prefix(OP_PREFIX) {
                 Some(op) if op.is_empty() || op.starts_with('/') => {
                     self.http_op(&mut req, op).await
@@ -221,7 +221,27 @@ impl ThreadObject {
         Ok((202, answer))
     }
 
-    fn accept_socket(&self) -> Result<Response> {
+    async fn create_for_socket(&self, req: &Request) -> std::result::Result<(), ApiError> {
+        let header = |name: &str| req.headers().get(name).ok().flatten();
+        let Some(create) = header("x-edgent-create") else {
+            return Ok(());
+        };
+        let create = CreateThread::parse(create.as_bytes())?;
+        let thread_id =
+            header("x-edgent-thread-id").ok_or_else(|| ApiError::invalid("missing thread id"))?;
+        let origin = header("x-edgent-origin");
+        self.runtime()?
+            .create(&thread_id, &create, None, origin.as_deref())
+            .await
+            .map(|_| ())
+    }
+
+    /// A client's socket; when the router asks (`x-edgent-create`), the thread is created
+    /// first, so one request creates a thread and connects to it.
+    async fn accept_socket(&self, req: &Request) -> Result<Response> {
+        if let Err(e) = self.create_for_socket(req).await {
+            return error(&e);
+        }
         let greeting = self.runtime().and_then(|rt| rt.greeting());
         let (thread_id, status) = match greeting {
             Ok(v) => v,

@@ -68,6 +68,19 @@ impl CreateThread {
         };
         Ok(CreateThread { agent_id, tags })
     }
+
+    /// Validates the query of `GET /api/threads/new/stream` (`agent_id=…`, one `tag=…` per
+    /// tag), with the same rules as a body.
+    pub fn from_query(query: &[(String, String)]) -> Result<Self, ApiError> {
+        let agent_id = query.iter().find(|(k, _)| k == "agent_id").map(|(_, v)| v);
+        let tags: Vec<&String> = query
+            .iter()
+            .filter(|(k, _)| k == "tag")
+            .map(|(_, v)| v)
+            .collect();
+        let body = json!({ "agent_id": agent_id, "tags": tags });
+        Self::parse(body.to_string().as_bytes())
+    }
 }
 
 /// `POST /api/threads/:id/messages` body, and the `send_message` rpc params.
@@ -209,6 +222,29 @@ mod tests {
         );
         let huge = vec![b' '; MAX_BODY_BYTES + 1];
         assert_eq!(CreateThread::parse(&huge).unwrap_err().status, 413);
+    }
+
+    #[test]
+    fn a_query_creates_a_thread_under_the_same_rules() {
+        let q = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let ok =
+            CreateThread::from_query(&q(&[("agent_id", "support"), ("tag", "web"), ("tag", "b")]))
+                .unwrap();
+        assert_eq!((ok.agent_id.as_str(), ok.tags.len()), ("support", 2));
+        let missing = CreateThread::from_query(&q(&[("token", "k")])).unwrap_err();
+        assert!(missing.message.contains("agent_id"), "{}", missing.message);
+        let long_tag = "x".repeat(65);
+        let bad = CreateThread::from_query(&q(&[("agent_id", "a"), ("tag", &long_tag)]));
+        assert_eq!(bad.unwrap_err().status, 400);
+        let many: Vec<(&str, &str)> = std::iter::once(("agent_id", "a"))
+            .chain(std::iter::repeat_n(("tag", "t"), 33))
+            .collect();
+        assert_eq!(CreateThread::from_query(&q(&many)).unwrap_err().status, 400);
     }
 
     #[test]

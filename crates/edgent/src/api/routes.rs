@@ -37,6 +37,9 @@ pub enum Route<'a> {
     DeleteDefinition(Kind, &'a str),
     /// `GET /api/threads/:id/stream` (a WebSocket upgrade; the key may come as `?token=`).
     ThreadStream(&'a str),
+    /// `GET /api/threads/new/stream?agent_id=…`: creates a thread and opens its socket in one
+    /// request (the `hello` frame names the new thread).
+    NewThreadStream,
     /// Any other `/api/threads/:id/…` request: forwarded to the thread's object at `op`
     /// (`OP_PREFIX` + the rest of the path), which decodes it.
     ThreadOp {
@@ -70,7 +73,7 @@ impl Route<'_> {
     /// Whether the key may come in the query string (browsers cannot set headers on a
     /// WebSocket).
     pub fn key_in_query(&self) -> bool {
-        matches!(self, Route::ThreadStream(_))
+        matches!(self, Route::ThreadStream(_) | Route::NewThreadStream)
     }
 }
 
@@ -126,6 +129,7 @@ fn decode<'a>(method: &str, segments: &[&'a str]) -> Result<Route<'a>, ApiError>
                 _ => Err(no_route()),
             }
         }
+        ("GET", ["api", "threads", "new", "stream"]) => Ok(Route::NewThreadStream),
         ("GET", ["api", "threads", id, "stream"]) => Ok(Route::ThreadStream(thread(id)?)),
         (_, ["api", "threads", id, rest @ ..]) => Ok(Route::ThreadOp {
             thread_id: thread(id)?,
@@ -165,6 +169,13 @@ mod tests {
         let stream = route("GET", &path);
         assert_eq!(stream, Route::ThreadStream(ID));
         assert!(stream.needs_key() && stream.key_in_query());
+        let new = route("GET", "/api/threads/new/stream");
+        assert_eq!(new, Route::NewThreadStream);
+        assert!(new.needs_key() && new.key_in_query());
+        assert!(matches!(
+            route("POST", "/api/threads/new/stream"),
+            Route::Refused { .. }
+        ));
         let path = format!("/api/threads/{ID}/tool-calls/c1/approve");
         let op = route("POST", &path);
         assert_eq!(

@@ -230,7 +230,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // top-level messages by trigger, so appending a message is one statement; its
     // `history_version` moves when the model's history changes other than by an append (an
     // update of a final message, an insert before others), so a driver can keep the history
-    // it read and read only what was appended since (`store::HistoryCache`).
+    // it read and read only what was appended since (`store::ThreadCache`).
     &[
         "ALTER TABLE thread ADD COLUMN history_version INTEGER NOT NULL DEFAULT 0",
         TRIGGER_MESSAGES_COUNTED,

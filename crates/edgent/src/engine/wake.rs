@@ -60,12 +60,10 @@ impl Thread<'_> {
 
     /// When the thread must be woken next, once the driver's loop has stopped: the earliest
     /// wake time of a parked call (retrying, sleeping, waiting for a webhook's timeout, rate
-    /// limited), or `None` when nothing is parked. A stopped thread parks nothing.
+    /// limited), or `None` when nothing is parked. A stopped thread (or an object without a
+    /// thread) parks nothing.
     pub fn poll_timeout(&self) -> Result<Option<i64>, ThreadError> {
-        if self.summary()?.status == ThreadStatus::Stopped {
-            return Ok(None);
-        }
-        Ok(self.store().next_wake()?)
+        Ok(self.store().next_wake_unless_stopped()?)
     }
 
     /// Whether work is waiting that nobody will start unless the driver does now: a running

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::api::ApiError;
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::durable::Window;
-use crate::engine::store::{HistoryCache, Side};
+use crate::engine::store::{Side, ThreadCache};
 use crate::engine::thread::{Thread, ThreadError};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{ProviderError, StreamEvent};
@@ -109,8 +109,8 @@ pub struct ThreadRuntime {
     /// (instead of reading storage) before it stops driving.
     work_arrived: Cell<bool>,
     /// The model history this instance read last: a model call reads only what was appended
-    /// since (see [`HistoryCache`]).
-    history: Rc<HistoryCache>,
+    /// since (see [`ThreadCache`]).
+    history: Rc<ThreadCache>,
     /// The prompt and hook names this instance last recorded in the thread row (a write
     /// skipped when they did not change).
     hooks_recorded: RefCell<Option<(String, Vec<String>)>>,
@@ -222,7 +222,7 @@ impl ThreadRuntime {
             Thread::open_existing(sql)?
         };
         self.schema_ready.set(true);
-        Ok(thread.with_history_cache(self.history.clone()))
+        Ok(thread.with_cache(self.history.clone()))
     }
 
     /// Broadcasts the frames the engine produced; a failing hook is skipped (its input is

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::Sqlite;
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::durable::Window;
-use crate::engine::store::{HistoryCache, Store, StoredToolCall};
+use crate::engine::store::{Store, StoredToolCall, ThreadCache};
 use crate::engine::thread::{Action, ModelCall, Thread};
 use crate::llm::stream::{FinishReason, ProviderError, StreamEvent};
 use crate::runtime::ThreadRuntime;
@@ -47,7 +47,7 @@ pub struct TestHost {
     pub(super) limiter_asked: Cell<u32>,
     pub(super) before_limiter_answer: RefCell<Meanwhile>,
     /// The model history cache the driver keeps (so host tests run the cached path).
-    history: Rc<HistoryCache>,
+    history: Rc<ThreadCache>,
     /// The backoff jitter the runtime uses (set by [`TestHost::drive`]).
     pub(super) jitter: Cell<f64>,
     /// Deadlines of the virtual sleeps that are waiting.
@@ -130,7 +130,7 @@ impl TestHost {
 
     /// A view of the thread (open one per event, as the Worker does).
     pub fn thread(&self) -> Thread<'_> {
-        Thread::open_migrated(&self.db).with_history_cache(self.history.clone())
+        Thread::open_migrated(&self.db).with_cache(self.history.clone())
     }
 
     /// The thread's store, for reading what the engine stored.

@@ -63,10 +63,34 @@ struct FullRead {
     final_up_to: Option<f64>,
 }
 
-/// The last history read for one thread (see the module docs). Held by the driver for the
-/// object's life and handed to each [`crate::engine::thread::Thread`] view.
+/// What a thread object remembers between its views: the last history read (see the module
+/// docs) and the recorded hook config. Held by the driver for the object's life and handed to
+/// each [`crate::engine::thread::Thread`] view.
+///
+/// The hook config is written only through [`crate::engine::thread::Thread::set_hook_config`],
+/// which updates this cache when its view holds it; one object is the thread's only writer, so
+/// after the first read a view needs no statement to know its hooks.
 #[derive(Debug, Default)]
-pub struct HistoryCache(RefCell<Option<Cached>>);
+pub struct ThreadCache {
+    history: RefCell<Option<Cached>>,
+    /// `None`: not known yet; `Some(None)`: none recorded.
+    hook_config: RefCell<Option<Option<HookConfig>>>,
+}
+
+/// The running prompt's name and its hook names.
+pub(crate) type HookConfig = (String, Vec<String>);
+
+impl ThreadCache {
+    /// The hook config, when this object has read or written it.
+    pub(crate) fn known_hook_config(&self) -> Option<Option<HookConfig>> {
+        self.hook_config.borrow().clone()
+    }
+
+    /// Remembers the hook config as stored (`None` after a failed write: read it again).
+    pub(crate) fn remember_hook_config(&self, config: Option<Option<HookConfig>>) {
+        *self.hook_config.borrow_mut() = config;
+    }
+}
 
 #[derive(Debug)]
 struct Cached {
@@ -90,13 +114,13 @@ impl Store<'_> {
 
     /// [`Store::model_history_within`] through `cache`: only rows appended since the cached
     /// read are read, unless the thread's `history_version` moved or the budget changed.
-    pub fn model_history_cached(
+    pub fn model_cached(
         &self,
         budget: u64,
         version: i64,
-        cache: &HistoryCache,
+        cache: &ThreadCache,
     ) -> Result<Vec<Message>, SqlError> {
-        let cached = cache.0.borrow_mut().take();
+        let cached = cache.history.borrow_mut().take();
         if let Some(mut c) = cached.filter(|c| c.version == version && c.budget == budget) {
             let rows = self.sql.exec(
                 &format!(
@@ -125,13 +149,13 @@ impl Store<'_> {
                 c.history.drain(..c.history.len() - taken);
                 c.whole &= !cut;
                 let history = c.history.clone();
-                *cache.0.borrow_mut() = Some(c);
+                *cache.history.borrow_mut() = Some(c);
                 return Ok(history);
             }
         }
         let read = self.read_history(budget)?;
         if let Some(read_up_to) = read.final_up_to {
-            *cache.0.borrow_mut() = Some(Cached {
+            *cache.history.borrow_mut() = Some(Cached {
                 version,
                 budget,
                 read_up_to,

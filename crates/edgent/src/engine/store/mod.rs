@@ -13,7 +13,7 @@ use crate::values::message::{Message, MessageStatus, Role, ToolCall};
 use crate::values::sql::{Row, Sql, SqlError};
 
 pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus};
-pub use history::HistoryCache;
+pub use history::ThreadCache;
 
 /// The thread row, as returned by `GET /api/threads/:id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -206,17 +206,21 @@ impl Store<'_> {
     }
 
     /// The model is owed a call: starts a turn on an idle thread (zero steps, running, no last
-    /// error), else only records the debt. One statement (SET sees the row before it).
-    pub fn owe_model(&self, now: i64) -> Result<(), SqlError> {
-        self.sql.exec(
+    /// error), else only records the debt. One statement (SET sees the row before it); it
+    /// returns the state a status frame shows (status, turn count, side).
+    pub fn owe_model(&self, now: i64) -> Result<Option<(String, i64, String)>, SqlError> {
+        let rows = self.sql.exec(
             "UPDATE thread SET needs_model = 1,
                 steps = CASE WHEN status = 'idle' THEN 0 ELSE steps END,
                 last_error = CASE WHEN status = 'idle' THEN NULL ELSE last_error END,
                 updated_at = CASE WHEN status = 'idle' THEN ?1 ELSE updated_at END,
-                status = CASE WHEN status = 'idle' THEN 'running' ELSE status END",
+                status = CASE WHEN status = 'idle' THEN 'running' ELSE status END
+             RETURNING status, turn_count, current_side",
             &[now.into()],
         )?;
-        Ok(())
+        rows.first()
+            .map(|r| Ok((r.text(0)?, r.int(1)?, r.text(2)?)))
+            .transpose()
     }
 
     /// Records whether the model is owed a call.

@@ -261,6 +261,21 @@ impl Store<'_> {
             .map(Option::flatten)
     }
 
+    /// [`Store::next_wake`] unless the thread is stopped (or there is none), in one statement.
+    pub fn next_wake_unless_stopped(&self) -> Result<Option<i64>, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT MIN(wake_at) FROM tool_calls WHERE wake_at IS NOT NULL AND status IN ({PENDING})
+                 AND EXISTS (SELECT 1 FROM thread WHERE status != 'stopped')"
+            ),
+            &[],
+        )?;
+        rows.first()
+            .map(|r| r.opt_int(0))
+            .transpose()
+            .map(Option::flatten)
+    }
+
     /// Closes a tool call with its result (`success` or `error`) and links the message.
     pub fn finish_tool_call(
         &self,

@@ -104,11 +104,11 @@ impl<'a> Thread<'a> {
         let message = self.before_create(Message::new(Role::User, content, now));
         self.store.append_message(&message)?;
         self.after_create(&message);
-        self.store.owe_model(now)?;
+        let state = self.store.owe_model(now)?;
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
         });
-        self.push_status()?;
+        self.push_status_of(state)?;
         Ok(message)
     }
 
@@ -245,8 +245,8 @@ impl<'a> Thread<'a> {
             return Err(ThreadError::Stopped);
         }
         self.store.set_side(now, side)?;
-        self.store.owe_model(now)?;
-        self.push_status()
+        let state = self.store.owe_model(now)?;
+        self.push_status_of(state)
     }
 
     /// A client's decision on a call waiting for approval: approved calls run, rejected ones

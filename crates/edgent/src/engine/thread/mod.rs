@@ -32,7 +32,7 @@ use crate::config::{AgentConfig, AgentKind, DEFAULT_MAX_HISTORY_TOKENS, DEFAULT_
 use crate::engine::durable::{CallStatus, Suspension};
 use crate::engine::schema::migrate;
 use crate::engine::store::{
-    CallOrigin, HistoryCache, MessagePage, Order, Side, Store, StoredToolCall, ThreadStatus,
+    CallOrigin, MessagePage, Order, Side, Store, StoredToolCall, ThreadCache, ThreadStatus,
     ThreadSummary,
 };
 use crate::hook::{HookContext, HookFailure, Hooks};
@@ -128,8 +128,9 @@ pub struct Thread<'a> {
     /// The running prompt's hooks, resolved on first use from the stored hook config.
     hooks: Option<(Rc<Hooks>, String)>,
     hook_failures: Vec<HookFailure>,
-    /// The driver's cache of the model's history, if it keeps one (see [`HistoryCache`]).
-    history_cache: Option<Rc<HistoryCache>>,
+    /// The driver's cache (the model's history, the hook config), if it keeps one (see
+    /// [`ThreadCache`]).
+    cache: Option<Rc<ThreadCache>>,
     /// Ids of parked calls, read by `next_tools` in this step for the model call after it.
     pending_ids: Option<Vec<String>>,
 }
@@ -150,7 +151,7 @@ impl<'a> Thread<'a> {
             rules: TurnRules::default(),
             hooks: None,
             hook_failures: Vec::new(),
-            history_cache: None,
+            cache: None,
             pending_ids: None,
         }
     }
@@ -158,8 +159,8 @@ impl<'a> Thread<'a> {
     /// This view reads the model's history through `cache`, which the driver keeps for the
     /// object's life (one per thread): a model call then reads only the messages appended
     /// since the last one.
-    pub fn with_history_cache(mut self, cache: Rc<HistoryCache>) -> Self {
-        self.history_cache = Some(cache);
+    pub fn with_cache(mut self, cache: Rc<ThreadCache>) -> Self {
+        self.cache = Some(cache);
         self
     }
 
@@ -170,7 +171,12 @@ impl<'a> Thread<'a> {
         names: impl IntoIterator<Item = &'n str>,
     ) -> Result<(), ThreadError> {
         let names: Vec<String> = names.into_iter().map(str::to_owned).collect();
-        self.store.set_hook_config(prompt, &names)?;
+        let written = self.store.set_hook_config(prompt, &names);
+        if let Some(cache) = &self.cache {
+            let stored = written.is_ok().then(|| Some((prompt.to_owned(), names)));
+            cache.remember_hook_config(stored);
+        }
+        written?;
         self.hooks = None;
         Ok(())
     }
@@ -181,9 +187,22 @@ impl<'a> Thread<'a> {
     }
 
     /// The hooks in force and the context they see (`None` when there are none).
+    /// The hook config as recorded: from the object's cache when it knows it, else read (and
+    /// then known).
+    fn recorded_hook_config(&self) -> Option<(String, Vec<String>)> {
+        if let Some(known) = self.cache.as_ref().and_then(|c| c.known_hook_config()) {
+            return known;
+        }
+        let read = self.store.hook_config().ok()?;
+        if let Some(cache) = &self.cache {
+            cache.remember_hook_config(Some(read.clone()));
+        }
+        read
+    }
+
     fn hooks(&mut self, depth: u32) -> Option<(Rc<Hooks>, HookContext)> {
         if self.hooks.is_none() {
-            let (prompt, names) = self.store.hook_config().ok().flatten().unwrap_or_default();
+            let (prompt, names) = self.recorded_hook_config().unwrap_or_default();
             let known: Vec<&str> = crate::hook::names().collect();
             let (found, unknown): (Vec<&String>, Vec<&String>) =
                 names.iter().partition(|n| known.contains(&n.as_str()));
@@ -348,5 +367,18 @@ impl<'a> Thread<'a> {
         let frame = self.status_frame()?;
         self.frames.push_back(frame);
         Ok(())
+    }
+
+    /// The status frame of a state a write returned (status, turn count, side), or of the
+    /// row as read when it returned none.
+    fn push_status_of(&mut self, state: Option<(String, i64, String)>) -> Result<(), ThreadError> {
+        match state {
+            Some((state, turn, side)) => {
+                self.frames
+                    .push_back(ServerFrame::Status { state, turn, side });
+                Ok(())
+            }
+            None => self.push_status(),
+        }
     }
 }

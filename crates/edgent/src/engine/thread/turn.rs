@@ -163,10 +163,8 @@ impl<'a> Thread<'a> {
         // forced turn arriving while the model streams.
         let history_version = self.store.add_step(now)?;
         let budget = u64::from(self.rules.max_history_tokens);
-        let history = match &self.history_cache {
-            Some(cache) => self
-                .store
-                .model_history_cached(budget, history_version, cache)?,
+        let history = match &self.cache {
+            Some(cache) => self.store.model_cached(budget, history_version, cache)?,
             None => self.store.model_history_within(budget)?,
         };
         let history = match self.rules.kind {
@@ -213,17 +211,20 @@ impl<'a> Thread<'a> {
     /// parked, the turn waits ([`Action::Wait`]) for the earliest wake time.
     fn next_tools(&mut self, now: i64) -> Result<Option<Action>, ThreadError> {
         loop {
-            let Some(call) = self.store.next_tool_call(now)? else {
-                // One read answers both: whether the model's reply waits on a parked call,
-                // and (kept for the model call that may follow) which calls are parked.
-                let pending = self.store.pending_call_origins()?;
-                if pending
-                    .iter()
-                    .any(|(_, origin)| *origin == CallOrigin::Model)
-                {
+            // One read of the calls without a result (few, through the status index) answers
+            // everything below: the due call (queued or running without a wake time, or
+            // parked with a past one; the oldest first), its batch, and which calls are parked.
+            let pending = self.store.pending_tool_calls()?;
+            let is_due = |c: &StoredToolCall| match c.wake_at {
+                None => matches!(c.status, CallStatus::Queued | CallStatus::Running),
+                Some(at) => at <= now,
+            };
+            let Some(call) = pending.iter().find(|c| is_due(c)).cloned() else {
+                if pending.iter().any(|c| c.origin == CallOrigin::Model) {
                     return Ok(Some(Action::Wait));
                 }
-                self.pending_ids = Some(pending.into_iter().map(|(id, _)| id).collect());
+                // Kept for the model call that may follow: parked calls are not shown to it.
+                self.pending_ids = Some(pending.into_iter().map(|c| c.call.id).collect());
                 return Ok(None);
             };
             let mut call = call;
@@ -248,9 +249,9 @@ impl<'a> Thread<'a> {
                 return Ok(Some(Action::RunTool(call)));
             }
             let mut batch = vec![call.clone()];
-            for other in self.store.pending_tool_calls()? {
-                let due = matches!(other.status.as_str(), "queued")
-                    || other.wake_at.is_some_and(|w| w <= now);
+            for other in pending {
+                let due =
+                    other.status == CallStatus::Queued || other.wake_at.is_some_and(|w| w <= now);
                 if other.call.id != call.call.id
                     && other.message_id == call.message_id
                     && other.origin == CallOrigin::Model
