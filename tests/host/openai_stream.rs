@@ -339,14 +339,9 @@ mod provider {
         );
         assert_eq!(endpoint(&workers.target()), None);
 
-        assert!(matches!(
-            StreamParser::new(Provider::OpenAi),
-            Some(StreamParser::OpenAi(_))
-        ));
-        assert!(matches!(
-            StreamParser::new(Provider::Anthropic),
-            Some(StreamParser::Anthropic(_))
-        ));
+        // Which parser each gets is checked by what it parses (the next test).
+        assert!(StreamParser::new(Provider::OpenAi).is_some());
+        assert!(StreamParser::new(Provider::Anthropic).is_some());
         assert!(StreamParser::new(Provider::WorkersAi).is_none());
     }
 

@@ -1,10 +1,13 @@
-//! Provider dispatch: one entry point per step of a model call (request body, endpoint,
-//! headers, stream parsing, error bodies), whatever wire format the model row names.
+//! The model wire formats: one folder per format (`openai`, `anthropic`, `workers_ai`), each
+//! a [`WireFormat`] (request body, endpoint, key headers, stream decoder, error bodies), and
+//! the provider-neutral [`StreamEvent`] they all decode into. The functions here are the
+//! entry points the rest of edgent uses, whatever format the model row names.
 //!
-//! The shell owns the connection; everything here is pure so the host tests can drive each
-//! format with raw bytes.
+//! The driver owns the connection; everything here is pure so the host tests can drive each
+//! format with raw bytes (one conformance suite for all: `tests/host/llm_conformance.rs`).
 
 pub mod anthropic;
+pub mod format;
 pub mod openai;
 pub mod request;
 pub mod sse;
@@ -13,50 +16,38 @@ pub mod workers_ai;
 
 use serde_json::Value;
 
-use self::anthropic::AnthropicStream;
-use self::openai::OpenAiStream;
 use self::stream::{ProviderError, StreamEvent};
 
+pub use self::anthropic::ANTHROPIC_VERSION;
+pub use self::format::{StreamDecoder, WireFormat};
 pub use self::request::{ModelRequest, Provider, Target, ToolChoice, ToolSpec};
+
+/// The wire format `provider` speaks.
+pub fn format(provider: Provider) -> &'static dyn WireFormat {
+    match provider {
+        Provider::OpenAi => &openai::OpenAi,
+        Provider::Anthropic => &anthropic::Anthropic,
+        Provider::WorkersAi => &workers_ai::WorkersAi,
+    }
+}
 
 /// The request body for the model's provider.
 ///
 /// For `workers_ai` this is the `input` object of `env.AI.run(model, input)`; the model id
 /// travels separately.
 pub fn build_request(req: &ModelRequest) -> Value {
-    match req.target.provider {
-        Provider::OpenAi => openai::build_request_for(req),
-        Provider::Anthropic => anthropic::build_request(req),
-        Provider::WorkersAi => workers_ai::build_request(req),
-    }
+    format(req.target.provider).build_request(req)
 }
 
-/// The URL to POST the request to; `None` for `workers_ai`, which goes through the `AI`
-/// binding instead of `fetch`.
+/// The URL a streaming request goes to (`None` for `workers_ai`, reached through its binding).
 pub fn endpoint(target: &Target<'_>) -> Option<String> {
-    let base = target.base_url.trim_end_matches('/');
-    match target.provider {
-        Provider::OpenAi => Some(format!("{base}/chat/completions")),
-        // `base_url` is e.g. `https://api.anthropic.com/v1`.
-        Provider::Anthropic => Some(format!("{base}/messages")),
-        Provider::WorkersAi => None,
-    }
+    format(target.provider).endpoint(target.base_url.trim_end_matches('/'))
 }
-
-/// The Messages API version this crate speaks (request and stream shapes are pinned to it).
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// The headers carrying `key` for the model's provider (none for `workers_ai`, whose binding
 /// needs no key). The key goes into exactly one header and nowhere else.
 pub fn auth_headers(provider: Provider, key: &str) -> Vec<(&'static str, String)> {
-    match provider {
-        Provider::OpenAi => vec![("authorization", format!("Bearer {key}"))],
-        Provider::Anthropic => vec![
-            ("x-api-key", key.to_owned()),
-            ("anthropic-version", ANTHROPIC_VERSION.to_owned()),
-        ],
-        Provider::WorkersAi => Vec::new(),
-    }
+    format(provider).auth_headers(key)
 }
 
 /// Every header of a streaming request to `provider`: JSON in, server-sent events out, and
@@ -67,13 +58,10 @@ pub fn request_headers(provider: Provider, key: Option<&str>) -> Vec<(&'static s
         ("content-type", "application/json".to_owned()),
         ("accept", "text/event-stream".to_owned()),
     ];
-    match key {
-        Some(key) => headers.extend(auth_headers(provider, key)),
-        None if provider == Provider::Anthropic => {
-            headers.push(("anthropic-version", ANTHROPIC_VERSION.to_owned()));
-        }
-        None => {}
-    }
+    headers.extend(match key {
+        Some(key) => auth_headers(provider, key),
+        None => format(provider).keyless_headers(),
+    });
     headers
 }
 
@@ -86,42 +74,26 @@ pub fn retry_after_ms(header: Option<&str>) -> Option<u64> {
 
 /// A streaming response parser for whichever format the model speaks.
 #[derive(Debug)]
-pub enum StreamParser {
-    /// OpenAI chat-completions chunks.
-    OpenAi(OpenAiStream),
-    /// Anthropic Messages events.
-    Anthropic(AnthropicStream),
-}
+pub struct StreamParser(Box<dyn StreamDecoder>);
 
 impl StreamParser {
-    /// A parser at the start of a response body; `None` for `workers_ai`, which answers in one
-    /// JSON value (see [`workers_ai::parse_response`]).
+    /// A parser for `provider`'s streamed answer (`None` for `workers_ai`, which does not
+    /// stream).
     pub fn new(provider: Provider) -> Option<Self> {
-        match provider {
-            Provider::OpenAi => Some(StreamParser::OpenAi(OpenAiStream::new())),
-            Provider::Anthropic => Some(StreamParser::Anthropic(AnthropicStream::new())),
-            Provider::WorkersAi => None,
-        }
+        format(provider).stream_decoder().map(StreamParser)
     }
 
-    /// Feeds body bytes; returns the events they complete.
+    /// Feeds the next bytes of the body.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, ProviderError> {
-        match self {
-            StreamParser::OpenAi(p) => p.feed(bytes),
-            StreamParser::Anthropic(p) => p.feed(bytes),
-        }
+        self.0.feed(bytes)
     }
 
-    /// Call at end of body: a stream that stops before its end marker is truncated.
+    /// The body ended.
     pub fn finish(&mut self) -> Result<Vec<StreamEvent>, ProviderError> {
-        match self {
-            StreamParser::OpenAi(p) => p.finish(),
-            StreamParser::Anthropic(p) => p.finish(),
-        }
+        self.0.finish()
     }
 }
 
-/// Longest raw body quoted when an error body has no message we recognise.
 const MAX_RAW_ERROR_CHARS: usize = 300;
 
 /// The human-readable message of an HTTP error body, or the start of the body when it has
@@ -136,15 +108,8 @@ const MAX_RAW_ERROR_CHARS: usize = 300;
 pub fn error_message(provider: Provider, body: &str) -> String {
     let parsed = serde_json::from_str::<Value>(body).ok();
     let found = parsed.as_ref().and_then(|v| {
-        let nested = v["error"]["message"].as_str();
-        let found = match provider {
-            // Anthropic's `error.type` (e.g. `overloaded_error`) says more than an empty message.
-            Provider::Anthropic => nested
-                .filter(|m| !m.trim().is_empty())
-                .or_else(|| v["error"]["type"].as_str()),
-            Provider::OpenAi | Provider::WorkersAi => nested,
-        };
-        found
+        format(provider)
+            .error_text(v)
             .or_else(|| v["error"].as_str())
             .or_else(|| v["message"].as_str())
             .or_else(|| v["errors"][0]["message"].as_str())

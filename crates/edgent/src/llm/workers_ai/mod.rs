@@ -7,10 +7,34 @@
 
 use serde_json::{json, Value};
 
+use crate::llm::format::{StreamDecoder, WireFormat};
 use crate::llm::request::ToolChoice;
 use crate::llm::stream::{FinishReason, ProviderError, StreamEvent};
 use crate::llm::ModelRequest;
 use crate::values::message::{Message, Role};
+
+/// The Workers AI format: spoken through the `AI` binding, not over HTTP, and not streamed.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkersAi;
+
+impl WireFormat for WorkersAi {
+    fn build_request(&self, req: &ModelRequest) -> Value {
+        build_request(req)
+    }
+
+    fn endpoint(&self, _base_url: &str) -> Option<String> {
+        None
+    }
+
+    /// The binding needs no key.
+    fn auth_headers(&self, _key: &str) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    fn stream_decoder(&self) -> Option<Box<dyn StreamDecoder>> {
+        None
+    }
+}
 
 /// Builds the `input` object for `env.AI.run(model, input)`.
 ///

@@ -1,0 +1,47 @@
+//! The OpenAI chat-completions wire format: request bodies (`request`) and the streamed
+//! response (`stream`). Works with any OpenAI-compatible server (OpenAI, OpenRouter, Groq,
+//! vLLM, llama.cpp, ...).
+
+mod request;
+mod stream;
+
+use serde_json::Value;
+
+use super::format::{StreamDecoder, WireFormat};
+use super::request::ModelRequest;
+use super::stream::{ProviderError, StreamEvent};
+
+pub use request::{build_request, build_request_for, error_message, function_tools};
+pub use stream::OpenAiStream;
+
+/// The chat-completions format.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenAi;
+
+impl WireFormat for OpenAi {
+    fn build_request(&self, req: &ModelRequest) -> Value {
+        build_request_for(req)
+    }
+
+    fn endpoint(&self, base_url: &str) -> Option<String> {
+        Some(format!("{base_url}/chat/completions"))
+    }
+
+    fn auth_headers(&self, key: &str) -> Vec<(&'static str, String)> {
+        vec![("authorization", format!("Bearer {key}"))]
+    }
+
+    fn stream_decoder(&self) -> Option<Box<dyn StreamDecoder>> {
+        Some(Box::new(OpenAiStream::new()))
+    }
+}
+
+impl StreamDecoder for OpenAiStream {
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, ProviderError> {
+        OpenAiStream::feed(self, bytes)
+    }
+
+    fn finish(&mut self) -> Result<Vec<StreamEvent>, ProviderError> {
+        OpenAiStream::finish(self)
+    }
+}
