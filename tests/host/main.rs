@@ -10,6 +10,7 @@
 
 mod admin;
 mod anthropic_stream;
+mod config_db;
 mod config_resolve;
 mod config_version;
 mod conversation;

@@ -10,12 +10,13 @@ use wasm_bindgen::JsValue;
 use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit, State};
 
 use super::clock::{now, with_timeout};
+use super::d1::{to_js, D1};
 use super::do_sql::DoSql;
 use edgent::config::{AgentConfig, ModelConfig};
 use edgent::engine::durable::Window;
 use edgent::engine::store::Side;
 use edgent::llm::stream::ProviderError;
-use edgent::runtime::{ModelReply, Platform};
+use edgent::runtime::{agents, ModelReply, Platform};
 use edgent::tool::{BoxFuture, FlowHost, HostError, HttpRequest, HttpResponse, Registry};
 use edgent::values::protocol::ServerFrame;
 use edgent::values::sql::{Sql, SqlValue};
@@ -76,15 +77,7 @@ impl FlowHost for ShellHost {
         let sql = sql.to_owned();
         Box::pin(async move {
             let db = db.map_err(|_| HostError::NoBinding(binding))?;
-            let values: Vec<JsValue> = params
-                .iter()
-                .map(|p| match p {
-                    SqlValue::Null => JsValue::NULL,
-                    SqlValue::Integer(i) => JsValue::from_f64(*i as f64),
-                    SqlValue::Real(f) => JsValue::from_f64(*f),
-                    SqlValue::Text(s) => JsValue::from_str(s),
-                })
-                .collect();
+            let values: Vec<JsValue> = params.iter().map(to_js).collect();
             let result = db
                 .prepare(&sql)
                 .bind(&values)
@@ -127,7 +120,7 @@ impl Platform for ShellHost {
     }
 
     fn fresh_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
-        crate::config::fresh_agent(agent_id, side)
+        agents::fresh_agent(agent_id, side, now())
     }
 
     fn load_agent(
@@ -135,12 +128,10 @@ impl Platform for ShellHost {
         agent_id: &str,
         side: Side,
     ) -> BoxFuture<'static, Result<Result<Rc<AgentConfig>, String>, String>> {
-        let (env, agent_id) = (self.env.clone(), agent_id.to_owned());
+        let (db, agent_id) = (D1(self.env.clone()), agent_id.to_owned());
         Box::pin(async move {
-            match crate::config::load_agent(&env, &agent_id, side).await {
-                Ok(config) => Ok(config.map_err(|e| e.to_string())),
-                Err(e) => Err(e.to_string()),
-            }
+            let loaded = agents::load_agent(&db, &agent_id, side, now()).await?;
+            Ok(loaded.map_err(|e| e.to_string()))
         })
     }
 
@@ -149,12 +140,8 @@ impl Platform for ShellHost {
         agent_id: &str,
         side: Side,
     ) -> BoxFuture<'static, Result<bool, String>> {
-        let (env, agent_id) = (self.env.clone(), agent_id.to_owned());
-        Box::pin(async move {
-            crate::config::agent_has_side(&env, &agent_id, side)
-                .await
-                .map_err(|e| e.to_string())
-        })
+        let (db, agent_id) = (D1(self.env.clone()), agent_id.to_owned());
+        Box::pin(async move { agents::agent_has_side(&db, &agent_id, side).await })
     }
 
     fn acquire_limit(

@@ -21,11 +21,9 @@
 //! name it), at the version this crate uses.
 
 #[cfg(target_arch = "wasm32")]
-mod admin;
-#[cfg(target_arch = "wasm32")]
 mod clock;
 #[cfg(target_arch = "wasm32")]
-mod config;
+mod d1;
 #[cfg(target_arch = "wasm32")]
 mod do_sql;
 #[cfg(target_arch = "wasm32")]

@@ -3,12 +3,14 @@
 use serde_json::json;
 use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
-use super::admin;
-use super::config::agent_exists;
+use super::clock::now;
+use super::d1::D1;
 use super::http::{error, json, logged, read_body, registry_error};
 use edgent::api::routes::{route, Route};
 use edgent::api::tools::{deployment_limit, tool_entry};
 use edgent::api::{authorized, ApiError, CreateThread};
+use edgent::config::admin::Kind;
+use edgent::runtime::{admin, agents};
 use edgent::tool::policy::policy_for;
 use edgent::values::ids::new_id;
 
@@ -30,11 +32,13 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
         Route::Webhook { thread_id, token } => webhook(&mut req, &env, thread_id, token).await,
         Route::Tools => tools(&env).await,
         Route::CreateThread => create_thread(&mut req, &env).await,
-        Route::PutConfig => admin::put_config(&mut req, &env).await,
-        Route::ListDefinitions(kind) => admin::list(&env, kind).await,
-        Route::GetDefinition(kind, name) => admin::get(&env, kind, name).await,
-        Route::PutDefinition(kind, name) => admin::put(&mut req, &env, kind, name).await,
-        Route::DeleteDefinition(kind, name) => admin::delete(&env, kind, name).await,
+        Route::PutConfig => configure(&mut req, &env, None).await,
+        Route::ListDefinitions(kind) => answer(admin::list(&D1(env.clone()), kind).await),
+        Route::GetDefinition(kind, name) => answer(admin::get(&D1(env.clone()), kind, name).await),
+        Route::PutDefinition(kind, name) => configure(&mut req, &env, Some((kind, name))).await,
+        Route::DeleteDefinition(kind, name) => {
+            answer(admin::delete(&D1(env.clone()), kind, name).await)
+        }
         Route::ThreadStream(id) => stream(&req, &env, Some(id)).await,
         Route::NewThreadStream => stream(&req, &env, None).await,
         // The object decodes the rest (`ThreadOp::from_http` is the one table of them).
@@ -85,9 +89,36 @@ fn stub(env: &Env, thread_id: &str) -> std::result::Result<worker::Stub, ApiErro
         .map_err(|e| logged("thread storage is unavailable", e))
 }
 
+/// A configuration API answer as a response.
+fn answer(
+    outcome: std::result::Result<(u16, serde_json::Value), ApiError>,
+) -> std::result::Result<Response, ApiError> {
+    let (status, body) = outcome?;
+    json(status, &body).map_err(|e| logged("could not build the response", e))
+}
+
+/// `PUT /api/config` (no `one`) or `PUT /api/{kind}/:name`: prompts may list the registered
+/// tools.
+async fn configure(
+    req: &mut Request,
+    env: &Env,
+    one: Option<(Kind, &str)>,
+) -> std::result::Result<Response, ApiError> {
+    let body = read_body(req).await?;
+    let registry = edgent::Catalog::installed()
+        .registry()
+        .map_err(|e| registry_error(&e))?;
+    let tools: Vec<&str> = registry.names().collect();
+    let db = D1(env.clone());
+    answer(match one {
+        Some((kind, name)) => admin::put(&db, kind, name, &body, &tools, now()).await,
+        None => admin::put_config(&db, &body, &tools, now()).await,
+    })
+}
+
 /// Refuses an agent that does not exist (404) before any thread object is touched.
 async fn check_agent(env: &Env, agent_id: &str) -> std::result::Result<(), ApiError> {
-    match agent_exists(env, agent_id).await {
+    match agents::agent_exists(&D1(env.clone()), agent_id, now()).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(ApiError::not_found(format!(
             "agent {agent_id:?} does not exist"

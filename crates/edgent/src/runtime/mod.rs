@@ -26,6 +26,8 @@ use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{ProviderError, StreamEvent};
 use crate::tool::{BoxFuture, FlowHost};
 
+pub mod admin;
+pub mod agents;
 mod chain;
 mod delegate;
 mod ops;
@@ -88,6 +90,18 @@ pub trait Platform: FlowHost {
         path: &str,
         body: Option<Value>,
     ) -> BoxFuture<'static, Result<(u16, Value), String>>;
+}
+
+/// The configuration database (D1 in the Worker): parameterised statements run as one batch
+/// (one round trip, one transaction), each answering its rows as JSON objects.
+pub trait ConfigDb {
+    /// Runs `statements` in order, atomically; the rows of each.
+    fn batch(
+        &self,
+        statements: Vec<(String, Vec<crate::values::sql::SqlValue>)>,
+    ) -> BoxFuture<'static, Result<Vec<Vec<Value>>, String>>;
+    /// Logs a fault for the operator (never shown to clients).
+    fn log_error(&self, message: &str);
 }
 
 /// An open model reply: stream events as they arrive.

@@ -1,0 +1,238 @@
+//! The configuration API and agent resolution as the Worker runs them (`edgent::runtime::admin`
+//! and `::agents`), over a D1-like database: the project's migrations in SQLite, answering
+//! rows as JSON objects, with every batch counted. Proves the round trips a turn pays (none
+//! while the isolate's copy is fresh, a version check after `CONFIG_TTL_MS`, a full load only
+//! when the configuration moved) and that a write through the API reaches this isolate's
+//! threads at once.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use rusqlite::types::ValueRef;
+use serde_json::{json, Map, Value};
+
+use edgent::config::admin::Kind;
+use edgent::config::cache::CONFIG_TTL_MS;
+use edgent::engine::store::Side;
+use edgent::runtime::{admin, agents, ConfigDb};
+use edgent::testing::block_on;
+use edgent::tool::BoxFuture;
+use edgent::values::sql::SqlValue;
+
+const T0: i64 = 1_800_000_000_000;
+
+/// The migrated database; `batches` counts round trips.
+struct FakeD1 {
+    conn: RefCell<rusqlite::Connection>,
+    batches: Cell<u32>,
+}
+
+impl FakeD1 {
+    fn new() -> Self {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        let mut files: Vec<_> =
+            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+        files.sort();
+        for file in files {
+            conn.execute_batch(&std::fs::read_to_string(&file).unwrap())
+                .unwrap();
+        }
+        FakeD1 {
+            conn: RefCell::new(conn),
+            batches: Cell::new(0),
+        }
+    }
+
+    fn run(&self, statements: Vec<(String, Vec<SqlValue>)>) -> Result<Vec<Vec<Value>>, String> {
+        let mut conn = self.conn.borrow_mut();
+        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for (sql, params) in statements {
+            let mut stmt = tx.prepare(&sql).map_err(|e| e.to_string())?;
+            let names: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
+            let params: Vec<rusqlite::types::Value> = params
+                .into_iter()
+                .map(|p| match p {
+                    SqlValue::Null => rusqlite::types::Value::Null,
+                    SqlValue::Integer(i) => rusqlite::types::Value::Integer(i),
+                    SqlValue::Real(f) => rusqlite::types::Value::Real(f),
+                    SqlValue::Text(t) => rusqlite::types::Value::Text(t),
+                })
+                .collect();
+            let mut rows = stmt
+                .query(rusqlite::params_from_iter(params))
+                .map_err(|e| e.to_string())?;
+            let mut set = Vec::new();
+            while let Some(row) = rows.next().map_err(|e| e.to_string())? {
+                let mut obj = Map::new();
+                for (i, name) in names.iter().enumerate() {
+                    let v = match row.get_ref(i).unwrap() {
+                        ValueRef::Null | ValueRef::Blob(_) => Value::Null,
+                        ValueRef::Integer(n) => json!(n),
+                        ValueRef::Real(f) => json!(f),
+                        ValueRef::Text(t) => Value::String(String::from_utf8(t.to_vec()).unwrap()),
+                    };
+                    obj.insert(name.clone(), v);
+                }
+                set.push(Value::Object(obj));
+            }
+            out.push(set);
+        }
+        tx.commit().map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+}
+
+impl ConfigDb for FakeD1 {
+    fn batch(
+        &self,
+        statements: Vec<(String, Vec<SqlValue>)>,
+    ) -> BoxFuture<'static, Result<Vec<Vec<Value>>, String>> {
+        self.batches.set(self.batches.get() + 1);
+        let out = self.run(statements);
+        Box::pin(async move { out })
+    }
+
+    fn log_error(&self, message: &str) {
+        panic!("logged: {message}");
+    }
+}
+
+fn config(system: &str) -> Vec<u8> {
+    json!({
+        "models": [{ "name": "m", "provider": "openai", "model": "gpt", "base_url": "https://api.openai.com/v1" }],
+        "prompts": [{ "name": "helper", "model": "m", "system": system, "tools": ["get_current_time"] }],
+        "agents": [{ "id": "desk", "side_a": { "prompt": "helper" } }]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// How many round trips `f` cost.
+fn trips<T>(db: &FakeD1, f: impl FnOnce() -> T) -> (T, u32) {
+    let before = db.batches.get();
+    let out = f();
+    (out, db.batches.get() - before)
+}
+
+#[test]
+fn a_turn_pays_no_round_trip_while_fresh_a_version_check_after_and_a_load_when_it_moved() {
+    agents::forget_cached();
+    let db = FakeD1::new();
+    let tools = ["get_current_time"];
+    let (stored, _) = trips(&db, || {
+        block_on(admin::put_config(&db, &config("Be brief."), &tools, T0))
+    });
+    assert_eq!(stored.unwrap().0, 200);
+
+    let load = |now| {
+        block_on(agents::load_agent(&db, "desk", Side::A, now))
+            .unwrap()
+            .unwrap()
+    };
+    let (first, n) = trips(&db, || load(T0));
+    assert_eq!(
+        (n, first.prompt.system.as_str()),
+        (1, "Be brief."),
+        "one batch loads it all"
+    );
+    let (again, n) = trips(&db, || load(T0 + 1));
+    assert!(Rc::ptr_eq(&first, &again));
+    assert_eq!(n, 0, "fresh: no round trip");
+    assert!(agents::fresh_agent("desk", Side::A, T0 + 1).is_some());
+
+    let later = T0 + CONFIG_TTL_MS + 1;
+    assert!(agents::fresh_agent("desk", Side::A, later).is_none());
+    let (checked, n) = trips(&db, || load(later));
+    assert!(Rc::ptr_eq(&first, &checked), "unchanged: the copy is kept");
+    assert_eq!(n, 1, "only the version stamp is read");
+
+    // A change through the API reaches this isolate's next turn at once.
+    let prompt = json!({ "name": "helper", "model": "m", "system": "Be thorough." }).to_string();
+    let (put, _) = trips(&db, || {
+        block_on(admin::put(
+            &db,
+            Kind::Prompt,
+            "helper",
+            prompt.as_bytes(),
+            &tools,
+            later,
+        ))
+    });
+    assert_eq!(put.unwrap().0, 200);
+    let (changed, n) = trips(&db, || load(later + 1));
+    assert_eq!((n, changed.prompt.system.as_str()), (1, "Be thorough."));
+
+    // A change made elsewhere (another isolate, by hand) is seen after the TTL.
+    db.conn
+        .borrow()
+        .execute("UPDATE prompts SET system = 'By hand.'", [])
+        .unwrap();
+    assert_eq!(
+        load(later + 2).prompt.system,
+        "Be thorough.",
+        "within the TTL"
+    );
+    let (reloaded, n) = trips(&db, || load(later + 2 + CONFIG_TTL_MS + 1));
+    assert_eq!(
+        (n, reloaded.prompt.system.as_str()),
+        (2, "By hand."),
+        "version, then the load"
+    );
+}
+
+#[test]
+fn the_api_answers_and_refuses_over_the_database() {
+    agents::forget_cached();
+    let db = FakeD1::new();
+    let tools = ["get_current_time"];
+    block_on(admin::put_config(&db, &config("Hi."), &tools, T0)).unwrap();
+
+    let (status, list) = block_on(admin::list(&db, Kind::Agent)).unwrap();
+    assert_eq!(
+        (status, list["agents"][0]["id"].as_str()),
+        (200, Some("desk"))
+    );
+    assert_eq!(
+        block_on(admin::get(&db, Kind::Model, "m")).unwrap().1["model"],
+        "gpt"
+    );
+    assert_eq!(
+        block_on(admin::get(&db, Kind::Model, "nope"))
+            .unwrap_err()
+            .status,
+        404
+    );
+    let in_use = block_on(admin::delete(&db, Kind::Prompt, "helper")).unwrap_err();
+    assert_eq!(in_use.status, 409, "{}", in_use.message);
+    let unknown_tool = json!({ "name": "p2", "model": "m", "tools": ["launch"] }).to_string();
+    let refused = block_on(admin::put(
+        &db,
+        Kind::Prompt,
+        "p2",
+        unknown_tool.as_bytes(),
+        &tools,
+        T0,
+    ));
+    assert_eq!(refused.unwrap_err().status, 400);
+
+    assert!(block_on(agents::agent_exists(&db, "desk", T0)).unwrap());
+    assert!(!block_on(agents::agent_exists(&db, "ghost", T0)).unwrap());
+    assert!(!block_on(agents::agent_has_side(&db, "desk", Side::B)).unwrap());
+    let missing = block_on(agents::load_agent(&db, "ghost", Side::A, T0)).unwrap();
+    assert!(
+        missing.is_err(),
+        "an unknown agent is a configuration error, not a fault"
+    );
+
+    let (deleted, _) = block_on(admin::delete(&db, Kind::Agent, "desk")).unwrap();
+    assert_eq!(deleted, 200);
+    assert!(
+        !block_on(agents::agent_exists(&db, "desk", T0)).unwrap(),
+        "the delete cleared the cache"
+    );
+}
