@@ -255,3 +255,31 @@ fn operations_answer_like_the_api_and_bad_ones_change_nothing() {
     let summary: Value = h.run(rt.apply(ThreadOp::Summary)).unwrap();
     assert_eq!(summary["status"], "idle");
 }
+
+#[test]
+fn a_reply_left_pending_by_a_dead_instance_is_failed_and_asked_again_by_the_next() {
+    let h = host(vec![]);
+    // An instance stores the message and starts the model call, then dies mid-stream.
+    let mut t = h.thread();
+    t.post_user_message(T0, "Hi").unwrap();
+    let edgent::testing::Action::CallModel(call) = t.next_action(T0, 10).unwrap() else {
+        panic!("the model is owed a call");
+    };
+    drop(call);
+    drop(t);
+
+    // The next instance (a runtime with its own, empty cache) is woken by the watchdog.
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Back again.", &[])));
+    h.run(rt.alarm());
+
+    let page = h.thread().messages(100, 0, Order::Asc, false).unwrap();
+    let replies: Vec<(&str, &str)> = page
+        .messages
+        .iter()
+        .filter(|m| m.role.as_str() == "assistant")
+        .map(|m| (m.status.as_str(), m.content.as_str()))
+        .collect();
+    assert_eq!(replies, [("failed", ""), ("completed", "Back again.")]);
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
+}

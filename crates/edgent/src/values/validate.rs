@@ -54,7 +54,11 @@ fn path_at(text: &str, line: usize) -> String {
     }
     let join = |stack: &[Open], last: Option<&String>| {
         let mut path = String::new();
-        for seg in stack.iter().filter_map(|o| o.reached_by.as_ref()).chain(last) {
+        for seg in stack
+            .iter()
+            .filter_map(|o| o.reached_by.as_ref())
+            .chain(last)
+        {
             if !path.is_empty() && !seg.starts_with('[') {
                 path.push('.');
             }
@@ -74,7 +78,10 @@ fn path_at(text: &str, line: usize) -> String {
             continue;
         }
         let (seg, rest) = match stack.last_mut() {
-            Some(Open { next_index: Some(n), .. }) => {
+            Some(Open {
+                next_index: Some(n),
+                ..
+            }) => {
                 *n += 1;
                 (Some(format!("[{}]", *n - 1)), t)
             }
@@ -117,7 +124,11 @@ fn key_of(line: &str) -> Option<(String, &str)> {
         }
     }
     let key: String = serde_json::from_str(line.get(..=i)?).ok()?;
-    let rest = line.get(i + 1..)?.trim_start().strip_prefix(':')?.trim_start();
+    let rest = line
+        .get(i + 1..)?
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
     Some((key, rest))
 }
 
@@ -175,10 +186,16 @@ mod tests {
         let unknown = json!({ "items": [], "to": "x", "colour": "red" });
         assert!(error(unknown).starts_with("at `colour`: unknown field `colour`"));
         let nested = json!({ "items": [], "to": "x", "notes": ["ok", 5] });
-        assert_eq!(error(nested), "at `notes[1]`: invalid type: integer `5`, expected a string");
+        assert_eq!(
+            error(nested),
+            "at `notes[1]`: invalid type: integer `5`, expected a string"
+        );
         let odd_key = json!({ "items": [{ "sku": "a", "quantity": 1, "tags": [{}] }], "to": "x" });
         assert!(error(odd_key).starts_with("at `items[0].tags[0]`: invalid type: map"));
-        assert!(parse_args::<Order>(json!({ "items": [{ "sku": "a", "quantity": 2 }], "to": "x" })).is_ok());
+        assert!(parse_args::<Order>(
+            json!({ "items": [{ "sku": "a", "quantity": 2 }], "to": "x" })
+        )
+        .is_ok());
     }
 
     #[test]

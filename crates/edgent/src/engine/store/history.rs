@@ -75,6 +75,10 @@ pub struct ThreadCache {
     history: RefCell<Option<Cached>>,
     /// `None`: not known yet; `Some(None)`: none recorded.
     hook_config: RefCell<Option<Option<HookConfig>>>,
+    /// No model reply is left `pending` by this object: it checked since it started, and
+    /// every reply it began since was stored as final (a crash leaves a pending reply only
+    /// in an object that is gone; the next instance starts with this `false` and checks).
+    replies_settled: std::cell::Cell<bool>,
 }
 
 /// The running prompt's name and its hook names.
@@ -84,6 +88,16 @@ impl ThreadCache {
     /// The hook config, when this object has read or written it.
     pub(crate) fn known_hook_config(&self) -> Option<Option<HookConfig>> {
         self.hook_config.borrow().clone()
+    }
+
+    /// Whether no model reply can be pending (see the field).
+    pub(crate) fn replies_settled(&self) -> bool {
+        self.replies_settled.get()
+    }
+
+    /// Records that a reply began (`false`) or that none is pending any more (`true`).
+    pub(crate) fn set_replies_settled(&self, settled: bool) {
+        self.replies_settled.set(settled);
     }
 
     /// Remembers the hook config as stored (`None` after a failed write: read it again).

@@ -73,6 +73,10 @@ impl Thread<'_> {
     /// `prompt`'s system text rendered with the thread's context (a context that cannot be
     /// read renders as empty: the turn goes on without it).
     pub fn system_text(&self, prompt: &PromptConfig) -> String {
+        if !prompt.system.contains("{{") {
+            // Nothing to fill in: no need to read the context.
+            return prompt.system.clone();
+        }
         prompt.render_system(&self.context())
     }
 

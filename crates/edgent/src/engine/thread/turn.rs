@@ -132,8 +132,14 @@ impl<'a> Thread<'a> {
             return Ok(Action::Idle);
         }
         // A model call cut short by eviction or a crash left its message pending: it is
-        // marked failed and the call is owed again.
-        let interrupted = self.store.pending_messages()?;
+        // marked failed and the call is owed again. (An object that saw every reply it began
+        // stored as final knows there is none: see `ThreadCache`.)
+        let settled = self.cache.as_ref().is_some_and(|c| c.replies_settled());
+        let interrupted = if settled {
+            Vec::new()
+        } else {
+            self.store.pending_messages()?
+        };
         let recovered = !interrupted.is_empty();
         for mut m in interrupted {
             m.status = MessageStatus::Failed;
@@ -143,6 +149,7 @@ impl<'a> Thread<'a> {
         if recovered {
             self.store.set_needs_model(true)?;
         }
+        self.note_replies_settled(true);
         if let Some(action) = self.next_tools(now)? {
             return Ok(action);
         }
@@ -192,6 +199,7 @@ impl<'a> Thread<'a> {
             side: Some(t.current_side),
             ..Message::new(Role::Assistant, "", now)
         };
+        self.note_replies_settled(false);
         self.store.append_message(&message)?;
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
@@ -371,6 +379,7 @@ impl<'a> Thread<'a> {
             };
             let message = self.reply_message(&call, status, false);
             self.store.update_message(&message)?;
+            self.note_replies_settled(true);
             self.frames.push_back(ServerFrame::Message { message });
             return Ok(());
         }
@@ -380,6 +389,7 @@ impl<'a> Thread<'a> {
         let message = self.reply_message(&call, MessageStatus::Completed, true);
         let message = self.before_create(message);
         self.store.update_message(&message)?;
+        self.note_replies_settled(true);
         self.after_create(&message);
         self.store
             .queue_tool_calls(now, &message.id, &message.tool_calls, CallOrigin::Model)?;
@@ -409,6 +419,7 @@ impl<'a> Thread<'a> {
     ) -> Result<(), ThreadError> {
         let message = self.reply_message(&call, MessageStatus::Failed, false);
         self.store.update_message(&message)?;
+        self.note_replies_settled(true);
         self.frames.push_back(ServerFrame::Message { message });
         if self.summary()?.status == ThreadStatus::Stopped {
             // Cut short by a stop: that is what the user asked for, not an error.
@@ -429,5 +440,12 @@ impl<'a> Thread<'a> {
             .push_back(ServerFrame::error(error.code(), text, None));
         self.push_status()?;
         Ok(())
+    }
+
+    /// Tells the object's cache whether a top-level reply may be pending.
+    fn note_replies_settled(&self, settled: bool) {
+        if let Some(cache) = &self.cache {
+            cache.set_replies_settled(settled);
+        }
     }
 }
