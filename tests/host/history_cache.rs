@@ -1,7 +1,7 @@
-//! The model history cache (`edgent::engine::store::ThreadCache`): a thread read through it
+//! The object's cache (`edgent::engine::store::ThreadCache`): a thread read through it
 //! sends the model exactly what a full read would, after appends, a budget cut, a message
 //! inserted before others and a final message edited by hand; and a model call reads only
-//! what was appended since the last one.
+//! what was appended since the last one; and a stop is known without a read.
 
 use std::rc::Rc;
 
@@ -152,5 +152,53 @@ fn a_model_call_reads_only_what_was_appended_since_the_last() {
     assert!(
         full_pages(&pair.plain) >= 1,
         "the plain thread reads it whole"
+    );
+}
+
+/// The object's cache also knows that it stopped the thread: a reply that was streaming when a
+/// client stopped the thread (through another view of the same object, as the runtime's
+/// operations do) keeps what was said and queues none of its tool calls, without a read.
+#[test]
+fn a_stop_while_the_model_streams_is_known_to_the_view_finishing_the_reply() {
+    let db = Sqlite::memory();
+    let cache: Rc<ThreadCache> = Rc::default();
+    let view = || Thread::open_migrated(&db).with_cache(cache.clone());
+    Thread::open(&db)
+        .unwrap()
+        .create(T0, "t", "support", &[])
+        .unwrap();
+    let mut streaming = view();
+    streaming.post_user_message(T0, "go").unwrap();
+    let Action::CallModel(mut call) = streaming.next_action(T0, 10).unwrap() else {
+        panic!("the model is owed a call");
+    };
+    for ev in reply_events("Partial answer", &[("c1", "get_current_time", "{}")]) {
+        streaming.on_model_event(&mut call, ev).unwrap();
+    }
+    // The stop arrives through the object's other view while the stream is still open.
+    view().stop(T0 + 1, "user").unwrap();
+    db.record();
+    streaming.finish_model_call(T0 + 2, call).unwrap();
+    let statements = db.recorded();
+    assert!(
+        !statements
+            .iter()
+            .any(|s| s.starts_with("SELECT id, agent_id")),
+        "no read of the thread row: {statements:?}"
+    );
+    let page = view()
+        .messages(10, 0, edgent::engine::store::Order::Asc, false)
+        .unwrap();
+    let reply = page.messages.last().unwrap();
+    assert_eq!(
+        (reply.content.as_str(), reply.status.as_str()),
+        ("Partial answer", "completed")
+    );
+    let calls = view()
+        .tool_call_page(10, 0, edgent::engine::store::Order::Asc)
+        .unwrap();
+    assert!(
+        calls.tool_calls.is_empty(),
+        "a stopped thread queues nothing"
     );
 }

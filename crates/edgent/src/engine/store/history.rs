@@ -79,6 +79,10 @@ pub struct ThreadCache {
     /// every reply it began since was stored as final (a crash leaves a pending reply only
     /// in an object that is gone; the next instance starts with this `false` and checks).
     replies_settled: std::cell::Cell<bool>,
+    /// This object stopped the thread. Only an object stops its thread (a client's `stop`,
+    /// a stop tool or `max_turns` at the end of a turn, all through its cached views), so a
+    /// model call that started on a running thread was stopped since iff this is set.
+    stopped: std::cell::Cell<bool>,
 }
 
 /// The running prompt's name and its hook names.
@@ -98,6 +102,16 @@ impl ThreadCache {
     /// Records that a reply began (`false`) or that none is pending any more (`true`).
     pub(crate) fn set_replies_settled(&self, settled: bool) {
         self.replies_settled.set(settled);
+    }
+
+    /// Whether this object stopped the thread (see the field).
+    pub(crate) fn stopped_here(&self) -> bool {
+        self.stopped.get()
+    }
+
+    /// Records that this object stopped the thread.
+    pub(crate) fn note_stopped(&self) {
+        self.stopped.set(true);
     }
 
     /// Remembers the hook config as stored (`None` after a failed write: read it again).

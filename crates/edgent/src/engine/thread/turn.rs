@@ -313,6 +313,9 @@ impl<'a> Thread<'a> {
             }
         }
         self.store.set_stopped(now, reason)?;
+        if let Some(cache) = &self.cache {
+            cache.note_stopped();
+        }
         // Parked and queued calls will not run on a stopped thread: each gets its error result
         // now, so the history stays whole and no alarm wakes them. A running call finishes
         // normally (and is not parked again: see `cancel_if_stopped`).
@@ -370,7 +373,7 @@ impl<'a> Thread<'a> {
     /// Completes a model call: stores the reply and queues its tool calls. An incomplete
     /// reply (no finish, no end marker) is handled as [`Thread::fail_model_call`].
     pub fn finish_model_call(&mut self, now: i64, mut call: ModelCall) -> Result<(), ThreadError> {
-        if self.summary()?.status == ThreadStatus::Stopped {
+        if self.stopped_since_call()? {
             // Stopped while streaming: keep what was said (clients saw it), run nothing.
             let status = if call.completion.text.is_empty() {
                 MessageStatus::Failed
@@ -421,7 +424,7 @@ impl<'a> Thread<'a> {
         self.store.update_message(&message)?;
         self.note_replies_settled(true);
         self.frames.push_back(ServerFrame::Message { message });
-        if self.summary()?.status == ThreadStatus::Stopped {
+        if self.stopped_since_call()? {
             // Cut short by a stop: that is what the user asked for, not an error.
             return Ok(());
         }
@@ -446,6 +449,15 @@ impl<'a> Thread<'a> {
     fn note_replies_settled(&self, settled: bool) {
         if let Some(cache) = &self.cache {
             cache.set_replies_settled(settled);
+        }
+    }
+
+    /// Whether the thread was stopped while a model call streamed: the object's cache knows
+    /// (only an object stops its thread); a view without it reads the row.
+    fn stopped_since_call(&self) -> Result<bool, ThreadError> {
+        match &self.cache {
+            Some(cache) => Ok(cache.stopped_here()),
+            None => Ok(self.summary()?.status == ThreadStatus::Stopped),
         }
     }
 }
