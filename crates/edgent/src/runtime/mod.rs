@@ -122,9 +122,10 @@ pub struct ThreadRuntime {
     /// Set by `start_work` when it left stored work to the running loop, which checks it
     /// (instead of reading storage) before it stops driving.
     work_arrived: Cell<bool>,
-    /// The model history this instance read last: a model call reads only what was appended
-    /// since (see [`ThreadCache`]).
-    history: Rc<ThreadCache>,
+    /// What this instance remembers between its views of the thread: the model history it
+    /// read last, the hook config, whether a reply may be pending, whether it stopped the
+    /// thread (see [`ThreadCache`]).
+    cache: Rc<ThreadCache>,
     /// The prompt and hook names this instance last recorded in the thread row (a write
     /// skipped when they did not change).
     hooks_recorded: RefCell<Option<(String, Vec<String>)>>,
@@ -145,7 +146,7 @@ impl ThreadRuntime {
             platform,
             driving: Cell::new(false),
             work_arrived: Cell::new(false),
-            history: Rc::default(),
+            cache: Rc::default(),
             hooks_recorded: RefCell::new(None),
             armed_until: Cell::new(0),
             stop_requested: Cell::new(false),
@@ -236,7 +237,7 @@ impl ThreadRuntime {
             Thread::open_existing(sql)?
         };
         self.schema_ready.set(true);
-        Ok(thread.with_cache(self.history.clone()))
+        Ok(thread.with_cache(self.cache.clone()))
     }
 
     /// Broadcasts the frames the engine produced; a failing hook is skipped (its input is

@@ -46,8 +46,9 @@ pub struct TestHost {
     pub(super) limiter: RefCell<Option<Window>>,
     pub(super) limiter_asked: Cell<u32>,
     pub(super) before_limiter_answer: RefCell<Meanwhile>,
-    /// The model history cache the driver keeps (so host tests run the cached path).
-    history: Rc<ThreadCache>,
+    /// The cache a thread object keeps between its views (so host tests run the cached
+    /// paths).
+    cache: Rc<ThreadCache>,
     /// The backoff jitter the runtime uses (set by [`TestHost::drive`]).
     pub(super) jitter: Cell<f64>,
     /// Deadlines of the virtual sleeps that are waiting.
@@ -93,7 +94,7 @@ impl TestHost {
             limiter: RefCell::new(None),
             limiter_asked: Cell::new(0),
             before_limiter_answer: RefCell::new(Box::new(|_| {})),
-            history: Rc::default(),
+            cache: Rc::default(),
             jitter: Cell::new(0.5),
             timers: Rc::default(),
             alarm: Cell::new(None),
@@ -130,7 +131,7 @@ impl TestHost {
 
     /// A view of the thread (open one per event, as the Worker does).
     pub fn thread(&self) -> Thread<'_> {
-        Thread::open_migrated(&self.db).with_cache(self.history.clone())
+        Thread::open_migrated(&self.db).with_cache(self.cache.clone())
     }
 
     /// The thread's store, for reading what the engine stored.
