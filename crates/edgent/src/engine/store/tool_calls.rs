@@ -249,24 +249,19 @@ impl Store<'_> {
 
     /// The earliest wake time of a suspended call, for the thread's alarm.
     pub fn next_wake(&self) -> Result<Option<i64>, SqlError> {
-        let rows = self.sql.exec(
-            &format!(
-                "SELECT MIN(wake_at) FROM tool_calls WHERE wake_at IS NOT NULL AND status IN ({PENDING})"
-            ),
-            &[],
-        )?;
-        rows.first()
-            .map(|r| r.opt_int(0))
-            .transpose()
-            .map(Option::flatten)
+        self.earliest_wake("")
     }
 
     /// [`Store::next_wake`] unless the thread is stopped (or there is none), in one statement.
     pub fn next_wake_unless_stopped(&self) -> Result<Option<i64>, SqlError> {
+        self.earliest_wake("AND EXISTS (SELECT 1 FROM thread WHERE status != 'stopped')")
+    }
+
+    /// The earliest wake time of a pending call, under a fixed extra condition.
+    fn earliest_wake(&self, and: &'static str) -> Result<Option<i64>, SqlError> {
         let rows = self.sql.exec(
             &format!(
-                "SELECT MIN(wake_at) FROM tool_calls WHERE wake_at IS NOT NULL AND status IN ({PENDING})
-                 AND EXISTS (SELECT 1 FROM thread WHERE status != 'stopped')"
+                "SELECT MIN(wake_at) FROM tool_calls WHERE wake_at IS NOT NULL AND status IN ({PENDING}) {and}"
             ),
             &[],
         )?;
