@@ -19,7 +19,7 @@ use edgent::config::{
 use edgent::llm::stream::{ProviderError, StreamEvent};
 use edgent::llm::workers_ai;
 use edgent::llm::{endpoint, error_message, request_headers, retry_after_ms, StreamParser};
-use edgent::runtime::ModelReply;
+use edgent::runtime::{ModelReply, WholeReply};
 use edgent::tool::BoxFuture;
 
 /// Largest error body we read from a failing provider.
@@ -209,21 +209,9 @@ pub(crate) async fn open(
 ) -> Result<Box<dyn ModelReply>, ProviderError> {
     if model.provider == Provider::WorkersAi {
         let events = run_workers_ai(&env, &model, &body).await?;
-        return Ok(Box::new(Answered(Some(events))));
+        return Ok(Box::new(WholeReply::new(events)));
     }
     Ok(Box::new(ModelStream::open(&env, &model, &body).await?))
-}
-
-/// A reply that arrived whole.
-struct Answered(Option<Vec<StreamEvent>>);
-
-impl ModelReply for Answered {
-    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
-        let events = self.0.take();
-        Box::pin(async move { Ok(events) })
-    }
-
-    fn cancel(&mut self) {}
 }
 
 impl ModelReply for ModelStream {

@@ -112,6 +112,27 @@ pub trait ModelReply {
     fn cancel(&mut self);
 }
 
+/// A reply that arrived whole (a platform binding that does not stream, a scripted reply):
+/// its events in one batch.
+#[derive(Debug)]
+pub struct WholeReply(Option<Vec<StreamEvent>>);
+
+impl WholeReply {
+    /// The reply made of `events`.
+    pub fn new(events: Vec<StreamEvent>) -> Self {
+        WholeReply(Some(events))
+    }
+}
+
+impl ModelReply for WholeReply {
+    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
+        let events = self.0.take();
+        Box::pin(async move { Ok(events) })
+    }
+
+    fn cancel(&mut self) {}
+}
+
 /// One thread's runtime: what a host keeps per thread object between invocations.
 pub struct ThreadRuntime {
     platform: Rc<dyn Platform>,

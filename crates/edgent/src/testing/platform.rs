@@ -12,8 +12,8 @@ use super::host::TestHost;
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::durable::Window;
 use crate::engine::store::Side;
-use crate::llm::stream::{ProviderError, StreamEvent};
-use crate::runtime::{ModelReply, Platform};
+use crate::llm::stream::ProviderError;
+use crate::runtime::{ModelReply, Platform, WholeReply};
 use crate::tool::{BoxFuture, FlowHost, HostError, HttpRequest, HttpResponse, Registry};
 use crate::values::protocol::ServerFrame;
 use crate::values::sql::{Sql, SqlValue};
@@ -39,18 +39,6 @@ impl Future for VirtualSleep {
         }
         Poll::Pending
     }
-}
-
-/// A scripted reply: its events in one batch.
-struct Scripted(Option<Vec<StreamEvent>>);
-
-impl ModelReply for Scripted {
-    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
-        let events = self.0.take();
-        Box::pin(async move { Ok(events) })
-    }
-
-    fn cancel(&mut self) {}
 }
 
 impl Platform for TestHost {
@@ -139,7 +127,7 @@ impl Platform for TestHost {
             ))
         });
         Box::pin(async move {
-            answer.map(|events| Box::new(Scripted(Some(events))) as Box<dyn ModelReply>)
+            answer.map(|events| Box::new(WholeReply::new(events)) as Box<dyn ModelReply>)
         })
     }
 
