@@ -12,13 +12,23 @@ export WASM_OPT_BIN="${WASM_OPT_BIN:-$ROOT/node_modules/.bin/wasm-opt}"
 if [[ "${EDGENT_FAST_BUILD:-}" == "1" ]]; then
   exec worker-build --release --no-opt
 fi
-worker-build --release
-# EDGENT_KEEP_NAMES=1 keeps the function names, for CPU profiles (bench/profile.mjs).
+# worker-build's own wasm-opt pass is -O (for speed); one pass of ours instead, for size: -Os
+# makes the wasm ~14% smaller gzipped than -O (bench/wasm-size.mjs, docs/decisions), and the
+# turn benchmarks (bench/ab.mjs) showed no slower turns. The features are worker-build's own
+# list: rustc 1.95's wasm32 defaults and the exception handling of wasm-bindgen's catch
+# wrappers (named, not --all-features, so no encoding workerd cannot load is emitted).
+worker-build --release --no-opt
+OPT=(-Os --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
+  --enable-mutable-globals --enable-reference-types --enable-multivalue
+  --enable-exception-handling)
+# Drop the names and producers sections wasm-bindgen leaves behind (~20% of the file), unless
+# EDGENT_KEEP_NAMES=1 keeps the function names, for CPU profiles (bench/profile.mjs) and
+# bench/wasm-size.mjs. (Cargo's `strip = true` would hide the target_features section
+# wasm-bindgen reads.)
 if [[ "${EDGENT_KEEP_NAMES:-}" == "1" ]]; then
-  exit 0
+  OPT+=(--debuginfo)
+else
+  OPT+=(--strip-debug --strip-producers)
 fi
-# Drop the names and producers sections wasm-bindgen leaves behind (~20% of the file); the
-# code is untouched. (Cargo's `strip = true` would do it too, but hides the target_features
-# section wasm-bindgen reads.) The features listed are those rustc 1.95 enables for wasm32.
-"$WASM_OPT_BIN" build/index_bg.wasm --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue --strip-debug --strip-producers -o build/index_bg.wasm \
-  || echo "[build] warning: could not strip wasm names; the Worker still works, just larger" >&2
+"$WASM_OPT_BIN" build/index_bg.wasm "${OPT[@]}" -o build/index_bg.wasm \
+  || echo "[build] warning: wasm-opt failed; the Worker still works, just larger and slower" >&2

@@ -2,7 +2,7 @@
 # Installs what building and testing edgent needs, skipping whatever is already there:
 # the wasm32 target, worker-build, the wasm-bindgen CLI matching Cargo.lock, and the pinned
 # npm packages (wrangler, miniflare, binaryen's wasm-opt, ws, smol-toml).
-# A fresh machine pays ~11 minutes once (two cargo installs); later runs take seconds.
+# A fresh machine pays a few minutes once (two cargo installs); later runs take seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
@@ -11,6 +11,16 @@ export PATH="$CARGO_BIN:$PATH"
 WORKER_BUILD_VERSION="0.8.7"
 step() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
+# The two tools below compile many of the same crates: one target dir builds those once (and
+# keeps them for the next version bump). They run for a second per build, so a profile that
+# compiles quickly (no LTO, opt-level 1) is fast enough and halves the install.
+tool_install() {
+  CARGO_TARGET_DIR="${EDGENT_TOOLS_TARGET_DIR:-$PWD/target/tools}" \
+    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false \
+    cargo install "$@"
+}
+
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
   step "adding the wasm32-unknown-unknown target"
   rustup target add wasm32-unknown-unknown
@@ -18,7 +28,7 @@ fi
 
 if ! "$CARGO_BIN/worker-build" --version 2>/dev/null | grep -qF "$WORKER_BUILD_VERSION"; then
   step "installing worker-build $WORKER_BUILD_VERSION (once, a few minutes)"
-  cargo install worker-build --version "$WORKER_BUILD_VERSION" --locked
+  tool_install worker-build --version "$WORKER_BUILD_VERSION" --locked
 fi
 
 # wasm-bindgen's CLI must match the library version exactly; worker-build would download it
@@ -31,7 +41,7 @@ fi
 if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -qF "$WASM_BINDGEN_VERSION"; then
   step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (once, a few minutes)"
   # Without --locked: the CLI's own lockfile pins a yanked crate.
-  cargo install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
+  tool_install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
 fi
 
 LOCK_HASH="$(sha256sum package-lock.json | cut -d' ' -f1)"

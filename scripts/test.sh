@@ -15,4 +15,6 @@ bash scripts/build.sh
 EDGENT_APP_DIR=examples/hello bash scripts/build.sh
 
 echo "[test] end-to-end tests (node --test)"
-node --test --test-concurrency=1 tests/e2e/
+# Test files are independent (each starts its own Worker, model server and state on free
+# ports), so they run side by side; the longest, reliability.test.mjs, sets the wall time.
+node --test --test-concurrency=4 tests/e2e/

@@ -296,13 +296,14 @@ test('an unknown tool becomes an error result the model sees, and the turn compl
 
 test('one request creates a thread and opens its socket: hello names it, a message streams at once', async (t) => {
   model.push({ text: 'Hello from a new thread.' });
-  const sock = await client.openNew('support', { tags: ['web', 'beta'] });
+  // The second tag arrives percent-encoded (`+` for spaces, %26, UTF-8 bytes) and is stored decoded.
+  const sock = await client.openNew('support', { tags: ['web', 'beta & co/ünï'] });
   t.after(() => sock.close());
   assert.match(sock.threadId, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   await sock.waitFor((f) => f.type === 'status' && f.state === 'idle');
   const s = await summary(sock.threadId);
   assert.equal(s.agent_id, 'support');
-  assert.deepEqual(s.tags, ['web', 'beta']);
+  assert.deepEqual(s.tags, ['web', 'beta & co/ünï']);
   assert.equal(s.message_count, 0);
 
   const from = sock.frames.length;

@@ -111,11 +111,13 @@ test('wrangler dev runs a turn over a real WebSocket', async () => {
   }
 });
 
+// The config in `dir` (without [build]): the suite built the Worker before the e2e layer, and a
+// rebuild here would rewrite build/ under the test files running beside this one.
 test('wrangler deploy --dry-run bundles the Worker', { timeout: 300_000 }, () => {
   const out = mkdtempSync(join(tmpdir(), 'edgent-deploy-'));
   try {
-    const r = spawnSync(WRANGLER, ['deploy', '--dry-run', '--outdir', out], {
-      cwd: ROOT,
+    const r = spawnSync(WRANGLER, ['deploy', '--dry-run', '--config', join(dir, 'wrangler.toml'), '--outdir', out], {
+      cwd: dir,
       encoding: 'utf8',
       env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
       timeout: 280_000,

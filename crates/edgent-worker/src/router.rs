@@ -5,7 +5,9 @@ use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
 use super::clock::now;
 use super::d1::D1;
-use super::http::{error, json, logged, read_body, registry_error};
+use super::http::{
+    error, json, logged, origin, query_pairs, query_param, raw_query, read_body, registry_error,
+};
 use edgent::api::routes::{route, Route};
 use edgent::api::tools::{deployment_limit, tool_entry};
 use edgent::api::{authorized, ApiError, CreateThread};
@@ -68,11 +70,7 @@ fn authenticate(
         })?;
     let header = req.headers().get("authorization").ok().flatten();
     let token = if allow_query_token {
-        req.url().ok().and_then(|u| {
-            u.query_pairs()
-                .find(|(k, _)| k == "token")
-                .map(|(_, v)| v.into_owned())
-        })
+        query_param(req, "token")
     } else {
         None
     };
@@ -129,10 +127,8 @@ async fn check_agent(env: &Env, agent_id: &str) -> std::result::Result<(), ApiEr
 
 /// Tells a new thread where clients reach us (for webhook URLs).
 fn set_origin(internal: &Request, req: &Request) {
-    if let Ok(url) = req.url() {
-        let _ = internal
-            .headers()
-            .set("x-edgent-origin", &url.origin().ascii_serialization());
+    if let Some(origin) = origin(req) {
+        let _ = internal.headers().set("x-edgent-origin", &origin);
     }
 }
 
@@ -195,7 +191,7 @@ async fn forward(
     } else {
         None
     };
-    let query = req.url().ok().and_then(|u| u.query().map(str::to_owned));
+    let query = raw_query(req).filter(|q| !q.is_empty());
     let path = match query {
         Some(q) => format!("{op}?{q}"),
         None => op.to_owned(),
@@ -227,12 +223,7 @@ async fn stream(
     let (thread_id, create) = match thread {
         Some(id) => (id.to_owned(), None),
         None => {
-            let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
-            let query: Vec<(String, String)> = url
-                .query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
-            let create = CreateThread::from_query(&query)?;
+            let create = CreateThread::from_query(&query_pairs(req))?;
             check_agent(env, &create.agent_id).await?;
             (new_id(), Some(create))
         }

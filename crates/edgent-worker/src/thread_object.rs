@@ -17,7 +17,7 @@ use worker::{
 use super::clock::now;
 use super::do_sql::DoSql;
 use super::host::ShellHost;
-use super::http::{error, json, read_body, registry_error};
+use super::http::{error, json, query_pairs, query_param, read_body, registry_error};
 use edgent::api::ops::{ThreadOp, OP_PREFIX};
 use edgent::api::{ApiError, CreateThread};
 use edgent::runtime::ThreadRuntime;
@@ -172,11 +172,7 @@ impl ThreadObject {
         // Where clients reach us, for webhook URLs (set by the router from the request).
         let origin = header("x-edgent-origin");
         // Set only by a parent thread's agent tool (the router never forwards a query).
-        let parent = req.url().ok().and_then(|u| {
-            u.query_pairs()
-                .find(|(k, _)| k == "parent")
-                .map(|(_, v)| v.into_owned())
-        });
+        let parent = query_param(req, "parent");
         let summary = self
             .runtime()?
             .create(&thread_id, &create, parent.as_deref(), origin.as_deref())
@@ -191,11 +187,7 @@ impl ThreadObject {
         path: &str,
     ) -> std::result::Result<(u16, Value), ApiError> {
         let method = req.method();
-        let url = req.url().map_err(|_| ApiError::invalid("bad url"))?;
-        let query: Vec<(String, String)> = url
-            .query_pairs()
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
+        let query = query_pairs(req);
         let body = if method == worker::Method::Post {
             read_body(req).await?
         } else {

@@ -213,7 +213,7 @@ pub fn settle(
         Ran::Done(Err(e)) => e,
         Ran::TimedOut => ToolError::new(format!(
             "timed out after {} s",
-            policy.timeout.as_secs_f64()
+            seconds_text(policy.timeout)
         )),
     };
     let max = i64::from(policy.retry.max_attempts);
@@ -353,4 +353,33 @@ pub fn tool_status(
         Some("error") => "error",
         _ => "available",
     })
+}
+
+/// `d` in seconds as people write it ("30", "1.5", "0.25"), to the millisecond. Integer
+/// arithmetic: formatting an `f64` links core's float printing (~16 KB of wasm) for this one
+/// message.
+fn seconds_text(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    let (secs, frac) = (ms / 1000, ms % 1000);
+    if frac == 0 {
+        return secs.to_string();
+    }
+    let frac = format!("{frac:03}");
+    format!("{secs}.{}", frac.trim_end_matches('0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds_text;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_read_as_written() {
+        let text = |ms| seconds_text(Duration::from_millis(ms));
+        assert_eq!(text(30_000), "30");
+        assert_eq!(text(1_500), "1.5");
+        assert_eq!(text(250), "0.25");
+        assert_eq!(text(1_001), "1.001");
+        assert_eq!(text(0), "0");
+    }
 }
