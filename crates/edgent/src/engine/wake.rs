@@ -38,12 +38,13 @@ impl Thread<'_> {
     /// [`wants_step`](Self::wants_step), answered with the thread's summary when a step is
     /// wanted (the driver needs it for the step, and reads the thread row once).
     pub fn step_wanted(&self, now: i64) -> Result<Option<ThreadSummary>, ThreadError> {
-        let Some(summary) = self.store().thread()? else {
+        let Some((summary, open_calls)) = self.store().thread_and_open_calls()? else {
             return Ok(None);
         };
+        self.note_open_calls(open_calls);
         let wanted = match summary.status {
             ThreadStatus::Running => true,
-            ThreadStatus::Idle => self.store().next_tool_call(now)?.is_some(),
+            ThreadStatus::Idle => open_calls > 0 && self.store().next_tool_call(now)?.is_some(),
             ThreadStatus::Stopped => false,
         };
         Ok(wanted.then_some(summary))

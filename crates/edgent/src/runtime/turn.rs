@@ -87,12 +87,15 @@ impl ThreadRuntime {
         let sql = self.platform.sql();
         loop {
             self.work_arrived.set(false);
-            self.drive_steps(sql).await;
-            let wake = self
-                .open(sql, false)
-                .and_then(|t| t.poll_timeout())
-                .ok()
-                .flatten();
+            let known = self.drive_steps(sql).await;
+            let wake = match known {
+                Some(wake) => wake,
+                None => self
+                    .open(sql, false)
+                    .and_then(|t| t.poll_timeout())
+                    .ok()
+                    .flatten(),
+            };
             let _ = match wake {
                 Some(at) => self.platform.set_alarm((at - self.now()).max(0)).await,
                 None => self.platform.delete_alarm().await,
@@ -109,15 +112,16 @@ impl ThreadRuntime {
         self.driving.set(false);
     }
 
-    /// Performs the engine's actions until it has no step to take now.
-    async fn drive_steps(&self, sql: &dyn Sql) {
+    /// Performs the engine's actions until it has no step to take now. Returns when the
+    /// thread must wake next if the last step knew it (else the caller asks `poll_timeout`).
+    async fn drive_steps(&self, sql: &dyn Sql) -> Option<Option<i64>> {
         let mut agent: Option<Rc<AgentConfig>> = None;
         let mut thread = match self.open(sql, false) {
             Ok(t) => t,
-            Err(ThreadError::NotFound) => return,
+            Err(ThreadError::NotFound) => return None,
             Err(e) => {
                 self.platform.log_error(&format!("cannot open thread: {e}"));
-                return;
+                return None;
             }
         };
         // The order of calls is the engine's (see `crate::engine::wake`).
@@ -128,7 +132,7 @@ impl ThreadRuntime {
                 self.arm_watchdog().await;
             }
             let Ok(Some(summary)) = thread.step_wanted(self.now()) else {
-                break;
+                break None;
             };
             let (agent_id, side) = (&summary.agent_id, summary.current_side);
             let mut stale = agent
@@ -162,25 +166,27 @@ impl ThreadRuntime {
                             ));
                         }
                         self.flush(&mut thread);
-                        break;
+                        break None;
                     }
                 }
             }
             let Some(config) = agent.clone() else {
-                break;
+                break None;
             };
             thread.set_rules(TurnRules::from_config(&config));
             let action = match fresh {
                 Some(summary) => thread.next_action_for(self.now(), config.max_steps(), summary),
                 None => thread.next_action(self.now(), config.max_steps()),
             };
+            // Taken before anything awaits: it holds only until then.
+            let wake = thread.take_wake_hint();
             self.flush(&mut thread);
             match action {
-                Ok(Action::Idle | Action::Wait) => break,
+                Ok(Action::Idle | Action::Wait) => return wake,
                 Ok(Action::Continue) => {}
                 Err(e) => {
                     self.platform.log_error(&format!("turn loop error: {e}"));
-                    break;
+                    break None;
                 }
                 Ok(Action::CallModel(call)) => self.call_model(&mut thread, &config, call).await,
                 Ok(Action::RunTool(call)) => {

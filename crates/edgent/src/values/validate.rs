@@ -1,8 +1,8 @@
 //! Turning the model's raw argument text into a typed value, with errors a model can act on.
 //!
 //! The argument type is the schema (both come from the same Rust type), so deserialising it
-//! is checking against the schema. The error says where the problem is (`at
-//! \`items[0].quantity\``), which is what a model needs to fix its call: the value is
+//! is checking against the schema. The error says where the problem is (``at
+//! `items[0].quantity` ``), which is what a model needs to fix its call: the value is
 //! deserialised from its pretty-printed text, one field per line, and the line of the error
 //! names the field. (A path-tracking deserializer wrapper did this before; instantiated for
 //! every argument type, it was a twentieth of the Worker's code.)

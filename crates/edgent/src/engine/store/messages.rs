@@ -5,7 +5,17 @@ use super::*;
 impl Store<'_> {
     /// Appends a message at the end of the history.
     pub fn append_message(&self, m: &Message) -> Result<(), SqlError> {
-        self.insert_message(m, None)
+        self.insert_message(m, None, "1").map(drop)
+    }
+
+    /// [`Store::append_message`] unless the thread is stopped (or absent), in one statement:
+    /// `Ok(false)` when it was not stored.
+    pub fn append_message_if_open(&self, m: &Message) -> Result<bool, SqlError> {
+        self.insert_message(
+            m,
+            None,
+            "EXISTS (SELECT 1 FROM thread WHERE status != 'stopped')",
+        )
     }
 
     /// Inserts a message just before `before_id` in history order. `Ok(false)` if there is
@@ -46,21 +56,31 @@ impl Store<'_> {
             )?;
             position = target;
         }
-        self.insert_message(m, Some(position))?;
+        self.insert_message(m, Some(position), "1")?;
         Ok(true)
     }
 
     /// One statement: the position is the next one after the last when `None` (through the
     /// position index), and the thread's counters follow by trigger (schema v5).
-    fn insert_message(&self, m: &Message, position: Option<f64>) -> Result<(), SqlError> {
+    /// Inserts `m` when `condition` (a fixed SQL expression) holds; whether it did.
+    fn insert_message(
+        &self,
+        m: &Message,
+        position: Option<f64>,
+        condition: &'static str,
+    ) -> Result<bool, SqlError> {
         let tool_calls = json_column(&m.tool_calls)?;
         let parts = json_column(&m.parts)?;
-        self.sql.exec(
-            "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
-                                   created_at, silent, depth, status, parts, side,
-                                   parent_message_id, parent_tool_call_id)
-             VALUES (?, COALESCE(?, (SELECT COALESCE(MAX(position), 0) + 1 FROM messages)),
-                     ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        let inserted = self.sql.exec(
+            &format!(
+                "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
+                                       created_at, silent, depth, status, parts, side,
+                                       parent_message_id, parent_tool_call_id)
+                 SELECT ?, COALESCE(?, (SELECT COALESCE(MAX(position), 0) + 1 FROM messages)),
+                        ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+                 WHERE {condition}
+                 RETURNING 1"
+            ),
             &[
                 m.id.as_str().into(),
                 position.into(),
@@ -79,7 +99,7 @@ impl Store<'_> {
                 m.parent_tool_call_id.clone().into(),
             ],
         )?;
-        Ok(())
+        Ok(!inserted.is_empty())
     }
 
     /// Whether a message with this id exists.

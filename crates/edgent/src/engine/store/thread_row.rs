@@ -21,34 +21,30 @@ impl Store<'_> {
 
     /// The thread row, or `None` if this object never had a thread created in it.
     pub fn thread(&self) -> Result<Option<ThreadSummary>, SqlError> {
+        let rows = self
+            .sql
+            .exec(&format!("SELECT {THREAD_COLUMNS} FROM thread LIMIT 1"), &[])?;
+        rows.first().map(summary_from_row).transpose()
+    }
+
+    /// [`Store::thread`] and the number of tool calls without a result, in one statement
+    /// (the count runs on the status index): a step that sees none reads no calls.
+    pub fn thread_and_open_calls(&self) -> Result<Option<(ThreadSummary, i64)>, SqlError> {
         let rows = self.sql.exec(
-            "SELECT id, agent_id, tags, created_at, updated_at, turn_count, status, current_side,
-                    steps, stopped_by, last_error, message_count, needs_model, ending, result,
-                    parent_thread_id
-             FROM thread LIMIT 1",
+            &format!(
+                "SELECT {THREAD_COLUMNS},
+                        (SELECT COUNT(*) FROM tool_calls WHERE status IN ({PENDING}))
+                 FROM thread LIMIT 1"
+            ),
             &[],
         )?;
         let Some(row) = rows.first() else {
             return Ok(None);
         };
-        Ok(Some(ThreadSummary {
-            thread_id: row.text(0)?,
-            agent_id: row.text(1)?,
-            tags: serde_json::from_str(&row.text(2)?).unwrap_or_default(),
-            created_at: row.int(3)?,
-            updated_at: row.int(4)?,
-            turn_count: row.int(5)?,
-            status: ThreadStatus::parse(&row.text(6)?),
-            current_side: Side::parse(&row.text(7)?).unwrap_or_default(),
-            steps: row.int(8)?,
-            stopped_by: row.opt_text(9)?,
-            last_error: row.opt_text(10)?,
-            message_count: row.int(11)?,
-            needs_model: row.int(12)? != 0,
-            ending: row.opt_text(13)?,
-            result: row.opt_text(14)?,
-            parent_thread_id: row.opt_text(15)?,
-        }))
+        Ok(Some((
+            summary_from_row(row)?,
+            row.int(THREAD_COLUMN_COUNT)?,
+        )))
     }
 
     /// Sets the status (and clears or records the last error).
@@ -238,4 +234,31 @@ impl Store<'_> {
         )?;
         Ok(())
     }
+}
+
+/// The thread row's columns as [`summary_from_row`] reads them.
+const THREAD_COLUMNS: &str = "id, agent_id, tags, created_at, updated_at, turn_count, status,
+    current_side, steps, stopped_by, last_error, message_count, needs_model, ending, result,
+    parent_thread_id";
+const THREAD_COLUMN_COUNT: usize = 16;
+
+fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
+    Ok(ThreadSummary {
+        thread_id: row.text(0)?,
+        agent_id: row.text(1)?,
+        tags: serde_json::from_str(&row.text(2)?).unwrap_or_default(),
+        created_at: row.int(3)?,
+        updated_at: row.int(4)?,
+        turn_count: row.int(5)?,
+        status: ThreadStatus::parse(&row.text(6)?),
+        current_side: Side::parse(&row.text(7)?).unwrap_or_default(),
+        steps: row.int(8)?,
+        stopped_by: row.opt_text(9)?,
+        last_error: row.opt_text(10)?,
+        message_count: row.int(11)?,
+        needs_model: row.int(12)? != 0,
+        ending: row.opt_text(13)?,
+        result: row.opt_text(14)?,
+        parent_thread_id: row.opt_text(15)?,
+    })
 }

@@ -97,12 +97,13 @@ impl<'a> Thread<'a> {
     /// Stores a user message and starts a turn if none is running. The driver should then
     /// schedule work (an alarm) and loop on [`Thread::next_action`].
     pub fn post_user_message(&mut self, now: i64, content: &str) -> Result<Message, ThreadError> {
-        let t = self.summary()?;
-        if t.status == ThreadStatus::Stopped {
+        let message = self.before_create(Message::new(Role::User, content, now));
+        // Stored only while the thread is open, checked by the insert itself (no read of the
+        // row first); the row is read only to say why not.
+        if !self.store.append_message_if_open(&message)? {
+            self.summary()?; // NotFound when there is no thread
             return Err(ThreadError::Stopped);
         }
-        let message = self.before_create(Message::new(Role::User, content, now));
-        self.store.append_message(&message)?;
         self.after_create(&message);
         let state = self.store.owe_model(now)?;
         self.frames.push_back(ServerFrame::Message {

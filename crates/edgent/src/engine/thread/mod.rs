@@ -23,6 +23,7 @@ mod sub_prompt;
 mod tools;
 mod turn;
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 
 use serde::Deserialize;
@@ -133,6 +134,14 @@ pub struct Thread<'a> {
     cache: Option<Rc<ThreadCache>>,
     /// Ids of parked calls, read by `next_tools` in this step for the model call after it.
     pending_ids: Option<Vec<String>>,
+    /// Calls without a result, counted with the thread row that `step_wanted` or
+    /// `next_action` just read; taken by `next_action_for` (valid only with that row: no
+    /// await in between), which then reads no calls when there are none.
+    open_calls: Cell<Option<i64>>,
+    /// When the thread must wake, known from the calls `next_tools` read when the step
+    /// ended in [`Action::Idle`] or [`Action::Wait`] with nothing written to them since: the
+    /// driver then needs no [`Thread::poll_timeout`] read (see [`Thread::take_wake_hint`]).
+    wake_hint: Option<Option<i64>>,
 }
 
 impl<'a> Thread<'a> {
@@ -153,6 +162,8 @@ impl<'a> Thread<'a> {
             hook_failures: Vec::new(),
             cache: None,
             pending_ids: None,
+            open_calls: Cell::new(None),
+            wake_hint: None,
         }
     }
 

@@ -105,10 +105,26 @@ impl<'a> Thread<'a> {
     /// Order: queued tool calls first (model calls, then calls queued by tools and clients,
     /// in queue order), then the model if it is owed a call, else the turn ends.
     pub fn next_action(&mut self, now: i64, max_steps: u32) -> Result<Action, ThreadError> {
-        let Some(t) = self.store.thread()? else {
+        let Some((t, open_calls)) = self.store.thread_and_open_calls()? else {
             return Ok(Action::Idle);
         };
+        self.note_open_calls(open_calls);
         self.next_action_for(now, max_steps, t)
+    }
+
+    /// Remembers the count of calls without a result read with the thread row, for the
+    /// `next_action_for` that follows with that row.
+    pub(crate) fn note_open_calls(&self, count: i64) {
+        self.open_calls.set(Some(count));
+    }
+
+    /// What [`Thread::poll_timeout`] would answer, when the step that just returned
+    /// [`Action::Idle`](crate::engine::thread::Action::Idle) or
+    /// [`Action::Wait`](crate::engine::thread::Action::Wait) knows it from the calls it read
+    /// (nothing written to them since). Ask right after that step, before anything awaits;
+    /// `None` means read it with `poll_timeout`.
+    pub fn take_wake_hint(&mut self) -> Option<Option<i64>> {
+        self.wake_hint.take()
     }
 
     /// [`Thread::next_action`] from the thread row the driver has just read
@@ -121,7 +137,11 @@ impl<'a> Thread<'a> {
         mut t: ThreadSummary,
     ) -> Result<Action, ThreadError> {
         self.pending_ids = None;
-        if t.status == ThreadStatus::Idle && self.store.next_tool_call(now)?.is_some() {
+        self.wake_hint = None;
+        let open_calls = self.open_calls.take();
+        let none_open = open_calls == Some(0);
+        if t.status == ThreadStatus::Idle && !none_open && self.store.next_tool_call(now)?.is_some()
+        {
             // A parked call (a queued workflow's sleep, a webhook) is due on an idle thread:
             // it runs in a turn of its own, as a freshly queued call would.
             self.store.begin_turn(now)?;
@@ -150,7 +170,7 @@ impl<'a> Thread<'a> {
             self.store.set_needs_model(true)?;
         }
         self.note_replies_settled(true);
-        if let Some(action) = self.next_tools(now)? {
+        if let Some(action) = self.next_tools(now, none_open)? {
             return Ok(action);
         }
         if !(t.needs_model || recovered) {
@@ -217,17 +237,27 @@ impl<'a> Thread<'a> {
     /// parallel tool calls, every due call of the same model reply runs together. A parked
     /// call holds nothing but its own reply: when the only calls left of a model reply are
     /// parked, the turn waits ([`Action::Wait`]) for the earliest wake time.
-    fn next_tools(&mut self, now: i64) -> Result<Option<Action>, ThreadError> {
+    /// `none_open`: the thread row's read just counted no call without a result.
+    fn next_tools(&mut self, now: i64, none_open: bool) -> Result<Option<Action>, ThreadError> {
+        let mut none_open = none_open;
         loop {
             // One read of the calls without a result (few, through the status index) answers
             // everything below: the due call (queued or running without a wake time, or
             // parked with a past one; the oldest first), its batch, and which calls are parked.
-            let pending = self.store.pending_tool_calls()?;
+            // None to read when the count said so (only before this loop wrote any).
+            let pending = if std::mem::take(&mut none_open) {
+                Vec::new()
+            } else {
+                self.store.pending_tool_calls()?
+            };
             let is_due = |c: &StoredToolCall| match c.wake_at {
                 None => matches!(c.status, CallStatus::Queued | CallStatus::Running),
                 Some(at) => at <= now,
             };
             let Some(call) = pending.iter().find(|c| is_due(c)).cloned() else {
+                // The earliest wake among them is what `poll_timeout` would read, while
+                // nothing changes them (`conclude` forgets it).
+                self.wake_hint = Some(pending.iter().filter_map(|c| c.wake_at).min());
                 if pending.iter().any(|c| c.origin == CallOrigin::Model) {
                     return Ok(Some(Action::Wait));
                 }
@@ -313,6 +343,7 @@ impl<'a> Thread<'a> {
             }
         }
         self.store.set_stopped(now, reason)?;
+        self.wake_hint = None;
         if let Some(cache) = &self.cache {
             cache.note_stopped();
         }
