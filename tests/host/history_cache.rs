@@ -202,3 +202,39 @@ fn a_stop_while_the_model_streams_is_known_to_the_view_finishing_the_reply() {
         "a stopped thread queues nothing"
     );
 }
+
+#[test]
+fn a_message_appended_behind_the_caches_back_is_read_not_missed() {
+    // The cache takes the messages its object appended without reading them back, but only
+    // when the thread's count of visible messages says nothing else was appended: here a
+    // view without the cache (as a tool's own store handle) appends between turns.
+    let pair = Pair::new(10_000);
+    let [cached, plain] = pair.turn("first", "one");
+    assert_eq!(cached, plain);
+    pair.both(|db| {
+        let inject: InjectMessage = serde_json::from_value(serde_json::json!({
+            "content": "appended elsewhere", "role": "user"
+        }))
+        .unwrap();
+        Thread::open_migrated(db)
+            .inject_message(T0, inject, 0)
+            .unwrap();
+    });
+    let [cached, plain] = pair.turn("second", "two");
+    assert_eq!(cached, plain);
+    assert!(
+        cached.iter().any(|(_, c)| c == "appended elsewhere"),
+        "{cached:?}"
+    );
+    // The next turn has only the object's own appends: it matches, and reads no message.
+    pair.cached.record();
+    let [cached, plain] = pair.turn("third", "three");
+    assert_eq!(cached, plain);
+    assert_eq!(cached.len(), 6, "{cached:?}");
+    let statements = pair.cached.recorded();
+    let message_reads: Vec<&String> = statements
+        .iter()
+        .filter(|s| s.trim_start().starts_with("SELECT") && s.contains("FROM messages"))
+        .collect();
+    assert!(message_reads.is_empty(), "{message_reads:?}");
+}

@@ -9,6 +9,12 @@
 //! which the step's own write returns just before the read (`Store::add_step`): a different
 //! version means a full read. Writes through any view, or by hand, are seen, since the
 //! triggers are in SQLite.
+//!
+//! Messages the object appends itself are remembered by the cache as they are stored (and
+//! their final text when a pending reply completes), so the next call need not read them
+//! back: it takes them when the thread's count of visible messages (kept by trigger,
+//! returned by the same `add_step`) says that nothing else was appended meanwhile. Messages
+//! are never deleted, so an equal count means the same rows.
 
 use std::cell::RefCell;
 
@@ -130,6 +136,42 @@ struct Cached {
     history: Vec<Message>,
     /// It holds every qualifying message of the thread (the budget never cut it).
     whole: bool,
+    /// Top-level visible rows (any status) at positions up to `read_up_to`.
+    rows_upto: i64,
+    /// Visible messages this object appended since, in order, with their positions.
+    appended: Vec<(f64, Message)>,
+    /// More were appended than `appended` keeps: read them instead.
+    appended_lost: bool,
+}
+
+/// Appended messages a cache remembers between model calls; past this, it reads them.
+const MAX_APPENDED: usize = 32;
+
+impl ThreadCache {
+    /// This object stored `m` at `position` (see the module docs).
+    pub(crate) fn note_appended(&self, position: f64, m: &Message) {
+        if m.depth != 0 || m.silent {
+            return;
+        }
+        if let Some(c) = self.history.borrow_mut().as_mut() {
+            if c.appended.len() >= MAX_APPENDED {
+                c.appended.clear();
+                c.appended_lost = true;
+            }
+            if !c.appended_lost {
+                c.appended.push((position, m.clone()));
+            }
+        }
+    }
+
+    /// This object rewrote `m` (a pending reply completed or failed).
+    pub(crate) fn note_updated(&self, m: &Message) {
+        if let Some(c) = self.history.borrow_mut().as_mut() {
+            if let Some(slot) = c.appended.iter_mut().find(|(_, a)| a.id == m.id) {
+                slot.1 = m.clone();
+            }
+        }
+    }
 }
 
 impl Store<'_> {
@@ -141,31 +183,52 @@ impl Store<'_> {
     }
 
     /// [`Store::model_history_within`] through `cache`: only rows appended since the cached
-    /// read are read, unless the thread's `history_version` moved or the budget changed.
+    /// read are read (none when the object appended them all itself: `visible` is the
+    /// thread's count of top-level visible messages now), unless the thread's
+    /// `history_version` moved or the budget changed.
     pub fn model_cached(
         &self,
         budget: u64,
         version: i64,
+        visible: i64,
         cache: &ThreadCache,
     ) -> Result<Vec<Message>, SqlError> {
         let cached = cache.history.borrow_mut().take();
         if let Some(mut c) = cached.filter(|c| c.version == version && c.budget == budget) {
-            let rows = self.sql.exec(
-                &format!(
-                    "SELECT {MESSAGE_COLUMNS}, position FROM messages
-                     WHERE depth = 0 AND silent = 0 AND position > ?
-                     ORDER BY position ASC"
-                ),
-                &[c.read_up_to.into()],
-            )?;
-            for r in &rows {
-                let m = message_from_row(r)?;
-                if m.status == MessageStatus::Pending {
-                    break; // read again once it is final
+            let appended = std::mem::take(&mut c.appended);
+            let lost = std::mem::replace(&mut c.appended_lost, false);
+            let all_ours = !lost
+                && c.rows_upto + appended.len() as i64 == visible
+                && appended
+                    .iter()
+                    .all(|(_, m)| m.status != MessageStatus::Pending);
+            if all_ours {
+                for (position, m) in appended {
+                    c.read_up_to = position;
+                    c.rows_upto += 1;
+                    if m.status == MessageStatus::Completed {
+                        c.history.push(m);
+                    }
                 }
-                c.read_up_to = r.real(MESSAGE_COLUMN_COUNT)?;
-                if m.status == MessageStatus::Completed {
-                    c.history.push(m);
+            } else {
+                let rows = self.sql.exec(
+                    &format!(
+                        "SELECT {MESSAGE_COLUMNS}, position FROM messages
+                         WHERE depth = 0 AND silent = 0 AND position > ?
+                         ORDER BY position ASC"
+                    ),
+                    &[c.read_up_to.into()],
+                )?;
+                for r in &rows {
+                    let m = message_from_row(r)?;
+                    if m.status == MessageStatus::Pending {
+                        break; // read again once it is final
+                    }
+                    c.read_up_to = r.real(MESSAGE_COLUMN_COUNT)?;
+                    c.rows_upto += 1;
+                    if m.status == MessageStatus::Completed {
+                        c.history.push(m);
+                    }
                 }
             }
             let mut walk = BudgetWalk::new(budget);
@@ -189,6 +252,10 @@ impl Store<'_> {
                 read_up_to,
                 history: read.history.clone(),
                 whole: read.exhausted,
+                // Every visible row is at or before the newest one read.
+                rows_upto: visible,
+                appended: Vec::new(),
+                appended_lost: false,
             });
         }
         Ok(read.history)

@@ -4,13 +4,15 @@ use super::*;
 
 impl Store<'_> {
     /// Appends a message at the end of the history.
-    pub fn append_message(&self, m: &Message) -> Result<(), SqlError> {
-        self.insert_message(m, None, "1").map(drop)
+    /// Returns the position it was given.
+    pub fn append_message(&self, m: &Message) -> Result<f64, SqlError> {
+        self.insert_message(m, None, "1")?
+            .ok_or_else(|| SqlError("the message was not stored".into()))
     }
 
     /// [`Store::append_message`] unless the thread is stopped (or absent), in one statement:
-    /// `Ok(false)` when it was not stored.
-    pub fn append_message_if_open(&self, m: &Message) -> Result<bool, SqlError> {
+    /// `Ok(None)` when it was not stored.
+    pub fn append_message_if_open(&self, m: &Message) -> Result<Option<f64>, SqlError> {
         self.insert_message(
             m,
             None,
@@ -62,13 +64,13 @@ impl Store<'_> {
 
     /// One statement: the position is the next one after the last when `None` (through the
     /// position index), and the thread's counters follow by trigger (schema v5).
-    /// Inserts `m` when `condition` (a fixed SQL expression) holds; whether it did.
+    /// Inserts `m` when `condition` (a fixed SQL expression) holds; its position if it did.
     fn insert_message(
         &self,
         m: &Message,
         position: Option<f64>,
         condition: &'static str,
-    ) -> Result<bool, SqlError> {
+    ) -> Result<Option<f64>, SqlError> {
         let tool_calls = json_column(&m.tool_calls)?;
         let parts = json_column(&m.parts)?;
         let inserted = self.sql.exec(
@@ -79,7 +81,7 @@ impl Store<'_> {
                  SELECT ?, COALESCE(?, (SELECT COALESCE(MAX(position), 0) + 1 FROM messages)),
                         ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
                  WHERE {condition}
-                 RETURNING 1"
+                 RETURNING position"
             ),
             &[
                 m.id.as_str().into(),
@@ -99,7 +101,7 @@ impl Store<'_> {
                 m.parent_tool_call_id.clone().into(),
             ],
         )?;
-        Ok(!inserted.is_empty())
+        inserted.first().map(|r| r.real(0)).transpose()
     }
 
     /// Whether a message with this id exists.

@@ -82,14 +82,16 @@ impl Store<'_> {
 
     /// Counts one more model call in the current turn. The model is no longer owed a call (a
     /// reply with tool calls, a user message or a forced turn arriving while it streams owes
-    /// it again). Returns the history version as of now, for reading the history next.
-    pub fn add_step(&self, now: i64) -> Result<i64, SqlError> {
+    /// it again). Returns the history version and the count of top-level visible messages
+    /// as of now, for reading the history next.
+    pub fn add_step(&self, now: i64) -> Result<(i64, i64), SqlError> {
         let rows = self.sql.exec(
             "UPDATE thread SET steps = steps + 1, needs_model = 0, updated_at = ?
-             RETURNING history_version",
+             RETURNING history_version, visible_count",
             &[now.into()],
         )?;
-        rows.first().map_or(Ok(0), |r| r.int(0))
+        rows.first()
+            .map_or(Ok((0, 0)), |r| Ok((r.int(0)?, r.int(1)?)))
     }
 
     /// Closes the current turn: idle; it counts as a turn if a model was called. Returns the

@@ -100,9 +100,12 @@ impl<'a> Thread<'a> {
         let message = self.before_create(Message::new(Role::User, content, now));
         // Stored only while the thread is open, checked by the insert itself (no read of the
         // row first); the row is read only to say why not.
-        if !self.store.append_message_if_open(&message)? {
+        let Some(position) = self.store.append_message_if_open(&message)? else {
             self.summary()?; // NotFound when there is no thread
             return Err(ThreadError::Stopped);
+        };
+        if let Some(cache) = &self.cache {
+            cache.note_appended(position, &message);
         }
         self.after_create(&message);
         let state = self.store.owe_model(now)?;
@@ -171,7 +174,7 @@ impl<'a> Thread<'a> {
             side: Some(t.current_side),
             ..Message::new(Role::Assistant, "", now)
         };
-        self.store.append_message(&message)?;
+        self.append(&message)?;
         self.store.queue_tool_calls(
             now,
             &message.id,
@@ -227,7 +230,7 @@ impl<'a> Thread<'a> {
                     )));
                 }
             }
-            None => self.store.append_message(&message)?,
+            None => self.append(&message)?,
         }
         self.after_create(&message);
         if !message.silent {

@@ -192,6 +192,25 @@ impl<'a> Thread<'a> {
         Ok(())
     }
 
+    /// Appends `m`; a view with the object's cache also tells the cache (see
+    /// [`ThreadCache`]), so the next model call need not read it back.
+    fn append(&mut self, m: &Message) -> Result<(), ThreadError> {
+        let position = self.store.append_message(m)?;
+        if let Some(cache) = &self.cache {
+            cache.note_appended(position, m);
+        }
+        Ok(())
+    }
+
+    /// Rewrites a message's content, tool calls and status, telling the cache likewise.
+    fn update(&mut self, m: &Message) -> Result<(), ThreadError> {
+        self.store.update_message(m)?;
+        if let Some(cache) = &self.cache {
+            cache.note_updated(m);
+        }
+        Ok(())
+    }
+
     /// Failures of hooks since the last call, for the driver to log.
     pub fn take_hook_failures(&mut self) -> Vec<HookFailure> {
         std::mem::take(&mut self.hook_failures)

@@ -93,11 +93,16 @@ impl<'a> Thread<'a> {
             } else {
                 Vec::new()
             },
-            side: Some(self.summary()?.current_side),
+            // The side whose model called the tool: known from the running configuration,
+            // else read (a result settled outside the turn loop: webhooks, cancellations).
+            side: Some(match self.rules.side {
+                Some(side) => side,
+                None => self.summary()?.current_side,
+            }),
             ..Message::tool_result(&call.call, result.to_model_text(), now)
         };
         let message = self.before_create(message);
-        self.store.append_message(&message)?;
+        self.append(&message)?;
         self.after_create(&message);
         let status = if result.is_error() {
             CallStatus::Error

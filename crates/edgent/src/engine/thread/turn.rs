@@ -22,6 +22,9 @@ pub struct TurnRules {
     pub max_history_tokens: u32,
     /// How the other side is named when its words are shown as user messages.
     pub other_label: Option<String>,
+    /// The side these rules are for, when known (from the loaded configuration): the side a
+    /// tool result belongs to, without reading the thread row.
+    pub side: Option<Side>,
 }
 
 impl Default for TurnRules {
@@ -35,6 +38,7 @@ impl Default for TurnRules {
             parallel_tool_calls: false,
             max_history_tokens: DEFAULT_MAX_HISTORY_TOKENS,
             other_label: None,
+            side: None,
         }
     }
 }
@@ -59,6 +63,7 @@ impl TurnRules {
                 .and_then(|m| m.max_history_tokens)
                 .unwrap_or(DEFAULT_MAX_HISTORY_TOKENS),
             other_label: other.and_then(|o| o.label.clone()),
+            side: Some(config.side),
         }
     }
 }
@@ -163,7 +168,7 @@ impl<'a> Thread<'a> {
         let recovered = !interrupted.is_empty();
         for mut m in interrupted {
             m.status = MessageStatus::Failed;
-            self.store.update_message(&m)?;
+            self.update(&m)?;
             self.frames.push_back(ServerFrame::Message { message: m });
         }
         if recovered {
@@ -188,10 +193,12 @@ impl<'a> Thread<'a> {
         }
         // Also clears `needs_model`: set again by a reply with tool calls, a user message or a
         // forced turn arriving while the model streams.
-        let history_version = self.store.add_step(now)?;
+        let (history_version, visible) = self.store.add_step(now)?;
         let budget = u64::from(self.rules.max_history_tokens);
         let history = match &self.cache {
-            Some(cache) => self.store.model_cached(budget, history_version, cache)?,
+            Some(cache) => self
+                .store
+                .model_cached(budget, history_version, visible, cache)?,
             None => self.store.model_history_within(budget)?,
         };
         let history = match self.rules.kind {
@@ -220,7 +227,7 @@ impl<'a> Thread<'a> {
             ..Message::new(Role::Assistant, "", now)
         };
         self.note_replies_settled(false);
-        self.store.append_message(&message)?;
+        self.append(&message)?;
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
         });
@@ -412,7 +419,7 @@ impl<'a> Thread<'a> {
                 MessageStatus::Completed
             };
             let message = self.reply_message(&call, status, false);
-            self.store.update_message(&message)?;
+            self.update(&message)?;
             self.note_replies_settled(true);
             self.frames.push_back(ServerFrame::Message { message });
             return Ok(());
@@ -422,7 +429,7 @@ impl<'a> Thread<'a> {
         }
         let message = self.reply_message(&call, MessageStatus::Completed, true);
         let message = self.before_create(message);
-        self.store.update_message(&message)?;
+        self.update(&message)?;
         self.note_replies_settled(true);
         self.after_create(&message);
         self.store
@@ -452,7 +459,7 @@ impl<'a> Thread<'a> {
         error: &ProviderError,
     ) -> Result<(), ThreadError> {
         let message = self.reply_message(&call, MessageStatus::Failed, false);
-        self.store.update_message(&message)?;
+        self.update(&message)?;
         self.note_replies_settled(true);
         self.frames.push_back(ServerFrame::Message { message });
         if self.stopped_since_call()? {
