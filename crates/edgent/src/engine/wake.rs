@@ -13,7 +13,9 @@
 //! 4. [`Thread::next_action_for`] with that summary when nothing yielded since (else
 //!    [`Thread::next_action`]) and perform it;
 //! 5. after the loop: set the alarm to [`Thread::poll_timeout`] (or delete it), then start
-//!    again if work arrived meanwhile. [`Thread::has_work`] answers that from storage; the
+//!    again if work arrived meanwhile. A step that ended in `Idle` or `Wait` usually knows
+//!    the answer from the calls it read ([`Thread::take_wake_hint`], taken before anything
+//!    awaits), which saves the query. [`Thread::has_work`] answers that from storage; the
 //!    Worker, which sees every request that stores work, keeps a flag instead of reading.
 
 use crate::engine::store::{ThreadStatus, ThreadSummary};
