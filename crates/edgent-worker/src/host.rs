@@ -160,7 +160,7 @@ impl Platform for ShellHost {
     fn open_model(
         &self,
         model: &ModelConfig,
-        body: Value,
+        body: String,
     ) -> BoxFuture<'static, Result<Box<dyn ModelReply>, ProviderError>> {
         Box::pin(crate::model::open(self.env.clone(), model.clone(), body))
     }

@@ -48,7 +48,7 @@ impl ModelStream {
     pub(crate) async fn open(
         env: &Env,
         model: &ModelConfig,
-        body: &serde_json::Value,
+        body: &str,
     ) -> Result<Self, ProviderError> {
         let (Some(url), Some(parser)) =
             (endpoint(&model.target()), StreamParser::new(model.provider))
@@ -86,7 +86,7 @@ impl ModelStream {
         let mut init = RequestInit::new();
         init.with_method(Method::Post)
             .with_headers(headers)
-            .with_body(Some(JsValue::from_str(&body.to_string())));
+            .with_body(Some(JsValue::from_str(body)));
         let request = Request::new_with_init(&url, &init)
             .map_err(|e| ProviderError::Config(format!("bad model URL: {e}")))?;
         let abort = AbortController::default();
@@ -205,9 +205,12 @@ impl ModelStream {
 pub(crate) async fn open(
     env: Env,
     model: ModelConfig,
-    body: serde_json::Value,
+    body: String,
 ) -> Result<Box<dyn ModelReply>, ProviderError> {
     if model.provider == Provider::WorkersAi {
+        // The binding takes an object: the one format that needs the body parsed again.
+        let body: serde_json::Value = serde_json::from_str(&body)
+            .map_err(|e| ProviderError::Config(format!("request body: {e}")))?;
         let events = run_workers_ai(&env, &model, &body).await?;
         return Ok(Box::new(WholeReply::new(events)));
     }

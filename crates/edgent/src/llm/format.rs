@@ -11,6 +11,11 @@ use super::stream::{ProviderError, StreamEvent};
 pub trait WireFormat: Sync {
     /// The request body.
     fn build_request(&self, req: &ModelRequest) -> Value;
+    /// The request body as the JSON text that is sent (a format may write it without
+    /// building [`WireFormat::build_request`]'s tree; it must be the same JSON).
+    fn request_body(&self, req: &ModelRequest) -> String {
+        self.build_request(req).to_string()
+    }
     /// Where a streaming request goes, under the model's `base_url` (`None`: the format is
     /// not spoken over HTTP, as Workers AI's binding).
     fn endpoint(&self, base_url: &str) -> Option<String>;

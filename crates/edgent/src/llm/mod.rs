@@ -39,6 +39,11 @@ pub fn build_request(req: &ModelRequest) -> Value {
     format(req.target.provider).build_request(req)
 }
 
+/// [`build_request`] as the JSON text that is sent.
+pub fn request_body(req: &ModelRequest) -> String {
+    format(req.target.provider).request_body(req)
+}
+
 /// The URL a streaming request goes to (`None` for `workers_ai`, reached through its binding).
 pub fn endpoint(target: &Target<'_>) -> Option<String> {
     format(target.provider).endpoint(target.base_url.trim_end_matches('/'))

@@ -5,7 +5,7 @@ use crate::config::{AgentConfig, ModelConfig, ToolSpec};
 use crate::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
 use crate::engine::request_log::ModelRequestLog;
 use crate::llm::stream::{ProviderError, StreamEvent};
-use crate::llm::{build_request, ModelRequest};
+use crate::llm::{request_body, ModelRequest};
 use crate::values::message::Message;
 
 use super::Platform;
@@ -19,8 +19,8 @@ pub(super) struct RequestParts<'a> {
 }
 
 impl RequestParts<'_> {
-    fn body(&self, model: &ModelConfig) -> serde_json::Value {
-        build_request(&ModelRequest {
+    fn body(&self, model: &ModelConfig) -> String {
+        request_body(&ModelRequest {
             target: model.target(),
             system: self.system,
             history: self.history,
@@ -114,7 +114,7 @@ pub(super) async fn run_chain(
 async fn attempt_once(
     platform: &dyn Platform,
     model: &ModelConfig,
-    body: serde_json::Value,
+    body: String,
     sink: &mut dyn ChainSink,
     first_chunk_at: &mut Option<i64>,
 ) -> Result<u16, ProviderError> {

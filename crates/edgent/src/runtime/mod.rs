@@ -75,11 +75,12 @@ pub trait Platform: FlowHost {
         tool: &str,
         per_minute: u32,
     ) -> BoxFuture<'static, Result<Window, String>>;
-    /// Sends one model attempt (the provider's request `body`) and opens its reply.
+    /// Sends one model attempt (the provider's request `body`, JSON text) and opens its
+    /// reply.
     fn open_model(
         &self,
         model: &ModelConfig,
-        body: Value,
+        body: String,
     ) -> BoxFuture<'static, Result<Box<dyn ModelReply>, ProviderError>>;
     /// A request to another thread's object (a child conversation): its status and JSON
     /// answer. The error is the client-facing text (the cause is logged by the platform).

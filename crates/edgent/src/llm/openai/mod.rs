@@ -2,6 +2,7 @@
 //! response (`stream`). Works with any OpenAI-compatible server (OpenAI, OpenRouter, Groq,
 //! vLLM, llama.cpp, ...).
 
+mod body;
 mod request;
 mod stream;
 
@@ -11,6 +12,7 @@ use super::format::{StreamDecoder, WireFormat};
 use super::request::ModelRequest;
 use super::stream::{ProviderError, StreamEvent};
 
+pub use body::request_body;
 pub use request::{build_request, build_request_for, error_message, function_tools};
 pub use stream::OpenAiStream;
 
@@ -21,6 +23,10 @@ pub struct OpenAi;
 impl WireFormat for OpenAi {
     fn build_request(&self, req: &ModelRequest) -> Value {
         build_request_for(req)
+    }
+
+    fn request_body(&self, req: &ModelRequest) -> String {
+        request_body(req)
     }
 
     fn endpoint(&self, base_url: &str) -> Option<String> {

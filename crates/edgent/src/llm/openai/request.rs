@@ -103,7 +103,7 @@ pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[To
 }
 
 /// The image and document parts of a tool result, as chat-completions content parts.
-fn media_parts(m: &Message) -> Vec<Value> {
+pub(super) fn media_parts(m: &Message) -> Vec<Value> {
     let tool = m.name.as_deref().unwrap_or("tool");
     let mut parts = Vec::new();
     let media = m.parts.iter().filter(|c| !c.is_text());
