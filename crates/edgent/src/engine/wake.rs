@@ -38,7 +38,9 @@ impl Thread<'_> {
     }
 
     /// [`wants_step`](Self::wants_step), answered with the thread's summary when a step is
-    /// wanted (the driver needs it for the step, and reads the thread row once).
+    /// wanted (the driver needs it for the step, and reads the thread row once). The same
+    /// read counts the calls without a result, which the [`Thread::next_action_for`] that
+    /// follows with this summary trusts: nothing may await or write calls in between.
     pub fn step_wanted(&self, now: i64) -> Result<Option<ThreadSummary>, ThreadError> {
         let Some((summary, open_calls)) = self.store().thread_and_open_calls()? else {
             return Ok(None);

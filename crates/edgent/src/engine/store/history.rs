@@ -164,11 +164,15 @@ impl ThreadCache {
         }
     }
 
-    /// This object rewrote `m` (a pending reply completed or failed).
+    /// This object rewrote `m` (a pending reply completed or failed). Only what
+    /// `Store::update_message` stores is taken (content, tool calls, status): the rest of `m`
+    /// may differ from the row (a hook's changes to other fields are not written).
     pub(crate) fn note_updated(&self, m: &Message) {
         if let Some(c) = self.history.borrow_mut().as_mut() {
-            if let Some(slot) = c.appended.iter_mut().find(|(_, a)| a.id == m.id) {
-                slot.1 = m.clone();
+            if let Some((_, noted)) = c.appended.iter_mut().find(|(_, a)| a.id == m.id) {
+                noted.content.clone_from(&m.content);
+                noted.tool_calls.clone_from(&m.tool_calls);
+                noted.status = m.status;
             }
         }
     }
@@ -302,5 +306,44 @@ impl Store<'_> {
             exhausted,
             final_up_to: (!pending).then_some(newest.unwrap_or(0.0)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_is_noted_as_stored() {
+        let cache = ThreadCache::default();
+        *cache.history.borrow_mut() = Some(Cached {
+            version: 0,
+            budget: 1_000,
+            read_up_to: 0.0,
+            history: Vec::new(),
+            whole: true,
+            rows_upto: 0,
+            appended: Vec::new(),
+            appended_lost: false,
+        });
+        let pending = Message {
+            status: MessageStatus::Pending,
+            ..Message::new(Role::Assistant, "", 1)
+        };
+        cache.note_appended(1.0, &pending);
+        // As a hook may hand it back: the three stored fields changed, and others too.
+        let mut done = pending.clone();
+        done.content = "the answer".into();
+        done.status = MessageStatus::Completed;
+        done.name = Some("renamed by a hook".into());
+        cache.note_updated(&done);
+        let history = cache.history.borrow();
+        let (_, noted) = &history.as_ref().unwrap().appended[0];
+        assert_eq!(noted.content, "the answer");
+        assert_eq!(noted.status, MessageStatus::Completed);
+        assert_eq!(
+            noted.name, None,
+            "not stored by update_message, so not noted"
+        );
     }
 }
