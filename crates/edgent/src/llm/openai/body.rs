@@ -1,11 +1,10 @@
-//! The chat-completions request body written straight to JSON text from borrowed parts.
+//! Chat-completions request bodies, written from borrowed parts: the JSON text that is sent
+//! ([`request_body`]) and the same body as a `serde_json::Value` for callers and tests that
+//! look into it ([`build_request_for`], [`build_request`]).
 //!
-//! [`super::build_request_for`] builds the same body as a `serde_json::Value` tree, which is
-//! what tests and the conformance suite compare. Sending that tree cost every model call a
-//! copy of each message's text and of every tool's schema into map nodes, then their
-//! serialisation and their drop (a tenth of a text turn's CPU in the Worker's profile, with
-//! a 200-message history). This writes the same JSON from references instead; a unit test
-//! holds the two equal.
+//! Built as a `Value` tree, a body cost every model call a copy of each message's text and of
+//! every tool's schema into map nodes, then their serialisation and their drop (a quarter of a
+//! turn's time in `bench/ab.mjs`, with a 200-turn history); these structs borrow instead.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -94,16 +93,62 @@ fn plain<'a>(role: &'static str, content: &'a str) -> Msg<'a> {
     }
 }
 
-/// The body of [`super::build_request_for`], as JSON text.
+/// The streaming request body for a model row, as the JSON text that is sent: the messages
+/// and tools, plus the row's output limit and the prompt's tool settings.
+///
+/// `history` must already be model-ready (no silent or failed messages, every tool call
+/// paired with its result); see [`crate::engine::thread::repair_history`].
 pub fn request_body(req: &ModelRequest) -> String {
-    let mut messages = Vec::with_capacity(req.history.len() + 1);
-    if !req.system.is_empty() {
-        messages.push(plain("system", req.system));
+    // Serialising borrowed strings, numbers and `Value`s cannot fail.
+    serde_json::to_string(&body_for(req)).unwrap_or_default()
+}
+
+/// [`request_body`] as a `Value`.
+pub fn build_request_for(req: &ModelRequest) -> Value {
+    serde_json::to_value(body_for(req)).unwrap_or_default()
+}
+
+/// A streaming request body with the server's defaults for tool choice, parallel calls and
+/// output length, as a `Value`.
+pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[ToolSpec]) -> Value {
+    serde_json::to_value(body(model, system, history, tools)).unwrap_or_default()
+}
+
+/// Tools in the chat-completions `{"type": "function", "function": …}` shape (also what
+/// Workers AI takes).
+pub fn function_tools(tools: &[ToolSpec]) -> Value {
+    let tools: Vec<FunctionTool> = tools.iter().map(function_tool).collect();
+    serde_json::to_value(tools).unwrap_or_default()
+}
+
+fn body_for<'a>(req: &ModelRequest<'a>) -> Body<'a> {
+    let mut body = body(req.target.model, req.system, req.history, req.tools);
+    if !req.tools.is_empty() {
+        // Sent only alongside tools: several servers reject tool settings without any tools.
+        body.tool_choice = Some(req.tool_choice.as_str());
+        body.parallel_tool_calls = Some(req.parallel_tool_calls);
     }
-    // As in `build_request`: media from tool results go in one user message after the run of
-    // results.
+    // `max_tokens` rather than OpenAI's newer `max_completion_tokens`: it is the one field
+    // every compatible server (vLLM, llama.cpp, Groq, OpenRouter) understands.
+    body.max_tokens = req.target.max_output_tokens;
+    body
+}
+
+fn body<'a>(
+    model: &'a str,
+    system: &'a str,
+    history: &'a [Message],
+    tools: &'a [ToolSpec],
+) -> Body<'a> {
+    let mut messages = Vec::with_capacity(history.len() + 1);
+    if !system.is_empty() {
+        messages.push(plain("system", system));
+    }
+    // Chat completions accepts only text in `tool` messages, and nothing may come between the
+    // results of one assistant message: images and documents from tools are gathered and sent
+    // in one user message right after the run of results.
     let mut media: Vec<Value> = Vec::new();
-    for m in req.history {
+    for m in history {
         if m.role != Role::Tool && !media.is_empty() {
             messages.push(media_message(std::mem::take(&mut media)));
         }
@@ -112,21 +157,18 @@ pub fn request_body(req: &ModelRequest) -> String {
     if !media.is_empty() {
         messages.push(media_message(media));
     }
-    let with_tools = !req.tools.is_empty();
-    let body = Body {
-        model: req.target.model,
+    Body {
+        model,
         messages,
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,
         },
-        tools: with_tools.then(|| req.tools.iter().map(function_tool).collect()),
-        tool_choice: with_tools.then(|| req.tool_choice.as_str()),
-        parallel_tool_calls: with_tools.then_some(req.parallel_tool_calls),
-        max_tokens: req.target.max_output_tokens,
-    };
-    // Serialising borrowed strings, numbers and `Value`s cannot fail.
-    serde_json::to_string(&body).unwrap_or_default()
+        tools: (!tools.is_empty()).then(|| tools.iter().map(function_tool).collect()),
+        tool_choice: None,
+        parallel_tool_calls: None,
+        max_tokens: None,
+    }
 }
 
 fn message<'a>(m: &'a Message, media: &mut Vec<Value>) -> Msg<'a> {
@@ -194,14 +236,23 @@ mod tests {
     use crate::values::message::ToolCall;
     use crate::values::tool_result::{Content as Part, Source};
 
-    fn same_json(req: &ModelRequest) {
+    /// The bodies the `json!`-built tree gave for the requests below, before these structs
+    /// replaced it: the text sent and the `Value` must both still be exactly these.
+    const EXPECTED: [&str; 2] = [
+        r##"{"max_tokens":512,"messages":[{"content":"You help.","role":"system"},{"content":"be brief","role":"system"},{"content":"hi\nthere 😀","role":"user"},{"content":"from B","name":"side_b","role":"user"},{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"{\"q\":\"a \\\"quoted\\\" ünï\"}","name":"lookup"},"id":"c1","type":"function"}]},{"content":"found","role":"tool","tool_call_id":"c1"},{"content":"let me look","role":"assistant","tool_calls":[{"function":{"arguments":"{\"q\":\"a \\\"quoted\\\" ünï\"}","name":"lookup"},"id":"c1","type":"function"}]},{"content":"a chart","role":"tool","tool_call_id":"c1"},{"content":[{"text":"Image 1 from `lookup`:","type":"text"},{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"},{"text":"Document 2 from `lookup` (application/pdf): https://example.com/a.pdf","type":"text"}],"role":"user"},{"content":"done","role":"assistant"}],"model":"gpt-test","parallel_tool_calls":true,"stream":true,"stream_options":{"include_usage":true},"tool_choice":"required","tools":[{"function":{"description":"Looks things up.","name":"lookup","parameters":{"properties":{"q":{"type":"string"}},"type":"object"}},"type":"function"}]}"##,
+        r##"{"messages":[{"content":"be brief","role":"system"},{"content":"hi\nthere 😀","role":"user"},{"content":"from B","name":"side_b","role":"user"},{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"{\"q\":\"a \\\"quoted\\\" ünï\"}","name":"lookup"},"id":"c1","type":"function"}]},{"content":"found","role":"tool","tool_call_id":"c1"},{"content":"let me look","role":"assistant","tool_calls":[{"function":{"arguments":"{\"q\":\"a \\\"quoted\\\" ünï\"}","name":"lookup"},"id":"c1","type":"function"}]},{"content":"a chart","role":"tool","tool_call_id":"c1"},{"content":[{"text":"Image 1 from `lookup`:","type":"text"},{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"},{"text":"Document 2 from `lookup` (application/pdf): https://example.com/a.pdf","type":"text"}],"role":"user"},{"content":"done","role":"assistant"}],"model":"gpt-test","stream":true,"stream_options":{"include_usage":true}}"##,
+    ];
+
+    fn same_json(req: &ModelRequest, expected: &str) {
+        let expected: Value = serde_json::from_str(expected).expect("valid expected JSON");
         let text = request_body(req);
         let parsed: Value = serde_json::from_str(&text).expect("valid JSON");
-        assert_eq!(parsed, super::super::build_request_for(req), "{text}");
+        assert_eq!(parsed, expected, "{text}");
+        assert_eq!(build_request_for(req), expected);
     }
 
     #[test]
-    fn the_text_is_the_json_the_tree_builds() {
+    fn every_message_shape_is_written_as_before() {
         let call = ToolCall {
             id: "c1".into(),
             name: "lookup".into(),
@@ -239,7 +290,7 @@ mod tests {
             parameters: serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}}),
             returns: None,
         }];
-        for (system, tools, limit, choice, parallel) in [
+        for (expected, (system, tools, limit, choice, parallel)) in EXPECTED.iter().zip([
             (
                 "You help.",
                 &tools[..],
@@ -248,8 +299,8 @@ mod tests {
                 true,
             ),
             ("", &[][..], None, ToolChoice::Auto, false),
-        ] {
-            same_json(&ModelRequest {
+        ]) {
+            let req = ModelRequest {
                 target: Target {
                     provider: Provider::OpenAi,
                     model: "gpt-test",
@@ -261,7 +312,8 @@ mod tests {
                 tools,
                 tool_choice: choice,
                 parallel_tool_calls: parallel,
-            });
+            };
+            same_json(&req, expected);
         }
     }
 }

@@ -12,8 +12,8 @@ use super::format::{StreamDecoder, WireFormat};
 use super::request::ModelRequest;
 use super::stream::{ProviderError, StreamEvent};
 
-pub use body::request_body;
-pub use request::{build_request, build_request_for, error_message, function_tools};
+pub use body::{build_request, build_request_for, function_tools, request_body};
+pub use request::error_message;
 pub use stream::OpenAiStream;
 
 /// The chat-completions format.

@@ -1,106 +1,10 @@
-//! Chat-completions request bodies.
+//! What chat-completions request bodies are made of besides the messages themselves
+//! (`body.rs` writes the body): media from tool results, and the error text of a failed call.
 
 use serde_json::{json, Value};
 
-use crate::llm::request::ToolSpec;
-use crate::llm::ModelRequest;
-use crate::values::message::{Message, Role};
+use crate::values::message::Message;
 use crate::values::tool_result::{Content, SourceKind};
-
-/// Tools in the chat-completions `{"type": "function", "function": …}` shape (also what
-/// Workers AI takes).
-pub fn function_tools(tools: &[ToolSpec]) -> Value {
-    tools
-        .iter()
-        .map(|t| {
-            json!({
-                "type": "function",
-                "function": { "name": t.name, "description": t.description, "parameters": t.parameters },
-            })
-        })
-        .collect()
-}
-
-/// Builds a streaming chat-completions request body for a model row: the messages and tools,
-/// plus the row's output limit and the prompt's tool settings.
-///
-/// `history` must already be model-ready (no silent or failed messages, every tool call
-/// paired with its result); see [`crate::engine::thread::repair_history`].
-pub fn build_request_for(req: &ModelRequest) -> Value {
-    let mut body = build_request(req.target.model, req.system, req.history, req.tools);
-    if !req.tools.is_empty() {
-        // Sent only alongside tools: several servers reject tool settings without any tools.
-        body["tool_choice"] = Value::from(req.tool_choice.as_str());
-        body["parallel_tool_calls"] = Value::from(req.parallel_tool_calls);
-    }
-    if let Some(limit) = req.target.max_output_tokens {
-        // `max_tokens` rather than OpenAI's newer `max_completion_tokens`: it is the one
-        // field every compatible server (vLLM, llama.cpp, Groq, OpenRouter) understands.
-        body["max_tokens"] = Value::from(limit);
-    }
-    body
-}
-
-/// Builds a streaming chat-completions request body with the server's defaults for tool
-/// choice, parallel calls and output length.
-///
-/// `history` must already be model-ready (no silent or failed messages, every tool call
-/// paired with its result); see [`crate::engine::thread::repair_history`].
-pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[ToolSpec]) -> Value {
-    let mut messages = Vec::with_capacity(history.len() + 1);
-    if !system.is_empty() {
-        messages.push(json!({ "role": "system", "content": system }));
-    }
-    // Chat completions accepts only text in `tool` messages, and nothing may come between the
-    // results of one assistant message: images and documents from tools are gathered and sent
-    // in one user message right after the run of results.
-    let mut media: Vec<Value> = Vec::new();
-    for m in history {
-        if m.role != Role::Tool && !media.is_empty() {
-            messages.push(media_message(std::mem::take(&mut media)));
-        }
-        messages.push(match m.role {
-            Role::System => json!({ "role": "system", "content": m.content }),
-            Role::User => match &m.name {
-                Some(name) => json!({ "role": "user", "content": m.content, "name": name }),
-                None => json!({ "role": "user", "content": m.content }),
-            },
-            Role::Assistant if m.tool_calls.is_empty() => {
-                json!({ "role": "assistant", "content": m.content })
-            }
-            Role::Assistant => json!({
-                "role": "assistant",
-                "content": if m.content.is_empty() { Value::Null } else { Value::from(m.content.as_str()) },
-                "tool_calls": m.tool_calls.iter().map(|c| json!({
-                    "id": c.id,
-                    "type": "function",
-                    "function": { "name": c.name, "arguments": c.arguments },
-                })).collect::<Vec<_>>(),
-            }),
-            Role::Tool => {
-                media.extend(media_parts(m));
-                json!({
-                    "role": "tool",
-                    "tool_call_id": m.tool_call_id.as_deref().unwrap_or_default(),
-                    "content": m.content,
-                })
-            }
-        });
-    }
-    if !media.is_empty() {
-        messages.push(media_message(media));
-    }
-    let mut body = json!({
-        "model": model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-    });
-    if !tools.is_empty() {
-        body["tools"] = function_tools(tools);
-    }
-    body
-}
 
 /// The image and document parts of a tool result, as chat-completions content parts.
 pub(super) fn media_parts(m: &Message) -> Vec<Value> {
@@ -132,10 +36,6 @@ pub(super) fn media_parts(m: &Message) -> Vec<Value> {
         }
     }
     parts
-}
-
-fn media_message(parts: Vec<Value>) -> Value {
-    json!({ "role": "user", "content": parts })
 }
 
 fn extension(media_type: &str) -> &str {
