@@ -18,7 +18,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createServer } from 'node:net';
+import { freePort } from '../tests/support/net.mjs';
 import WebSocket from 'ws';
 import { ROOT } from '../tests/support/worker.mjs';
 import { writeFileSync } from 'node:fs';
@@ -58,15 +58,6 @@ const T = { text: TEXT };
 const C = { tool_calls: [{ name: 'get_current_time', arguments: {} }] };
 const U = { text: 'The current time is in the tool result above, so that is the answer.' };
 
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
 
 /** Starts `wrangler dev` in its own process group and waits until `ready(base)` holds. */
 async function startWrangler(cwd, args, ready) {

@@ -21,6 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { parse as parseToml } from 'smol-toml';
 import { ROOT } from '../support/worker.mjs';
+import { freePort } from '../support/net.mjs';
 import { EdgentClient } from '../support/client.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { startStepServer, temperatureOf } from '../support/step-server.mjs';
@@ -64,17 +65,6 @@ async function snapshotBuild(to) {
 // ---------------------------------------------------------------------------------------------
 // wrangler dev under our control: its own process group, so a SIGKILL takes workerd with it.
 // ---------------------------------------------------------------------------------------------
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 /** Whether nothing listens on 127.0.0.1:`port` (we can bind it). */
 function portFree(port) {

@@ -8,9 +8,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { parse as parseToml } from 'smol-toml';
 import { ROOT } from '../support/worker.mjs';
+import { freePort } from '../support/net.mjs';
 import { EdgentClient } from '../support/client.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { loadDefinitions, seedLocal } from '../../scripts/lib/d1.mjs';
@@ -18,16 +18,6 @@ import { loadDefinitions, seedLocal } from '../../scripts/lib/d1.mjs';
 const KEY = 'wrangler-smoke-key-0123456789';
 const WRANGLER = join(ROOT, 'node_modules', '.bin', 'wrangler');
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 /** Seeds the D1 that `wrangler dev --persist-to dir` will open, pointing models at `modelUrl`. */
 async function seedState(dir, databaseId, modelUrl) {

@@ -144,6 +144,18 @@ struct Cached {
     appended_lost: bool,
 }
 
+impl Cached {
+    /// The next visible row after `read_up_to`, final (read, or appended by this object):
+    /// counted, and kept when the model sees it.
+    fn take_row(&mut self, position: f64, m: Message) {
+        self.read_up_to = position;
+        self.rows_upto += 1;
+        if m.status == MessageStatus::Completed {
+            self.history.push(m);
+        }
+    }
+}
+
 /// Appended messages a cache remembers between model calls; past this, it reads them.
 const MAX_APPENDED: usize = 32;
 
@@ -208,11 +220,7 @@ impl Store<'_> {
                     .all(|(_, m)| m.status != MessageStatus::Pending);
             if all_ours {
                 for (position, m) in appended {
-                    c.read_up_to = position;
-                    c.rows_upto += 1;
-                    if m.status == MessageStatus::Completed {
-                        c.history.push(m);
-                    }
+                    c.take_row(position, m);
                 }
             } else {
                 let rows = self.sql.exec(
@@ -228,11 +236,7 @@ impl Store<'_> {
                     if m.status == MessageStatus::Pending {
                         break; // read again once it is final
                     }
-                    c.read_up_to = r.real(MESSAGE_COLUMN_COUNT)?;
-                    c.rows_upto += 1;
-                    if m.status == MessageStatus::Completed {
-                        c.history.push(m);
-                    }
+                    c.take_row(r.real(MESSAGE_COLUMN_COUNT)?, m);
                 }
             }
             let mut walk = BudgetWalk::new(budget);
