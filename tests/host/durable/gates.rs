@@ -75,6 +75,15 @@ fn an_approved_call_that_fails_gets_its_full_attempts() {
         Some("Error: fail 3 (gave up after 3 attempts)")
     );
     assert_eq!(record.attempt_log.len(), 3);
+    // The result closes the last attempt with the call's outcome and the stored text.
+    let last = &record.attempt_log[2];
+    assert_eq!(last.attempt, 3);
+    assert_eq!(last.outcome.as_deref(), Some("error"));
+    assert_eq!(last.error.as_deref(), record.result.as_deref());
+    assert!(last.finished_at.is_some());
+    assert!(record.attempt_log[..2]
+        .iter()
+        .all(|a| a.finished_at.is_some()));
 }
 
 #[test]

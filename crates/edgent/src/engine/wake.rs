@@ -42,7 +42,11 @@ impl Thread<'_> {
     /// read counts the calls without a result, which the [`Thread::next_action_for`] that
     /// follows with this summary trusts: nothing may await or write calls in between.
     pub fn step_wanted(&self, now: i64) -> Result<Option<ThreadSummary>, ThreadError> {
-        let Some((summary, open_calls)) = self.store().thread_and_open_calls()? else {
+        let read = match self.take_row_hint() {
+            Some(row) => Some(row),
+            None => self.store().thread_and_open_calls()?,
+        };
+        let Some((summary, open_calls)) = read else {
             return Ok(None);
         };
         self.note_open_calls(open_calls);

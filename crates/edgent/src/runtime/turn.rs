@@ -129,6 +129,7 @@ impl ThreadRuntime {
             // The watchdog is re-armed once half of it has run out, not at every step (and not
             // right after `start_work` armed it): if we die, it resumes the turn in time.
             if self.now() > self.armed_until.get() - WATCHDOG_MS / 2 {
+                thread.forget_row_hint();
                 self.arm_watchdog().await;
             }
             let Ok(Some(summary)) = thread.step_wanted(self.now()) else {

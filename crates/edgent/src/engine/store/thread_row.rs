@@ -221,6 +221,27 @@ impl Store<'_> {
             .transpose()
     }
 
+    /// Records that the model is owed another call in the running turn, returning the row and
+    /// its count of calls without a result as [`Store::thread_and_open_calls`] would read them
+    /// right after (one statement for both).
+    pub fn owe_model_again(&self) -> Result<Option<(ThreadSummary, i64)>, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "UPDATE thread SET needs_model = 1
+                 RETURNING {THREAD_COLUMNS},
+                     (SELECT COUNT(*) FROM tool_calls WHERE status IN ({PENDING}))"
+            ),
+            &[],
+        )?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        Ok(Some((
+            summary_from_row(row)?,
+            row.int(THREAD_COLUMN_COUNT)?,
+        )))
+    }
+
     /// Records whether the model is owed a call.
     pub fn set_needs_model(&self, needs: bool) -> Result<(), SqlError> {
         self.sql

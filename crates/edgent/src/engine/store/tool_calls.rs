@@ -130,7 +130,8 @@ impl Store<'_> {
     }
 
     /// Marks a tool call as running; `new_attempt` counts a first start or a retry (not the
-    /// resumption of a suspended workflow) and records it in `tool_attempts`.
+    /// resumption of a suspended workflow), which the `attempt_started` trigger records in
+    /// `tool_attempts`.
     pub fn start_tool_call(
         &self,
         now: i64,
@@ -148,22 +149,11 @@ impl Store<'_> {
                 call.call.id.as_str().into(),
             ],
         )?;
-        if new_attempt {
-            self.sql.exec(
-                "INSERT INTO tool_attempts (call_id, name, attempt, started_at) VALUES (?, ?, ?, ?)",
-                &[
-                    call.call.id.as_str().into(),
-                    call.call.name.as_str().into(),
-                    (call.attempts + 1).into(),
-                    now.into(),
-                ],
-            )?;
-        }
         Ok(())
     }
 
-    /// Closes the latest attempt of a call with its outcome (`success`, `error`, `failed`,
-    /// `timeout`).
+    /// Closes the latest attempt of a call with its outcome (`failed`, `timeout`,
+    /// `interrupted`) when no result closes it (see `finish_tool_call`).
     pub fn end_attempt(
         &self,
         now: i64,
@@ -271,7 +261,8 @@ impl Store<'_> {
             .map(Option::flatten)
     }
 
-    /// Closes a tool call with its result (`success` or `error`) and links the message.
+    /// Closes a tool call with its result (`success` or `error`) and links the message; the
+    /// `attempt_finished` trigger closes its open attempt with the same outcome.
     pub fn finish_tool_call(
         &self,
         now: i64,

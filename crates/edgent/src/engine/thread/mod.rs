@@ -142,6 +142,10 @@ pub struct Thread<'a> {
     /// ended in [`Action::Idle`] or [`Action::Wait`] with nothing written to them since: the
     /// driver then needs no [`Thread::poll_timeout`] read (see [`Thread::take_wake_hint`]).
     wake_hint: Option<Option<i64>>,
+    /// The thread row and its open-call count as the statement that ended a model step
+    /// returned them: taken by the `step_wanted` that follows (no await in between, see
+    /// [`Thread::forget_row_hint`]), which then reads no row.
+    row_hint: Cell<Option<(ThreadSummary, i64)>>,
 }
 
 impl<'a> Thread<'a> {
@@ -164,6 +168,7 @@ impl<'a> Thread<'a> {
             pending_ids: None,
             open_calls: Cell::new(None),
             wake_hint: None,
+            row_hint: Cell::new(None),
         }
     }
 

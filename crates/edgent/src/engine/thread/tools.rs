@@ -109,14 +109,9 @@ impl<'a> Thread<'a> {
         } else {
             CallStatus::Success
         };
+        // Also closes the running attempt with this outcome (trigger `attempt_finished`).
         self.store
             .finish_tool_call(now, &call.call.id, status.as_str(), &message.id)?;
-        self.store.end_attempt(
-            now,
-            &call.call.id,
-            status.as_str(),
-            result.is_error().then_some(message.content.as_str()),
-        )?;
         let is_stop_tool = call.origin == CallOrigin::Model
             && self.rules.stop_tool.as_deref() == Some(call.call.name.as_str());
         if is_stop_tool && !result.is_error() {

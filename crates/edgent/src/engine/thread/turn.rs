@@ -123,6 +123,17 @@ impl<'a> Thread<'a> {
         self.open_calls.set(Some(count));
     }
 
+    /// The row a model step's last write returned, once.
+    pub(crate) fn take_row_hint(&self) -> Option<(ThreadSummary, i64)> {
+        self.row_hint.take()
+    }
+
+    /// Drops the row the last model step returned: the driver calls it before it awaits
+    /// anything other than that step, since another event may change the row meanwhile.
+    pub fn forget_row_hint(&self) {
+        self.row_hint.set(None);
+    }
+
     /// What [`Thread::poll_timeout`] would answer, when the step that just returned
     /// [`Action::Idle`](crate::engine::thread::Action::Idle) or
     /// [`Action::Wait`](crate::engine::thread::Action::Wait) knows it from the calls it read
@@ -143,6 +154,7 @@ impl<'a> Thread<'a> {
     ) -> Result<Action, ThreadError> {
         self.pending_ids = None;
         self.wake_hint = None;
+        self.forget_row_hint();
         let open_calls = self.open_calls.take();
         let none_open = open_calls == Some(0);
         if t.status == ThreadStatus::Idle && !none_open && self.store.next_tool_call(now)?.is_some()
@@ -436,8 +448,9 @@ impl<'a> Thread<'a> {
             .queue_tool_calls(now, &message.id, &message.tool_calls, CallOrigin::Model)?;
         if !message.tool_calls.is_empty() || !self.rules.stop_on_response {
             // The model reacts to the results (or, without stop_on_response, keeps going
-            // until its stop tool or max_steps).
-            self.store.set_needs_model(true)?;
+            // until its stop tool or max_steps). Nothing writes the row after this in the
+            // step: the driver's next `step_wanted` takes the row from here.
+            self.row_hint.set(self.store.owe_model_again()?);
         }
         // The message first, so clients know a call before they hear about its status.
         let queued: Vec<ServerFrame> = message

@@ -1,0 +1,253 @@
+#!/usr/bin/env node
+// How far edgent's turn is from the floor: the least a Durable Object can do for the same turn
+// (bench/floor-worker.mjs: store the message, stream one chat completion, send the pieces,
+// store the reply; a tool call answered in place). Both run in Miniflare (one workerd each),
+// against the same scripted model server, with turns alternating between them so drift in the
+// machine's speed hits both alike. Prints each one's median and the paired difference: what
+// edgent adds to a turn. Divided by the peer's median from `npm run bench:compare`, the floor
+// is the best ratio any framework could reach on this machine and model server.
+//
+// With `--wrangler`, the floor alone runs under `wrangler dev` the way bench:compare runs both
+// frameworks, through its URL (wrangler's proxy) and direct to the Worker's workerd: set beside
+// the peer's medians from bench:compare (same machine and model server), it gives the lowest
+// ratio to the peer that the harness could show for any framework.
+//
+// The model server is the side-by-side harness's scripted_openai.py when ../shared/bench-peer
+// exists (what bench:compare measures with), else tests/support/model-server.mjs.
+// Usage: npm run build && node bench/floor.mjs [turns] [--wrangler]
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Miniflare } from 'miniflare';
+import WebSocket from 'ws';
+import { startWorker, ROOT } from '../tests/support/worker.mjs';
+import { startModelServer } from '../tests/support/model-server.mjs';
+import { freePort } from '../tests/support/net.mjs';
+import { seedBench } from './lib.mjs';
+
+const WRANGLER = process.argv.includes('--wrangler');
+const TURNS = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 100);
+const WARMUP = 10;
+const HARNESS = process.env.EDGENT_BENCH_PEER ?? join(ROOT, '..', 'shared', 'bench-peer');
+const SCRIPTED = join(HARNESS, 'scripted_openai.py');
+const TEXT = 'Sure, here is a short scripted reply from the model for this benchmark turn.';
+const TOOL = { tool_calls: [{ name: 'get_current_time', arguments: {} }] };
+const dir = mkdtempSync(join(tmpdir(), 'edgent-floor-'));
+
+/** A model server answering every request of a phase in order: `text` turns get one text
+ *  reply, `tool` turns a call of get_current_time and then text. */
+async function modelServer(phase) {
+  if (!existsSync(SCRIPTED)) {
+    const fallback = (req) => {
+      const last = req.body.messages?.at(-1);
+      return phase === 'tool' && last?.role === 'user'
+        ? { toolCalls: [{ name: 'get_current_time', arguments: {} }] }
+        : { text: TEXT };
+    };
+    const m = await startModelServer({ fallback });
+    return { name: 'tests/support/model-server.mjs', url: `${m.url}/v1`, stop: () => m.close() };
+  }
+  const turns = 2 * (TURNS + WARMUP) + 4;
+  const script = phase === 'text' ? [{ text: TEXT }] : Array.from({ length: turns }, () => [TOOL, { text: TEXT }]).flat();
+  const file = join(dir, `${phase}.json`);
+  writeFileSync(file, JSON.stringify(script));
+  const port = await freePort();
+  // With the harness's wrapper (listen backlog 128, as bench:compare runs it) when present:
+  // 20 conversations starting at once overflow socketserver's default of 5.
+  const backlog = join(HARNESS, 'sidebyside', 'backlog_scripted.py');
+  const argv = existsSync(backlog) ? [backlog, SCRIPTED] : [SCRIPTED];
+  const proc = spawn('python3', [...argv, String(port), file], { stdio: 'ignore', detached: true });
+  for (let i = 0; ; i++) {
+    try {
+      await fetch(`http://127.0.0.1:${port}/`);
+      break;
+    } catch {
+      if (i > 200) throw new Error('the scripted model server did not start');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  return { name: 'scripted_openai.py', url: `http://127.0.0.1:${port}/v1`, stop: () => process.kill(-proc.pid, 'SIGKILL') };
+}
+
+/** A socket to a floor instance: `turn(content)` resolves at its `idle` frame. */
+async function floorSocket(url) {
+  const ws = new WebSocket(url);
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  return {
+    turn(content) {
+      return new Promise((resolve, reject) => {
+        const onMessage = (data) => {
+          const frame = JSON.parse(data);
+          if (frame.type === 'error') reject(new Error(`floor: ${frame.message}`));
+          if (frame.type !== 'idle') return;
+          ws.off('message', onMessage);
+          resolve();
+        };
+        ws.on('message', onMessage);
+        ws.send(JSON.stringify({ content }), (e) => e && reject(e));
+      });
+    },
+    close: () => ws.close(),
+  };
+}
+
+async function startFloor(modelUrl) {
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: new URL('./floor-worker.mjs', import.meta.url).pathname,
+    compatibilityDate: '2026-04-20',
+    durableObjects: { FLOOR: { className: 'Floor', useSQLite: true } },
+    bindings: { MODEL_URL: modelUrl },
+    port: 0,
+    host: '127.0.0.1',
+  });
+  const url = (await mf.ready).toString().replace(/^http/, 'ws');
+  const socket = await floorSocket(`${url}floor-${Date.now()}`);
+  return {
+    turn: socket.turn,
+    async dispose() {
+      socket.close();
+      await mf.dispose();
+    },
+  };
+}
+
+/** workerd's listening TCP ports (`ss -ltnp`), each with its process id. */
+function workerdPorts() {
+  const out = execFileSync('ss', ['-ltnpH'], { encoding: 'utf8' });
+  return new Map(
+    out
+      .split('\n')
+      .filter((l) => l.includes('"workerd"'))
+      .map((l) => [Number(l.split(/\s+/)[3].split(':').at(-1)), Number(/pid=(\d+)/.exec(l)?.[1])]),
+  );
+}
+
+/** A process's resident memory in MiB. */
+const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
+
+/** The floor under `wrangler dev`: its URL and the Worker's own workerd socket (the listening
+ *  port, other than the proxy's, that answers as the floor). */
+async function startFloorWrangler(modelUrl) {
+  const wd = join(dir, 'wrangler');
+  execFileSync('mkdir', ['-p', wd]);
+  writeFileSync(join(wd, 'floor-worker.mjs'), readFileSync(new URL('./floor-worker.mjs', import.meta.url)));
+  writeFileSync(
+    join(wd, 'wrangler.toml'),
+    'name = "floor"\nmain = "floor-worker.mjs"\ncompatibility_date = "2026-04-20"\n' +
+      '[[durable_objects.bindings]]\nname = "FLOOR"\nclass_name = "Floor"\n' +
+      '[[migrations]]\ntag = "v1"\nnew_sqlite_classes = ["Floor"]\n',
+  );
+  const before = workerdPorts();
+  const port = await freePort();
+  const proc = spawn(join(ROOT, 'node_modules', '.bin', 'wrangler'), ['dev', '--port', String(port), '--var', `MODEL_URL:${modelUrl}`, '--persist-to', join(wd, 'state')], { cwd: wd, stdio: 'ignore', detached: true });
+  const answers = async (p) => {
+    try {
+      return (await (await fetch(`http://127.0.0.1:${p}/`)).text()) === 'floor';
+    } catch {
+      return false;
+    }
+  };
+  for (let i = 0; !(await answers(port)); i++) {
+    if (i > 600) throw new Error('wrangler dev did not start the floor');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  let direct;
+  let pid;
+  for (const [p, owner] of workerdPorts()) {
+    if (!before.has(p) && p !== port && (await answers(p))) [direct, pid] = [p, owner];
+  }
+  return { proxy: port, direct, rss: () => rssMiB(pid), stop: () => process.kill(-proc.pid, 'SIGTERM') };
+}
+
+async function startEdgent(modelUrl) {
+  const worker = await startWorker({ modelUrl });
+  await seedBench(worker.db);
+  const sock = await worker.client.connect(await worker.client.createThread('bench_support'));
+  let n = 0;
+  return {
+    async turn(content) {
+      const from = sock.frames.length;
+      sock.send({ type: 'rpc', id: `f${n}`, method: 'send_message', params: { content } });
+      const turn = ++n;
+      await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === turn, { from, timeout: 15_000 });
+    },
+    async dispose() {
+      sock.close();
+      await worker.dispose();
+    },
+  };
+}
+
+const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+const p95 = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length * 0.95)];
+/** `turns` turns on `side` after the warm-up; the times in ms. */
+async function timeTurns(side, phase) {
+  const times = [];
+  for (let i = 0; i < TURNS + WARMUP; i++) {
+    const t0 = performance.now();
+    await side.turn(`${phase} turn ${i}: what time is it?`);
+    if (i >= WARMUP) times.push(performance.now() - t0);
+  }
+  return times;
+}
+
+const ms = (a) => `median ${med(a).toFixed(2)} ms (p95 ${p95(a).toFixed(2)})`;
+try {
+  for (const phase of ['text', 'tool']) {
+    const model = await modelServer(phase);
+    if (WRANGLER) {
+      const floor = await startFloorWrangler(model.url);
+      try {
+        const line = [];
+        for (const [path, port] of [['via the URL', floor.proxy], ['direct', floor.direct]]) {
+          if (!port) continue;
+          const socket = await floorSocket(`ws://127.0.0.1:${port}/floor-${path.length}-${Date.now()}`);
+          line.push(`${path} ${ms(await timeTurns(socket, phase))}`);
+          socket.close();
+        }
+        console.log(`floor under wrangler dev, ${phase} turn (${TURNS}, ${model.name}): ${line.join('; ')}`);
+        if (phase === 'text' && floor.direct) {
+          // bench:compare's concurrency run: 20 fresh instances x 20 turns at once (+2 warm-up).
+          const sockets = await Promise.all(Array.from({ length: 20 }, (_, i) => floorSocket(`ws://127.0.0.1:${floor.direct}/conc-${i}-${Date.now()}`)));
+          await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 2; i++) await s.turn('warm-up'); }));
+          const t0 = performance.now();
+          await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 20; i++) await s.turn(`turn ${i}`); }));
+          const seconds = (performance.now() - t0) / 1000;
+          console.log(`floor under wrangler dev, 20 x 20 text turns at once, direct: ${(400 / seconds).toFixed(1)} turns/s`);
+          for (const s of sockets) s.close();
+          console.log(`floor under wrangler dev: the Worker's workerd RSS after these runs ${floor.rss().toFixed(1)} MiB`);
+        }
+      } finally {
+        floor.stop();
+        await model.stop();
+      }
+      continue;
+    }
+    const sides = { floor: await startFloor(model.url), edgent: await startEdgent(model.url) };
+    const times = { floor: [], edgent: [] };
+    try {
+      for (let i = 0; i < TURNS + WARMUP; i++) {
+        for (const k of i % 2 ? ['floor', 'edgent'] : ['edgent', 'floor']) {
+          const t0 = performance.now();
+          await sides[k].turn(`${phase} turn ${i}: what time is it?`);
+          if (i >= WARMUP) times[k].push(performance.now() - t0);
+        }
+      }
+    } finally {
+      for (const s of Object.values(sides)) await s.dispose();
+      await model.stop();
+    }
+    const diffs = times.edgent.map((t, i) => t - times.floor[i]);
+    console.log(
+      `${phase} turn (${TURNS} each, ${model.name}): floor ${ms(times.floor)}, edgent ${ms(times.edgent)}; ` +
+        `edgent adds ${med(diffs).toFixed(2)} ms (paired median), edgent / floor ${(med(times.edgent) / med(times.floor)).toFixed(2)}`,
+    );
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
