@@ -103,9 +103,7 @@ async fn configure(
     one: Option<(Kind, &str)>,
 ) -> std::result::Result<Response, ApiError> {
     let body = read_body(req).await?;
-    let registry = edgent::Catalog::installed()
-        .registry()
-        .map_err(|e| registry_error(&e))?;
+    let registry = edgent::Catalog::installed_registry().map_err(|e| registry_error(&e))?;
     let tools: Vec<&str> = registry.names().collect();
     let db = D1(env.clone());
     answer(match one {
@@ -144,9 +142,7 @@ async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Resp
 
 /// `GET /api/tools`: every tool's schema, how it runs and its deployment-wide status.
 async fn tools(env: &Env) -> std::result::Result<Response, ApiError> {
-    let registry = edgent::Catalog::installed()
-        .registry()
-        .map_err(|e| registry_error(&e))?;
+    let registry = edgent::Catalog::installed_registry().map_err(|e| registry_error(&e))?;
     let var = |k: &str| env.var(k).ok().map(|v| v.to_string());
     let mut out = Vec::new();
     for spec in registry.all_specs() {

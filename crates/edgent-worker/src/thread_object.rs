@@ -45,12 +45,12 @@ pub struct ThreadObject {
 impl ThreadObject {
     /// A new instance for `state` (the object's storage) and the Worker's `env`.
     pub fn new(state: State, env: Env) -> Self {
-        let runtime = edgent::Catalog::installed().registry().map(|registry| {
+        let runtime = edgent::Catalog::installed_registry().map(|registry| {
             ThreadRuntime::new(Rc::new(ShellHost {
                 sql: DoSql(state.storage().sql()),
                 state: state_handle(&state),
                 env,
-                registry: Rc::new(registry),
+                registry,
             }))
         });
         ThreadObject { state, runtime }

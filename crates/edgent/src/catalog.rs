@@ -6,6 +6,8 @@
 //! host tests, to [`Catalog::install`]). The framework itself compiles no user code, so an app
 //! depends on edgent instead of forking it.
 
+use std::cell::OnceCell;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 use crate::hook::HookConstructor;
@@ -43,6 +45,25 @@ impl Catalog {
     /// The installed catalogue (empty when none was installed).
     pub fn installed() -> &'static Catalog {
         INSTALLED.get().unwrap_or(&EMPTY)
+    }
+
+    /// The installed catalogue's registry, built once per isolate (per thread in host tests)
+    /// and shared: every thread object and request of a Worker uses the same one instead of
+    /// building the tools' schemas and workflows again (a new object then costs neither the
+    /// time nor the memory).
+    pub fn installed_registry() -> Result<Rc<Registry>, RegistryError> {
+        thread_local! {
+            static SHARED: OnceCell<Result<Rc<Registry>, RegistryError>> = const { OnceCell::new() };
+        }
+        if INSTALLED.get().is_none() {
+            // Nothing installed yet: not kept, so an install that follows is seen.
+            return EMPTY.registry().map(Rc::new);
+        }
+        SHARED.with(|shared| {
+            shared
+                .get_or_init(|| Self::installed().registry().map(Rc::new))
+                .clone()
+        })
     }
 
     /// The app's tools and workflows, built and checked.
