@@ -196,7 +196,7 @@ async function timeTurns(side, phase) {
   return times;
 }
 
-const ms = (a) => `median ${med(a).toFixed(2)} ms (p95 ${p95(a).toFixed(2)})`;
+const ms = (a) => `median ${med(a).toFixed(2)} ms (p95 ${p95(a).toFixed(2)}, ${a.filter((t) => t > 150).length}/${a.length} > 150 ms)`;
 try {
   for (const phase of ['text', 'tool']) {
     const model = await modelServer(phase);
