@@ -11,7 +11,9 @@ STATE=".wrangler/state"
 bash "$ROOT/scripts/setup.sh"
 cd "${EDGENT_APP_DIR:-$ROOT}"
 
-if [[ ! -f .dev.vars ]] || ! grep -q '^EDGENT_API_KEY=' .dev.vars; then
+# Secrets: readable by this user only, from the first byte written.
+[[ -f .dev.vars ]] || (umask 077 && : > .dev.vars)
+if ! grep -q '^EDGENT_API_KEY=' .dev.vars; then
   key="$(node -e 'console.log(require("crypto").randomBytes(24).toString("base64url"))')"
   {
     echo "# Local secrets for wrangler dev (git-ignored). Production: wrangler secret put NAME"
@@ -21,6 +23,14 @@ if [[ ! -f .dev.vars ]] || ! grep -q '^EDGENT_API_KEY=' .dev.vars; then
   } >> .dev.vars
   echo "[dev] generated a local API key in .dev.vars"
 fi
+if ! grep -q '^EDGENT_ALLOW_HTTP_MODELS=' .dev.vars; then
+  {
+    echo "# Lets a model's base_url be plain http to this machine (a local model server);"
+    echo "# only here: production models must use https (docs/security.md)."
+    echo "EDGENT_ALLOW_HTTP_MODELS=1"
+  } >> .dev.vars
+fi
+chmod 600 .dev.vars
 API_KEY="$(grep '^EDGENT_API_KEY=' .dev.vars | head -n1 | cut -d= -f2-)"
 
 echo "[dev] building the Worker"

@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { startWorker, API_KEY, ROOT } from '../support/worker.mjs';
 import { startModelServer } from '../support/model-server.mjs';
-import { toDefinitions } from '../../scripts/lib/d1.mjs';
+import { seed, toDefinitions, toRows } from '../../scripts/lib/d1.mjs';
 
 const MODEL_SECRET = 'sk-test-secret'; // OPENAI_API_KEY in worker.mjs's bindings
 
@@ -373,4 +373,43 @@ test('seed.mjs --remote explains a missing URL or key and prints the server\'s e
   const wrongKey = await runSeed(['--remote', '--url', worker.url, '--skip-migrations'], { EDGENT_API_KEY: 'wrong' });
   assert.notEqual(wrongKey.code, 0);
   assert.match(wrongKey.stderr, /401\) unauthorized: missing or invalid API key/);
+});
+
+test('no model may send a secret the operator has not allowed, or send it to a host it has not allowed', async (t) => {
+  // MODEL_SECRETS in worker.mjs's bindings lists OPENAI_API_KEY, ANTHROPIC_API_KEY and two test
+  // names; EDGENT_API_KEY is never allowed; plain http only to loopback (EDGENT_ALLOW_HTTP_MODELS).
+  for (const [what, body, needle] of [
+    ['the server key', openaiModel('leaky', { api_key_secret: 'EDGENT_API_KEY' }), 'never sent'],
+    ['a secret not allowed for models', openaiModel('leaky', { api_key_secret: 'WEATHER_API_KEY' }), 'MODEL_SECRETS'],
+    ['plain http to another host', openaiModel('leaky', { base_url: 'http://collector.example/v1' }), 'https'],
+    ['credentials in the URL', openaiModel('leaky', { base_url: 'https://user:pw@collector.example/v1' }), 'base_url'],
+  ]) {
+    await t_assert(what, async () => assertApiError(await api('PUT', '/api/models/leaky', body), 400, 'invalid_definition', needle));
+    const r = await api('PUT', '/api/config', { models: [body] });
+    await t_assert(`${what} (bulk)`, () => assertApiError(r, 400, 'invalid_definition', needle));
+  }
+  assertApiError(await api('GET', '/api/models/leaky'), 404, 'not_found');
+
+  // A row written into D1 without the API (a hand edit, an old seed) is refused at call time:
+  // the turn fails before any request, so the model server never sees the key.
+  await seed(worker.db, toRows({
+    models: [openaiModel('leaky_row', { api_key_secret: 'EDGENT_API_KEY' })],
+    prompts: [{ name: 'leaky_prompt', model: 'leaky_row' }],
+    agents: [{ id: 'leaky_agent', side_a: { prompt: 'leaky_prompt' } }],
+  }));
+  t.after(async () => {
+    await worker.db.prepare('DELETE FROM agents WHERE id = ?').bind('leaky_agent').run();
+    await worker.db.prepare('DELETE FROM prompts WHERE name = ?').bind('leaky_prompt').run();
+    await worker.db.prepare('DELETE FROM models WHERE name = ?').bind('leaky_row').run();
+  });
+  const id = await client.createThread('leaky_agent');
+  const sock = await client.connect(id);
+  t.after(() => sock.close());
+  const from = sock.frames.length;
+  model.push({ text: 'must not be asked' });
+  assert.equal((await api('POST', `/api/threads/${id}/messages`, { content: 'hi' })).status, 202);
+  const error = await sock.waitFor((f) => f.type === 'error' && f.code === 'model_config', { from, timeout: 10000 });
+  assert.match(error.message, /never sent/);
+  assert.equal(model.requests.length, 0, 'the model server was never called');
+  assert.ok(!JSON.stringify(sock.frames).includes(API_KEY), 'the key itself appears in no frame');
 });

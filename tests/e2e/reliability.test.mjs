@@ -549,7 +549,7 @@ before(async () => {
   wr = new Wrangler({
     dir,
     port: await freePort(),
-    vars: { EDGENT_API_KEY: KEY, OPENAI_API_KEY: 'sk-reliability', WEATHER_API_URL: steps.url, WEATHER_API_KEY: 'k' },
+    vars: { EDGENT_API_KEY: KEY, OPENAI_API_KEY: 'sk-reliability', EDGENT_ALLOW_HTTP_MODELS: '1', WEATHER_API_URL: steps.url, WEATHER_API_KEY: 'k' },
   });
   // Never leave a wrangler of ours behind, even when the test process is interrupted.
   const killGroup = () => {

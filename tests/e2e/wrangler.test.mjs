@@ -46,6 +46,7 @@ before(async () => {
     WRANGLER,
     ['dev', '--config', join(dir, 'wrangler.toml'), '--ip', '127.0.0.1', '--port', String(port),
       '--persist-to', join(dir, 'state'), '--var', `EDGENT_API_KEY:${KEY}`, '--var', 'OPENAI_API_KEY:sk-wrangler',
+      '--var', 'EDGENT_ALLOW_HTTP_MODELS:1',
       '--show-interactive-dev-session=false'],
     { cwd: dir, env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' }, stdio: ['ignore', 'pipe', 'pipe'] },
   );

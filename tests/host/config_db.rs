@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 
 use edgent::config::admin::Kind;
 use edgent::config::cache::CONFIG_TTL_MS;
+use edgent::config::policy::ModelPolicy;
 use edgent::engine::store::Side;
 use edgent::runtime::{admin, agents, ConfigDb};
 use edgent::testing::block_on;
@@ -124,8 +125,13 @@ fn a_turn_pays_no_round_trip_while_fresh_a_version_check_after_and_a_load_when_i
     agents::forget_cached();
     let db = FakeD1::new();
     let tools = ["get_current_time"];
+    let policy = ModelPolicy::default();
+    let rules = admin::WriteRules {
+        tools: &tools,
+        models: &policy,
+    };
     let (stored, _) = trips(&db, || {
-        block_on(admin::put_config(&db, &config("Be brief."), &tools, T0))
+        block_on(admin::put_config(&db, &config("Be brief."), rules, T0))
     });
     assert_eq!(stored.unwrap().0, 200);
 
@@ -159,7 +165,7 @@ fn a_turn_pays_no_round_trip_while_fresh_a_version_check_after_and_a_load_when_i
             Kind::Prompt,
             "helper",
             prompt.as_bytes(),
-            &tools,
+            rules,
             later,
         ))
     });
@@ -190,7 +196,12 @@ fn the_api_answers_and_refuses_over_the_database() {
     agents::forget_cached();
     let db = FakeD1::new();
     let tools = ["get_current_time"];
-    block_on(admin::put_config(&db, &config("Hi."), &tools, T0)).unwrap();
+    let policy = ModelPolicy::default();
+    let rules = admin::WriteRules {
+        tools: &tools,
+        models: &policy,
+    };
+    block_on(admin::put_config(&db, &config("Hi."), rules, T0)).unwrap();
 
     let (status, list) = block_on(admin::list(&db, Kind::Agent)).unwrap();
     assert_eq!(
@@ -215,7 +226,7 @@ fn the_api_answers_and_refuses_over_the_database() {
         Kind::Prompt,
         "p2",
         unknown_tool.as_bytes(),
-        &tools,
+        rules,
         T0,
     ));
     assert_eq!(refused.unwrap_err().status, 400);
@@ -234,5 +245,68 @@ fn the_api_answers_and_refuses_over_the_database() {
     assert!(
         !block_on(agents::agent_exists(&db, "desk", T0)).unwrap(),
         "the delete cleared the cache"
+    );
+}
+
+#[test]
+fn a_model_naming_a_secret_the_operator_does_not_allow_is_refused_and_not_written() {
+    let db = FakeD1::new();
+    let tools = ["get_current_time"];
+    let strict = ModelPolicy::from_vars(|k| (k == "MODEL_HOSTS").then(|| "api.openai.com".into()));
+    let rules = admin::WriteRules {
+        tools: &tools,
+        models: &strict,
+    };
+    for (model, why) in [
+        (
+            json!({ "provider": "openai", "model": "x", "base_url": "https://api.openai.com/v1", "api_key_secret": "EDGENT_API_KEY" }),
+            "never sent",
+        ),
+        (
+            json!({ "provider": "openai", "model": "x", "base_url": "https://api.openai.com/v1", "api_key_secret": "WEATHER_API_KEY" }),
+            "MODEL_SECRETS",
+        ),
+        (
+            json!({ "provider": "openai", "model": "x", "base_url": "http://api.openai.com/v1" }),
+            "https",
+        ),
+        (
+            json!({ "provider": "openai", "model": "x", "base_url": "https://collector.example/v1", "api_key_secret": "OPENAI_API_KEY" }),
+            "MODEL_HOSTS",
+        ),
+    ] {
+        let body = model.to_string();
+        let refused = block_on(admin::put(
+            &db,
+            Kind::Model,
+            "leaky",
+            body.as_bytes(),
+            rules,
+            T0,
+        ));
+        let e = refused.unwrap_err();
+        assert_eq!(
+            (e.status, e.code),
+            (400, "invalid_definition"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains(why), "{}", e.message);
+        let mut set = json!({ "models": [model] });
+        set["models"][0]["name"] = "leaky".into();
+        let refused = block_on(admin::put_config(
+            &db,
+            set.to_string().as_bytes(),
+            rules,
+            T0,
+        ));
+        assert_eq!(refused.unwrap_err().status, 400);
+    }
+    assert_eq!(
+        block_on(admin::get(&db, Kind::Model, "leaky"))
+            .unwrap_err()
+            .status,
+        404,
+        "nothing was written"
     );
 }

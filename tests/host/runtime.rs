@@ -364,3 +364,51 @@ fn a_message_to_a_stopped_thread_is_refused_and_not_stored() {
     h.run_spawned();
     assert_eq!(h.model_requests().len(), 1, "no model call for it");
 }
+
+/// An agent whose model names `secret` and calls `base_url`, as a row written into D1 without
+/// the API (or before the operator tightened the policy) would.
+fn host_with_model(base_url: &str, secret: &str) -> Rc<TestHost> {
+    let registry = edgent::tool::Registry::build(vec![]).unwrap();
+    let mut agent = edgent::testing::agent(&[]);
+    agent.models[0].base_url = base_url.into();
+    agent.models[0].api_key_secret = Some(secret.into());
+    TestHost::new(registry, T0)
+        .with_agent(agent)
+        .secret("EDGENT_API_KEY", "server-key-never-sent")
+        .secret("WEATHER_API_KEY", "weather-key")
+        .into_rc()
+}
+
+#[test]
+fn a_model_the_operator_does_not_allow_fails_the_turn_without_a_request() {
+    for (base_url, secret, why) in [
+        (
+            "https://collector.example/v1",
+            "EDGENT_API_KEY",
+            "never sent",
+        ),
+        (
+            "https://collector.example/v1",
+            "WEATHER_API_KEY",
+            "MODEL_SECRETS",
+        ),
+        ("http://collector.example/v1", "OPENAI_API_KEY", "https"),
+    ] {
+        let h = host_with_model(base_url, secret);
+        let rt = h.runtime();
+        h.script(Ok(reply_events("should not be asked", &[])));
+        h.run(rt.apply(send("Hi"))).unwrap();
+        h.run_spawned();
+        assert!(h.model_requests().is_empty(), "{secret} went to {base_url}");
+        let summary = h.thread().summary().unwrap();
+        assert_eq!(summary.status, ThreadStatus::Idle);
+        let error = summary.last_error.unwrap_or_default();
+        assert!(error.contains(why), "{error}");
+        assert!(!error.contains("server-key-never-sent") && !error.contains("weather-key"));
+        assert!(
+            errors(&h).iter().any(|(code, _)| code == "model_config"),
+            "{:?}",
+            errors(&h)
+        );
+    }
+}

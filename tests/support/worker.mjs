@@ -33,7 +33,15 @@ export async function startWorker({ modelUrl, persistDir, bindings = {}, appDir 
       RATE_LIMITER: { className: 'RateLimiter', useSQLite: true },
     },
     d1Databases: { DB: 'edgent-test-db' },
-    bindings: { EDGENT_API_KEY: API_KEY, OPENAI_API_KEY: 'sk-test-secret', ...bindings },
+    // The model servers of the tests are plain http on loopback (allowed as in `npm run dev`);
+    // the model secrets the tests name are the operator's allow-list.
+    bindings: {
+      EDGENT_API_KEY: API_KEY,
+      OPENAI_API_KEY: 'sk-test-secret',
+      EDGENT_ALLOW_HTTP_MODELS: '1',
+      MODEL_SECRETS: 'OPENAI_API_KEY,ANTHROPIC_API_KEY,LOG_API_KEY,NOT_A_SET_SECRET',
+      ...bindings,
+    },
     durableObjectsPersist: persist,
     d1Persist: persist,
     port: 0,

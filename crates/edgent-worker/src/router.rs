@@ -12,6 +12,7 @@ use edgent::api::routes::{route, Route};
 use edgent::api::tools::{deployment_limit, tool_entry};
 use edgent::api::{authorized, ApiError, CreateThread};
 use edgent::config::admin::Kind;
+use edgent::config::policy::ModelPolicy;
 use edgent::runtime::{admin, agents};
 use edgent::tool::policy::policy_for;
 use edgent::values::ids::new_id;
@@ -105,10 +106,15 @@ async fn configure(
     let body = read_body(req).await?;
     let registry = edgent::Catalog::installed_registry().map_err(|e| registry_error(&e))?;
     let tools: Vec<&str> = registry.names().collect();
+    let models = ModelPolicy::from_vars(|k| env.var(k).ok().map(|v| v.to_string()));
+    let rules = admin::WriteRules {
+        tools: &tools,
+        models: &models,
+    };
     let db = D1(env.clone());
     answer(match one {
-        Some((kind, name)) => admin::put(&db, kind, name, &body, &tools, now()).await,
-        None => admin::put_config(&db, &body, &tools, now()).await,
+        Some((kind, name)) => admin::put(&db, kind, name, &body, rules, now()).await,
+        None => admin::put_config(&db, &body, rules, now()).await,
     })
 }
 

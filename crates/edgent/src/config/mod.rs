@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod cache;
 pub mod codec;
+pub mod policy;
 pub mod resolve;
 
 pub use crate::llm::request::{Provider, ToolChoice, ToolSpec};

@@ -10,6 +10,8 @@ use super::agents::forget_cached;
 use super::ConfigDb;
 use crate::api::ApiError;
 use crate::config::admin::{in_use, plan, Change, ConfigSet, Definition, Kind, Plan, KINDS};
+use crate::config::codec::invalid;
+use crate::config::policy::ModelPolicy;
 use crate::values::Invalid;
 
 type Answer = Result<(u16, Value), ApiError>;
@@ -88,14 +90,35 @@ pub async fn get(db: &dyn ConfigDb, kind: Kind, name: &str) -> Answer {
     Ok((200, def.to_json()))
 }
 
-/// Validates `incoming` against the database (prompts may list `tools`) and writes what
-/// changed in one batch (one transaction: all rows or none).
+/// What a write is checked against besides the stored definitions: the registered tool
+/// names (prompts may list them) and the operator's rules for models.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteRules<'a> {
+    /// Registered tool names.
+    pub tools: &'a [&'a str],
+    /// The secrets and hosts models may name.
+    pub models: &'a ModelPolicy,
+}
+
+/// Validates `incoming` against the database and the rules, and writes what changed in one
+/// batch (one transaction: all rows or none).
 async fn apply(
     db: &dyn ConfigDb,
     incoming: Vec<Definition>,
-    tools: &[&str],
+    rules: WriteRules<'_>,
     now: i64,
 ) -> Result<Plan, ApiError> {
+    for def in &incoming {
+        if let Definition::Model(m) = def {
+            // Refused before anything is read or written: a model the operator does not allow
+            // never reaches D1, so no call can send its secret anywhere.
+            // (A definition's own rules first: a literal key is named as such.)
+            def.check()
+                .and_then(|()| rules.models.check(m))
+                .map_err(|why| invalid(format!("{}: {why}", def.label())))?;
+        }
+    }
+    let tools = rules.tools;
     let stored = stored(db).await?;
     let plan = plan(incoming, &stored, tools)?;
     let writes = plan
@@ -120,11 +143,11 @@ pub async fn put(
     kind: Kind,
     name: &str,
     body: &[u8],
-    tools: &[&str],
+    rules: WriteRules<'_>,
     now: i64,
 ) -> Answer {
     let def = Definition::parse_put(kind, body, name)?;
-    let plan = apply(db, vec![def], tools, now).await?;
+    let plan = apply(db, vec![def], rules, now).await?;
     let Some((def, change)) = plan.changes.first() else {
         return Err(ApiError::internal("nothing was planned"));
     };
@@ -136,9 +159,9 @@ pub async fn put(
 }
 
 /// `PUT /api/config`: models, prompts and agents validated as one set and written atomically.
-pub async fn put_config(db: &dyn ConfigDb, body: &[u8], tools: &[&str], now: i64) -> Answer {
+pub async fn put_config(db: &dyn ConfigDb, body: &[u8], rules: WriteRules<'_>, now: i64) -> Answer {
     let incoming = ConfigSet::parse(body)?.definitions();
-    let plan = apply(db, incoming, tools, now).await?;
+    let plan = apply(db, incoming, rules, now).await?;
     Ok((200, plan.summary()))
 }
 

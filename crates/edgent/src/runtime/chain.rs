@@ -1,6 +1,7 @@
 //! One model call: the attempts the engine's [`ModelChain`] asks for (retries after their
 //! delay, fallbacks to the next model), each streamed from the platform into a sink.
 
+use crate::config::policy::ModelPolicy;
 use crate::config::{AgentConfig, ModelConfig, ToolSpec};
 use crate::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
 use crate::engine::request_log::ModelRequestLog;
@@ -118,6 +119,11 @@ async fn attempt_once(
     sink: &mut dyn ChainSink,
     first_chunk_at: &mut Option<i64>,
 ) -> Result<u16, ProviderError> {
+    // Again at call time: a row written into D1 without the API, or a policy tightened since,
+    // fails here with no network attempt, so the secret goes nowhere.
+    ModelPolicy::from_vars(|k| platform.var(k))
+        .check(model)
+        .map_err(|why| ProviderError::Config(format!("model {:?}: {why}", model.name)))?;
     let mut reply = platform.open_model(model, body).await?;
     while let Some(events) = reply.next_events().await? {
         if first_chunk_at.is_none() {

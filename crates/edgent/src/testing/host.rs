@@ -347,7 +347,7 @@ pub fn agent(tools: &[&str]) -> AgentConfig {
         },
         "model": {
             "name": "default", "provider": "openai", "model": "m",
-            "base_url": "http://127.0.0.1:9",
+            "base_url": "https://model.invalid/v1",
         },
     });
     AgentConfig {
