@@ -290,20 +290,22 @@ fn a_call_cancelled_while_the_counter_answers_never_runs() {
 }
 
 #[test]
-fn prompt_bindings_are_merged_with_the_callers_and_fixed_at_the_first_start() {
+fn prompt_bindings_win_over_the_callers_and_are_fixed_at_the_first_start() {
     crate::install_app();
     let clock = clock();
     let tool = Tool::new("Echoes its bindings.")
         .handler(|flow: FlowState| async move { CallToolResult::json(&flow.bindings) });
     let h = host(&clock, vec![("echo", tool)]);
+    // The caller tries to choose another account than the operator's and adds a key of its own.
     let mut own = Map::new();
-    own.insert("account".into(), json!("acme"));
+    own.insert("account".into(), json!("someone-else"));
+    own.insert("ticket".into(), json!("T-1"));
     let id = h
         .thread()
         .queue_tool_with_bindings(h.now(), &h.registry, "echo", json!({}), Some(&own))
         .unwrap();
     let call = h.call(&id);
-    let prompt = json!({ "account": "prompt-default", "region": "eu" });
+    let prompt = json!({ "account": "acme", "region": "eu" });
     let mut t = h.thread();
     let Admission::Run(run) = t
         .handle_due_call(h.now(), call, h.policy("echo"), Some(&prompt))
@@ -311,7 +313,7 @@ fn prompt_bindings_are_merged_with_the_callers_and_fixed_at_the_first_start() {
     else {
         panic!("a plain call is admitted at once");
     };
-    let fixed = json!({ "account": "acme", "region": "eu" });
+    let fixed = json!({ "account": "acme", "region": "eu", "ticket": "T-1" });
     assert_eq!(
         serde_json::from_str::<Value>(run.call.bindings.as_deref().unwrap()).unwrap(),
         fixed
@@ -325,7 +327,10 @@ fn prompt_bindings_are_merged_with_the_callers_and_fixed_at_the_first_start() {
     // crash) sees the stored bindings, whatever the prompt's are by then.
     drop(t);
     drive_idle(&h);
-    assert_eq!(result_of(&h, &id), r#"{"account":"acme","region":"eu"}"#);
+    assert_eq!(
+        serde_json::from_str::<Value>(&result_of(&h, &id)).unwrap(),
+        fixed
+    );
 }
 
 // ---- 9. cache --------------------------------------------------------------------------------

@@ -51,8 +51,9 @@ pub enum Admission {
 impl Thread<'_> {
     /// A call that [`next_action`](Thread::next_action) found due. `prompt_bindings` are the
     /// running prompt's `tool_bindings` for this tool: on the call's first start they are
-    /// merged with the caller's (the caller's win key by key) and fixed on the call, so every
-    /// run and the result cache see the same runtime context.
+    /// merged with the caller's (the prompt's win key by key: a caller adds keys, never
+    /// replaces the operator's) and fixed on the call, so every run and the result cache see
+    /// the same runtime context.
     pub fn handle_due_call(
         &mut self,
         now: i64,
@@ -188,10 +189,11 @@ impl Thread<'_> {
 /// A call's runtime bindings: the prompt's for this tool, overridden key by key by the
 /// caller's (`queue_tool` with `bindings`).
 fn merged_bindings(call: &StoredToolCall, prompt: Option<&Value>) -> Map<String, Value> {
-    let mut out = prompt
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    out.extend(call.binding_map());
+    // The operator's keys win: a caller (a client's `queue_tool`, another tool) may add keys,
+    // never replace the account or tenant the prompt fixed.
+    let mut out = call.binding_map();
+    if let Some(fixed) = prompt.and_then(Value::as_object) {
+        out.extend(fixed.clone());
+    }
     out
 }
