@@ -285,3 +285,58 @@ fn invalid_arguments_are_an_error_result_and_never_retried() {
     let tool_results = next.history.iter().filter(|m| m.role == Role::Tool).count();
     assert_eq!(tool_results, 2);
 }
+
+// ---- redaction ---------------------------------------------------------------------------------
+
+#[test]
+fn a_secret_the_tool_read_never_reaches_its_stored_error_or_result() {
+    crate::install_app();
+    const KEY: &str = "w3ather/k+y=1";
+    let clock = clock();
+    // Like get_weather: the key travels in the URL, and the error quotes the URL (encoded).
+    let leaky_error = Tool::new("Fails quoting its URL.").handler(|flow: FlowState| async move {
+        let key = flow.secret("WEATHER_API_KEY").unwrap_or_default();
+        let encoded: String = key
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'0'..=b'9' => char::from(b).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        Err::<CallToolResult, _>(ToolError::fatal(format!(
+            "GET https://w.example/weather?appid={encoded} failed; key {key} rejected"
+        )))
+    });
+    let leaky_result = Tool::new("Echoes its key.").handler(|flow: FlowState| async move {
+        CallToolResult::text(format!(
+            "used {}",
+            flow.secret("WEATHER_API_KEY").unwrap_or_default()
+        ))
+    });
+    let h = TestHost::with_clock(
+        Registry::build(vec![
+            ("leaky_error", leaky_error),
+            ("leaky_result", leaky_result),
+        ])
+        .unwrap(),
+        clock.clone(),
+    )
+    .secret("WEATHER_API_KEY", KEY)
+    .into_rc();
+    let failed = h.queue("leaky_error", json!({}));
+    let echoed = h.queue("leaky_result", json!({}));
+    drive_idle(&h);
+    let error = result_of(&h, &failed);
+    assert_eq!(
+        error,
+        "Error: GET https://w.example/weather?appid=[redacted] failed; key [redacted] rejected"
+    );
+    assert_eq!(result_of(&h, &echoed), "used [redacted]");
+    let frames = serde_json::to_string(&h.frames()).unwrap();
+    assert!(
+        !frames.contains(KEY) && !frames.contains("w3ather%2F"),
+        "{frames}"
+    );
+    let attempts = serde_json::to_string(&h.record(&failed).attempt_log).unwrap();
+    assert!(!attempts.contains("w3ather"), "{attempts}");
+}

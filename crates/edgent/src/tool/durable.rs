@@ -16,6 +16,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
+use crate::values::redact::redact_secrets;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -35,6 +36,9 @@ pub struct RunState {
     /// The step running now and how many tools it called through `call_tool`: a nested
     /// call's records are keyed by both, which replays identically on every run.
     step: RefCell<(String, u32)>,
+    /// The values of the secrets this run read (`flow.secret`): removed from its result and
+    /// error text before anything stores or sends them.
+    secrets: RefCell<Vec<String>>,
 }
 
 impl RunState {
@@ -48,6 +52,19 @@ impl RunState {
             )));
         }
         Ok(())
+    }
+
+    /// Remembers a secret's value read during this run.
+    pub(crate) fn note_secret(&self, value: &str) {
+        let mut secrets = self.secrets.borrow_mut();
+        if !secrets.iter().any(|s| s == value) {
+            secrets.push(value.to_owned());
+        }
+    }
+
+    /// `text` without any secret this run read (see [`redact_secrets`]).
+    fn redacted(&self, text: &str) -> String {
+        redact_secrets(text, &self.secrets.borrow()).into_owned()
     }
 
     fn park(&self, suspension: Suspension) {
@@ -67,7 +84,11 @@ where
 {
     let mut run = std::pin::pin!(run);
     std::future::poll_fn(|cx| match run.as_mut().poll(cx) {
-        Poll::Ready(outcome) => Poll::Ready(Ran::Done(outcome)),
+        // A secret the run read never reaches the stored result, its error or a client.
+        Poll::Ready(outcome) => Poll::Ready(Ran::Done(match outcome {
+            Ok(result) => Ok(result.map_text(|t| state.redacted(t))),
+            Err(error) => Err(error.map_text(|t| state.redacted(t))),
+        })),
         Poll::Pending => match state.take() {
             Some(s) => Poll::Ready(Ran::Suspended(s)),
             None => Poll::Pending,

@@ -187,7 +187,12 @@ impl FlowState {
 
     /// A secret's value (`wrangler secret put NAME`, `.dev.vars` locally).
     pub fn secret(&self, name: &str) -> Option<String> {
-        self.host.secret(name)
+        let value = self.host.secret(name)?;
+        // Remembered by this run and the top-level one (a nested call's text reaches the
+        // caller's result), so neither can store or send it: see `RunState::note_secret`.
+        self.run.note_secret(&value);
+        self.root().run.note_secret(&value);
+        Some(value)
     }
 
     /// A plain variable (`[vars]` in wrangler.toml).

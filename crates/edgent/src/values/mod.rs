@@ -11,6 +11,7 @@ pub mod message;
 pub mod page;
 pub mod policy;
 pub mod protocol;
+pub mod redact;
 pub mod sql;
 pub mod status;
 pub mod time;

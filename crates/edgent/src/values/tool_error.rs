@@ -57,6 +57,12 @@ impl ToolError {
         &self.text
     }
 
+    /// The same error with its text passed through `f` (redaction).
+    pub(crate) fn map_text(mut self, f: impl FnOnce(&str) -> String) -> Self {
+        self.text = f(&self.text);
+        self
+    }
+
     /// Whether and when to retry.
     pub fn retry(&self) -> Retry {
         self.retry

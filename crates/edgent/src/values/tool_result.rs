@@ -105,6 +105,16 @@ pub struct CallToolResult {
 }
 
 impl CallToolResult {
+    /// The same result with each text item passed through `f` (redaction).
+    pub(crate) fn map_text(mut self, f: impl Fn(&str) -> String) -> Self {
+        for item in &mut self.content {
+            if let Content::Text { text } = item {
+                *text = f(text);
+            }
+        }
+        self
+    }
+
     /// A successful text result.
     pub fn text(text: impl Into<String>) -> Self {
         Self::success(vec![Content::text(text)])
