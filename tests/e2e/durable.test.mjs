@@ -850,3 +850,30 @@ test('GET /api/threads/:id/tool-calls pages like /messages and refuses bad queri
   assertApiError(await client.request('GET', `/api/threads/${sock.threadId}/tools`, { key: null }), 401, 'unauthorized');
   assert.match(sock.threadId, UUID);
 });
+
+test('webhooks: a 100 MB chunked body without Content-Length is refused with 413 long before it ends', async () => {
+  const { request } = await import('node:http');
+  const url = new URL(`/webhooks/00000000-0000-4000-8000-000000000000/${'a'.repeat(64)}`, client.baseUrl);
+  const chunk = Buffer.alloc(64 * 1024, 0x61);
+  const total = 100 * 1024 * 1024;
+  let written = 0;
+  const status = await new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+      req.destroy();
+    });
+    req.on('error', (e) => (written >= total ? reject(e) : undefined));
+    const pump = () => {
+      while (written < total && !req.destroyed) {
+        written += chunk.length;
+        if (!req.write(chunk)) return req.once('drain', pump);
+      }
+      if (!req.destroyed) req.end();
+    };
+    pump();
+  });
+  assert.equal(status, 413);
+  assert.ok(written < total / 2, `refused after ${written} bytes, not after reading it all`);
+  assert.equal((await fetch(new URL("/api/health", client.baseUrl))).status, 200, 'the Worker is still up');
+});

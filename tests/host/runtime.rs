@@ -412,3 +412,35 @@ fn a_model_the_operator_does_not_allow_fails_the_turn_without_a_request() {
         );
     }
 }
+
+#[test]
+fn a_reply_over_the_limit_fails_once_and_keeps_what_fits() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    // Past SQLite's 2 MB too: stored as it is, the reply would fail and be asked again.
+    let huge = "w".repeat(edgent::values::limits::SQLITE_MAX_LENGTH + 1);
+    h.script(Ok(reply_events(&huge, &[])));
+    h.run(rt.apply(send("Tell me everything"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(h.model_requests().len(), 1, "not asked again");
+    assert!(
+        errors(&h)
+            .iter()
+            .any(|(code, _)| code == "model_reply_too_large"),
+        "{:?}",
+        errors(&h)
+    );
+    let summary = h.thread().summary().unwrap();
+    assert_eq!(summary.status, ThreadStatus::Idle);
+    let page = h.thread().messages(10, 0, Order::Asc, false).unwrap();
+    let reply = page.messages.last().unwrap();
+    assert_eq!(reply.status.as_str(), "failed");
+    assert!(reply.content.len() <= edgent::values::limits::MAX_REPLY_BYTES);
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+
+    h.script(Ok(reply_events("Short now.", &[])));
+    h.run(rt.apply(send("Briefly?"))).unwrap();
+    h.run_spawned();
+    assert_eq!(transcript(&h).last().unwrap().1, "Short now.");
+}

@@ -1,5 +1,6 @@
 //! JSON responses and bounded body reading.
 
+use futures_util::StreamExt;
 use serde::Serialize;
 use worker::{Request, Response, Result};
 
@@ -81,12 +82,20 @@ pub(crate) async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>,
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         return Err(ApiError::too_large());
     }
-    let bytes = req
-        .bytes()
-        .await
-        .map_err(|_| ApiError::new(400, "bad_body", "could not read the request body"))?;
-    if bytes.len() > MAX_BODY_BYTES {
-        return Err(ApiError::too_large());
+    if req.inner().body().is_none() {
+        return Ok(Vec::new());
+    }
+    // Counted while it arrives: a body without Content-Length (chunked) is refused at the
+    // first chunk past the limit, never buffered whole.
+    let unreadable = || ApiError::new(400, "bad_body", "could not read the request body");
+    let mut stream = req.stream().map_err(|_| unreadable())?;
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0));
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| unreadable())?;
+        if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(ApiError::too_large());
+        }
+        bytes.extend_from_slice(&chunk);
     }
     Ok(bytes)
 }

@@ -2,6 +2,7 @@
 //! timeouts, and arguments that do not fit the tool.
 
 use super::*;
+use edgent::values::limits::{MAX_ERROR_TEXT_BYTES, MAX_STEP_VALUE_BYTES, MAX_TOOL_RESULT_BYTES};
 
 // ---- 1. retries ------------------------------------------------------------------------------
 
@@ -339,4 +340,89 @@ fn a_secret_the_tool_read_never_reaches_its_stored_error_or_result() {
     );
     let attempts = serde_json::to_string(&h.record(&failed).attempt_log).unwrap();
     assert!(!attempts.contains("w3ather"), "{attempts}");
+}
+
+// ---- limits ------------------------------------------------------------------------------------
+
+#[test]
+fn the_harness_refuses_a_row_over_the_durable_objects_limit() {
+    let db = edgent::testing::Sqlite::memory();
+    use edgent::values::sql::Sql;
+    db.exec("CREATE TABLE t (v TEXT)", &[]).unwrap();
+    let big = "x".repeat(edgent::values::limits::SQLITE_MAX_LENGTH + 1);
+    let e = db
+        .exec("INSERT INTO t (v) VALUES (?)", &[big.as_str().into()])
+        .unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("too big"), "{e}");
+}
+
+#[test]
+fn an_oversized_result_is_an_error_result_once_and_never_a_rerun() {
+    crate::install_app();
+    let clock = clock();
+    let runs = counter();
+    // Past SQLite's limit too: storing it as it is would fail (and, before the cap, re-run).
+    let tool = step_tool(&runs, |_| {
+        Ok("y".repeat(edgent::values::limits::SQLITE_MAX_LENGTH + 1))
+    });
+    let h = host(&clock, vec![("huge", tool)]);
+    let id = h.queue("huge", json!({}));
+    drive_idle(&h);
+    assert_eq!(runs.get(), 1, "a result over the limit is not retried");
+    let record = h.record(&id);
+    assert_eq!(record.status, "error");
+    assert_eq!(record.attempts, 1);
+    assert!(
+        result_of(&h, &id).contains(&format!("over the limit of {MAX_TOOL_RESULT_BYTES}")),
+        "{}",
+        result_of(&h, &id)
+    );
+    assert_eq!(record.interruptions, 0);
+}
+
+#[test]
+fn an_oversized_step_value_fails_the_workflow_once() {
+    crate::install_app();
+    let clock = clock();
+    let runs = counter();
+    let counted = runs.clone();
+    let tool = Tool::new("Records too much.").handler(move |flow: FlowState| {
+        let counted = counted.clone();
+        async move {
+            counted.set(counted.get() + 1);
+            let big: String = flow
+                .step("fetch", || async {
+                    Ok("z".repeat(MAX_STEP_VALUE_BYTES + 1))
+                })
+                .await?;
+            Ok::<_, ToolError>(CallToolResult::text(big.len().to_string()))
+        }
+    });
+    let h = host(&clock, vec![("hoarder", tool)]);
+    let id = h.queue("hoarder", json!({}));
+    drive_idle(&h);
+    assert_eq!(runs.get(), 1, "fatal: not retried");
+    let result = result_of(&h, &id);
+    assert!(result.contains("step \"fetch\" returned"), "{result}");
+    assert_eq!(h.record(&id).status, "error");
+}
+
+#[test]
+fn a_long_error_text_is_cut() {
+    crate::install_app();
+    let clock = clock();
+    let runs = counter();
+    let tool = step_tool(&runs, |_| {
+        Err(ToolError::fatal("é".repeat(MAX_ERROR_TEXT_BYTES)))
+    });
+    let h = host(&clock, vec![("wordy", tool)]);
+    let id = h.queue("wordy", json!({}));
+    drive_idle(&h);
+    let result = result_of(&h, &id);
+    assert!(
+        result.len() < MAX_ERROR_TEXT_BYTES + 100,
+        "{}",
+        result.len()
+    );
+    assert!(result.ends_with(&format!("… (cut at {MAX_ERROR_TEXT_BYTES} bytes)")));
 }

@@ -1,6 +1,7 @@
 //! The provider-neutral stream contract: every provider's parser emits [`StreamEvent`]s and
 //! [`Completion`] folds them into one assistant reply.
 
+use crate::values::limits::MAX_REPLY_BYTES;
 use crate::values::message::ToolCall;
 
 /// Why the model stopped.
@@ -89,6 +90,9 @@ pub enum ProviderError {
     Malformed(String),
     /// Our side cannot make the call (missing secret, unknown provider).
     Config(String),
+    /// The reply grew past [`MAX_REPLY_BYTES`](crate::values::limits::MAX_REPLY_BYTES): the
+    /// call fails once (asking again would most likely stream the same).
+    TooLarge(String),
 }
 
 impl ProviderError {
@@ -102,7 +106,9 @@ impl ProviderError {
             | ProviderError::Timeout(_)
             | ProviderError::Truncated
             | ProviderError::Stream(_) => true,
-            ProviderError::Malformed(_) | ProviderError::Config(_) => false,
+            ProviderError::Malformed(_) | ProviderError::Config(_) | ProviderError::TooLarge(_) => {
+                false
+            }
         }
     }
 
@@ -124,6 +130,7 @@ impl ProviderError {
             ProviderError::Stream(m) => ProviderError::Stream(f(&m)),
             ProviderError::Malformed(m) => ProviderError::Malformed(f(&m)),
             ProviderError::Config(m) => ProviderError::Config(f(&m)),
+            ProviderError::TooLarge(m) => ProviderError::TooLarge(f(&m)),
         }
     }
 
@@ -138,6 +145,7 @@ impl ProviderError {
             ProviderError::Stream(_) => "model_stream_error",
             ProviderError::Malformed(_) => "model_bad_response",
             ProviderError::Config(_) => "model_config",
+            ProviderError::TooLarge(_) => "model_reply_too_large",
         }
     }
 }
@@ -154,6 +162,7 @@ impl std::fmt::Display for ProviderError {
             ProviderError::Stream(m) => write!(f, "model stream error: {m}"),
             ProviderError::Malformed(m) => write!(f, "malformed model response: {m}"),
             ProviderError::Config(m) => write!(f, "model configuration: {m}"),
+            ProviderError::TooLarge(m) => write!(f, "model reply too large: {m}"),
         }
     }
 }
@@ -214,6 +223,30 @@ impl Completion {
             }
             StreamEvent::Finish(r) => self.finish = Some(r.clone()),
             StreamEvent::Done => self.done = true,
+        }
+        if matches!(
+            ev,
+            StreamEvent::TextDelta(_) | StreamEvent::ToolCallDelta { .. }
+        ) {
+            let size = self.text.len()
+                + self
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.arguments.len())
+                    .sum::<usize>();
+            if size > MAX_REPLY_BYTES {
+                // What is kept of it (the failed message clients saw streaming) stays within
+                // the limit too; its calls never run.
+                let mut end = self.text.len().min(MAX_REPLY_BYTES);
+                while !self.text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                self.text.truncate(end);
+                self.tool_calls.clear();
+                return Err(ProviderError::TooLarge(format!(
+                    "the reply passed {MAX_REPLY_BYTES} bytes of text and tool arguments"
+                )));
+            }
         }
         Ok(())
     }

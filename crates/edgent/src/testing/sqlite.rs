@@ -2,6 +2,7 @@
 
 use std::cell::RefCell;
 
+use crate::values::limits::SQLITE_MAX_LENGTH;
 use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 use rusqlite::types::{Value as RValue, ValueRef};
 
@@ -16,8 +17,11 @@ impl Sqlite {
         Self::over(rusqlite::Connection::open_in_memory().expect("open sqlite"))
     }
 
-    /// `conn` behind [`Sql`].
+    /// `conn` behind [`Sql`], refusing strings and rows over the Durable Object's limit
+    /// ([`SQLITE_MAX_LENGTH`]) as the Durable Object does (`SQLITE_TOOBIG`).
     pub fn over(conn: rusqlite::Connection) -> Self {
+        let max = i32::try_from(SQLITE_MAX_LENGTH).unwrap_or(i32::MAX);
+        conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, max);
         Sqlite(conn, RefCell::new(None))
     }
 

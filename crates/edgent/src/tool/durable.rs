@@ -16,6 +16,9 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
+use crate::values::limits::{
+    truncated, MAX_ERROR_TEXT_BYTES, MAX_STEP_VALUE_BYTES, MAX_TOOL_RESULT_BYTES,
+};
 use crate::values::redact::redact_secrets;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -84,10 +87,19 @@ where
 {
     let mut run = std::pin::pin!(run);
     std::future::poll_fn(|cx| match run.as_mut().poll(cx) {
-        // A secret the run read never reaches the stored result, its error or a client.
+        // A secret the run read never reaches the stored result, its error or a client; both
+        // are bounded before anything stores them (a breach is the result, never a re-run).
         Poll::Ready(outcome) => Poll::Ready(Ran::Done(match outcome {
+            Ok(result) if result.byte_len() > MAX_TOOL_RESULT_BYTES => {
+                Ok(super::CallToolResult::error(format!(
+                    "the tool's result was {} bytes, over the limit of {MAX_TOOL_RESULT_BYTES}; \
+                     ask for less (a smaller page, fewer fields)",
+                    result.byte_len()
+                )))
+            }
             Ok(result) => Ok(result.map_text(|t| state.redacted(t))),
-            Err(error) => Err(error.map_text(|t| state.redacted(t))),
+            Err(error) => Err(error
+                .map_text(|t| truncated(&state.redacted(t), MAX_ERROR_TEXT_BYTES).into_owned())),
         })),
         Poll::Pending => match state.take() {
             Some(s) => Poll::Ready(Ran::Suspended(s)),
@@ -164,6 +176,17 @@ impl FlowState {
             Ok(value) => {
                 let text = serde_json::to_string(&value)?;
                 let now = self.host().now_ms();
+                if text.len() > MAX_STEP_VALUE_BYTES {
+                    // Not recordable: the workflow fails now instead of storing a row SQLite
+                    // refuses (and being re-run for it).
+                    self.store()
+                        .end_step(call, name, StepStatus::Failed, None, now)?;
+                    self.progress(name, "step", "failed", Some(now - started));
+                    return Err(ToolError::fatal(format!(
+                        "step {name:?} returned {} bytes, over the limit of {MAX_STEP_VALUE_BYTES} for a recorded value; return less (an id, a summary) and fetch the rest later",
+                        text.len()
+                    )));
+                }
                 self.store()
                     .end_step(call, name, StepStatus::Done, Some(&text), now)?;
                 self.progress(name, "step", "done", Some(now - started));

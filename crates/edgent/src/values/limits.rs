@@ -1,4 +1,9 @@
-//! Limits on what clients may send.
+//! Limits on what clients may send, and on what the engine stores.
+//!
+//! A Durable Object's SQLite refuses a string or row over 2 MB (`SQLITE_TOOBIG`). Everything a
+//! model, a tool or a workflow step produces is capped well below that before it is stored,
+//! and the cap is a clear, final error: a breach is never retried and never leaves a call
+//! half-finished.
 
 /// Largest request body (and WebSocket frame) accepted: 64 KiB.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -8,3 +13,28 @@ pub const MAX_CONTENT_BYTES: usize = 32 * 1024;
 pub const MAX_PAGE: u32 = 200;
 /// Page size when none is asked for.
 pub const DEFAULT_PAGE: u32 = 50;
+
+/// The Durable Object's limit on one string or row (SQLite's `SQLITE_LIMIT_LENGTH` there; the
+/// host harness sets the same).
+pub const SQLITE_MAX_LENGTH: usize = 2_000_000;
+/// Largest model reply: its text and its tool calls' arguments together, held in memory while
+/// it streams. A reply that grows past it fails the model call (`model_reply_too_large`).
+pub const MAX_REPLY_BYTES: usize = 1024 * 1024;
+/// Largest tool result (its text and media): a bigger one is stored as an error result.
+pub const MAX_TOOL_RESULT_BYTES: usize = 1024 * 1024;
+/// Largest recorded workflow step value (JSON): a bigger one fails the workflow.
+pub const MAX_STEP_VALUE_BYTES: usize = 1024 * 1024;
+/// Longest tool error text kept: a longer one is cut (on a character boundary).
+pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+pub fn truncated(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}… (cut at {max} bytes)", &text[..end]))
+}

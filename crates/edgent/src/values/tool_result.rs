@@ -105,6 +105,19 @@ pub struct CallToolResult {
 }
 
 impl CallToolResult {
+    /// Bytes of its text and media (what storing it costs, near enough).
+    pub fn byte_len(&self) -> usize {
+        self.content
+            .iter()
+            .map(|c| match c {
+                Content::Text { text } => text.len(),
+                Content::Image { source } | Content::Document { source } => {
+                    source.data.len() + source.media_type.len()
+                }
+            })
+            .sum()
+    }
+
     /// The same result with each text item passed through `f` (redaction).
     pub(crate) fn map_text(mut self, f: impl Fn(&str) -> String) -> Self {
         for item in &mut self.content {
