@@ -19,6 +19,7 @@ mod docs_examples;
 mod durable;
 mod engine;
 mod flow_host;
+mod history_budget;
 mod history_cache;
 mod hooks;
 mod llm_conformance;

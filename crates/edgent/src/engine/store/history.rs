@@ -31,7 +31,15 @@ struct BudgetWalk {
     open: Vec<String>,
     /// How many messages were taken.
     taken: usize,
+    /// How many were taken past the budget while looking for open calls.
+    over: usize,
 }
+
+/// How many messages past the budget a walk takes while looking for the calls of results it
+/// took. A result whose call is further back (or nowhere: an injected `tool` message naming an
+/// unknown call) does not make the walk read the whole history; it is dropped with its call
+/// (`repair_history`).
+const MAX_OVER_BUDGET: usize = 128;
 
 impl BudgetWalk {
     fn new(budget: u64) -> Self {
@@ -40,6 +48,7 @@ impl BudgetWalk {
             used: 0,
             open: Vec::new(),
             taken: 0,
+            over: 0,
         }
     }
 
@@ -47,8 +56,11 @@ impl BudgetWalk {
     /// caller keeps the messages it took).
     fn offer(&mut self, m: &Message) -> bool {
         self.used += estimate_tokens(m);
-        if self.used > self.budget && self.taken > 0 && self.open.is_empty() {
-            return false;
+        if self.used > self.budget && self.taken > 0 {
+            if self.open.is_empty() || self.over >= MAX_OVER_BUDGET {
+                return false;
+            }
+            self.over += 1;
         }
         if let (Role::Tool, Some(id)) = (m.role, &m.tool_call_id) {
             self.open.push(id.clone());
