@@ -851,19 +851,21 @@ test('GET /api/threads/:id/tool-calls pages like /messages and refuses bad queri
   assert.match(sock.threadId, UUID);
 });
 
-test('webhooks: a 100 MB chunked body without Content-Length is refused with 413 long before it ends', async () => {
+test('webhooks: a 100 MB chunked body without Content-Length is refused long before it ends', { timeout: 30_000 }, async () => {
   const { request } = await import('node:http');
   const url = new URL(`/webhooks/00000000-0000-4000-8000-000000000000/${'a'.repeat(64)}`, client.baseUrl);
   const chunk = Buffer.alloc(64 * 1024, 0x61);
   const total = 100 * 1024 * 1024;
   let written = 0;
-  const status = await new Promise((resolve, reject) => {
+  // The Worker answers 413 and closes while we still write: we see the 413, or (when the
+  // close reaches us first) the connection reset. Either way it did not read the 100 MB.
+  const outcome = await new Promise((resolve) => {
     const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
       res.resume();
-      resolve(res.statusCode);
+      resolve({ status: res.statusCode });
       req.destroy();
     });
-    req.on('error', (e) => (written >= total ? reject(e) : undefined));
+    req.on('error', (error) => resolve({ error: error.code ?? String(error) }));
     const pump = () => {
       while (written < total && !req.destroyed) {
         written += chunk.length;
@@ -873,7 +875,7 @@ test('webhooks: a 100 MB chunked body without Content-Length is refused with 413
     };
     pump();
   });
-  assert.equal(status, 413);
+  assert.ok(outcome.status === 413 || ['ECONNRESET', 'EPIPE'].includes(outcome.error), JSON.stringify(outcome));
   assert.ok(written < total / 2, `refused after ${written} bytes, not after reading it all`);
-  assert.equal((await fetch(new URL("/api/health", client.baseUrl))).status, 200, 'the Worker is still up');
+  assert.equal((await fetch(new URL('/api/health', client.baseUrl))).status, 200, 'the Worker is still up');
 });

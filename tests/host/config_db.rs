@@ -310,3 +310,34 @@ fn a_model_naming_a_secret_the_operator_does_not_allow_is_refused_and_not_writte
         "nothing was written"
     );
 }
+
+#[test]
+fn a_model_timeout_past_an_hour_is_refused() {
+    let db = FakeD1::new();
+    let tools = ["get_current_time"];
+    let policy = ModelPolicy::default();
+    let rules = admin::WriteRules {
+        tools: &tools,
+        models: &policy,
+    };
+    // 2^31 ms would wrap in a JavaScript timer and fire at once.
+    for (field, ms) in [
+        ("first_chunk_timeout_ms", 2_147_483_648u64),
+        ("stall_timeout_ms", 3_600_001),
+    ] {
+        let mut model =
+            json!({ "provider": "openai", "model": "x", "base_url": "https://api.openai.com/v1" });
+        model[field] = ms.into();
+        let body = model.to_string();
+        let e = block_on(admin::put(
+            &db,
+            Kind::Model,
+            "slow",
+            body.as_bytes(),
+            rules,
+            T0,
+        ))
+        .unwrap_err();
+        assert_eq!(e.status, 400, "{field}: {}", e.message);
+    }
+}

@@ -17,6 +17,8 @@ pub(crate) fn now() -> i64 {
 /// Runs `fut` with a deadline; `None` when the deadline won.
 pub(crate) async fn with_timeout<F: Future>(fut: F, limit: Duration) -> Option<F::Output> {
     let fut = Box::pin(fut);
+    // setTimeout wraps past 2^31 - 1 ms and would fire at once.
+    let limit = limit.min(Duration::from_millis(edgent::values::limits::MAX_TIMER_MS));
     let delay = Box::pin(Delay::from(limit));
     match select(fut, delay).await {
         Either::Left((out, _)) => Some(out),

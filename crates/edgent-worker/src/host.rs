@@ -98,6 +98,8 @@ impl FlowHost for ShellHost {
 
 impl Platform for ShellHost {
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        // setTimeout wraps past 2^31 - 1 ms and would fire at once.
+        let ms = ms.min(edgent::values::limits::MAX_TIMER_MS);
         Box::pin(Delay::from(Duration::from_millis(ms)))
     }
 

@@ -321,3 +321,23 @@ fn a_webhook_wait_times_out_and_later_deliveries_are_refused() {
         "nothing stored"
     );
 }
+
+#[test]
+fn a_sleep_longer_than_a_year_is_cut_to_a_year() {
+    crate::install_app();
+    let clock = clock();
+    let tool = Tool::new("Sleeps forever.").handler(|flow: FlowState| async move {
+        flow.sleep("forever", Duration::MAX).await?;
+        Ok::<_, ToolError>(CallToolResult::text("woke"))
+    });
+    let h = host(&clock, vec![("sleeper", tool)]);
+    let id = h.queue("sleeper", json!({}));
+    drive_idle(&h);
+    let call = h.call(&id);
+    assert_eq!(call.status, "sleeping");
+    assert_eq!(
+        call.wake_at,
+        Some(T0 + edgent::values::limits::MAX_SLEEP_MS),
+        "no overflow, no wake in an unreachable future"
+    );
+}

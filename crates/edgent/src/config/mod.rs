@@ -16,6 +16,7 @@ pub use crate::llm::request::{Provider, ToolChoice, ToolSpec};
 
 use serde::{Deserialize, Serialize};
 
+use crate::values::limits::MAX_MODEL_TIMEOUT_MS;
 use crate::values::Invalid;
 
 /// Default time allowed for a model's response headers and first stream chunk.
@@ -113,9 +114,12 @@ impl ModelConfig {
         if [self.first_chunk_timeout_ms, self.stall_timeout_ms]
             .iter()
             .flatten()
-            .any(|ms| *ms < 100)
+            .any(|ms| *ms < 100 || *ms > MAX_MODEL_TIMEOUT_MS)
         {
-            return Err("timeouts are in milliseconds and must be at least 100".into());
+            return Err(format!(
+                "timeouts are in milliseconds, from 100 to {MAX_MODEL_TIMEOUT_MS} (one hour)"
+            )
+            .into());
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! The provider-neutral stream contract: every provider's parser emits [`StreamEvent`]s and
 //! [`Completion`] folds them into one assistant reply.
 
-use crate::values::limits::MAX_REPLY_BYTES;
+use crate::values::limits::{MAX_REPLY_BYTES, MAX_TOOL_CALLS_PER_REPLY};
 use crate::values::message::ToolCall;
 
 /// Why the model stopped.
@@ -197,6 +197,12 @@ impl Completion {
                         "tool call index {index} out of range"
                     )));
                 }
+                if *index >= MAX_TOOL_CALLS_PER_REPLY {
+                    self.tool_calls.clear();
+                    return Err(ProviderError::TooLarge(format!(
+                        "the reply has more than {MAX_TOOL_CALLS_PER_REPLY} tool calls"
+                    )));
+                }
                 while self.tool_calls.len() <= *index {
                     self.tool_calls.push(ToolCall {
                         id: String::new(),
@@ -271,5 +277,43 @@ impl Completion {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::*;
+    use crate::values::limits::{MAX_REPLY_BYTES, MAX_TOOL_CALLS_PER_REPLY};
+
+    #[test]
+    fn a_reply_with_too_many_tool_calls_or_bytes_is_refused_and_kept_small() {
+        let mut c = Completion::default();
+        for index in 0..MAX_TOOL_CALLS_PER_REPLY {
+            c.apply(&StreamEvent::ToolCallStart {
+                index,
+                id: format!("c{index}"),
+                name: "t".into(),
+            })
+            .unwrap();
+        }
+        let e = c
+            .apply(&StreamEvent::ToolCallStart {
+                index: MAX_TOOL_CALLS_PER_REPLY,
+                id: "one too many".into(),
+                name: "t".into(),
+            })
+            .unwrap_err();
+        assert_eq!(e.code(), "model_reply_too_large");
+        assert!(!e.is_retryable());
+        assert!(c.tool_calls.is_empty(), "its calls never run");
+
+        let mut c = Completion::default();
+        c.apply(&StreamEvent::TextDelta("x".repeat(MAX_REPLY_BYTES)))
+            .unwrap();
+        let e = c
+            .apply(&StreamEvent::TextDelta("é".repeat(10)))
+            .unwrap_err();
+        assert_eq!(e.code(), "model_reply_too_large");
+        assert!(c.text.len() <= MAX_REPLY_BYTES);
     }
 }

@@ -17,7 +17,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::values::limits::{
-    truncated, MAX_ERROR_TEXT_BYTES, MAX_STEP_VALUE_BYTES, MAX_TOOL_RESULT_BYTES,
+    truncated, MAX_ERROR_TEXT_BYTES, MAX_SLEEP_MS, MAX_STEP_VALUE_BYTES, MAX_TOOL_RESULT_BYTES,
 };
 use crate::values::redact::redact_secrets;
 use serde::de::DeserializeOwned;
@@ -254,7 +254,9 @@ impl FlowState {
             Some(s) if s.status == StepStatus::Done => return Ok(()),
             Some(s) => s.wake_at.unwrap_or(now),
             None => {
-                let ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 2);
+                let ms = i64::try_from(duration.as_millis())
+                    .unwrap_or(i64::MAX)
+                    .min(MAX_SLEEP_MS);
                 let wake_at = now.saturating_add(ms);
                 self.store().begin_step(
                     call,

@@ -24,6 +24,17 @@ pub const MAX_REPLY_BYTES: usize = 1024 * 1024;
 pub const MAX_TOOL_RESULT_BYTES: usize = 1024 * 1024;
 /// Largest recorded workflow step value (JSON): a bigger one fails the workflow.
 pub const MAX_STEP_VALUE_BYTES: usize = 1024 * 1024;
+/// Most tool calls in one model reply: a reply with more fails the model call
+/// (`model_reply_too_large`) instead of fanning out without bound.
+pub const MAX_TOOL_CALLS_PER_REPLY: usize = 128;
+/// Longest workflow sleep: a longer one is cut to it (the alarm that wakes it must stay in a
+/// sane range; a workflow that needs longer sleeps again).
+pub const MAX_SLEEP_MS: i64 = 365 * 24 * 60 * 60 * 1000;
+/// Longest model timeout (`first_chunk_timeout_ms`, `stall_timeout_ms`): one hour, well inside
+/// a timer's range (a value past 2^31 ms would wrap and fire at once).
+pub const MAX_MODEL_TIMEOUT_MS: u32 = 60 * 60 * 1000;
+/// Longest timer the runtime arms (JavaScript timers wrap past 2^31 - 1 ms).
+pub const MAX_TIMER_MS: u64 = i32::MAX as u64;
 /// Longest tool error text kept: a longer one is cut (on a character boundary).
 pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
 
