@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use edgent::config::PromptConfig;
 use edgent::engine::store::{Store, StoredToolCall};
-use edgent::engine::thread::{Action, SubStep, Thread, SUB_PROMPT_MAX_STEPS};
+use edgent::engine::thread::{Action, InjectMessage, SubStep, Thread, SUB_PROMPT_MAX_STEPS};
 use edgent::llm::stream::{Completion, FinishReason, ProviderError, StreamEvent};
 use edgent::tool::{CallToolResult, FlowState, Registry, Tool};
 use edgent::values::message::{Message, Role};
@@ -316,4 +316,46 @@ fn hooks_see_sub_prompt_messages_at_depth_1() {
         "redact_emails runs on the sub-prompt's user message: {}",
         input.content
     );
+}
+
+#[test]
+fn a_message_a_tool_injects_inside_a_sub_prompt_reaches_that_sub_prompts_model() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"input":"count"}"#);
+    let runs = Rc::new(Cell::new(0));
+    let tools = registry(&runs);
+    let mut t = Thread::open_migrated(&db);
+    let p = prompt(&["count_words"], false);
+    let (mut sub, _) = t.start_sub_prompt(T0, &call, &p, true, 10_000).unwrap();
+    let reply = calling(&[("c1", "count_words")]);
+    let SubStep::RunTools(calls) = sub.handle_reply(&mut t, T0, Ok(reply), &tools).unwrap() else {
+        panic!("the reply's calls run next");
+    };
+    // What `inject_message` does from the tool's flow (depth 1, under the reply that called it).
+    let injected = t
+        .inject_message_under(
+            T0,
+            InjectMessage::new(Role::User, "note from the tool: count only nouns"),
+            1,
+            Some(calls[0].message_id.as_str()),
+        )
+        .unwrap();
+    assert_eq!(injected.parent_tool_call_id.as_deref(), Some("call_sum"));
+    sub.handle_tool_result(&mut t, T0, &calls[0].call, CallToolResult::text("3 words"))
+        .unwrap();
+    let SubStep::CallModel { history } = sub.next(&t).unwrap() else {
+        panic!("the model is asked again");
+    };
+    assert!(
+        history
+            .iter()
+            .any(|m| m.content == "note from the tool: count only nouns"),
+        "{history:?}"
+    );
+    // The top-level model never sees it.
+    let top = Store::new(&db).model_history_within(u64::MAX).unwrap();
+    assert!(top
+        .iter()
+        .all(|m| !m.content.starts_with("note from the tool")));
 }

@@ -56,7 +56,10 @@ pub fn inject_message(flow: &FlowState, message: InjectMessage) -> Result<Messag
     } else {
         flow.depth
     };
-    with_thread(flow, |t, now| t.inject_message(now, message, depth))
+    let under = flow.parent_message_id.clone();
+    with_thread(flow, |t, now| {
+        t.inject_message_under(now, message, depth, under.as_deref())
+    })
 }
 
 /// A page of the thread's top-level messages (silent ones excluded, as for clients; use

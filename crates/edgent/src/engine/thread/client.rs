@@ -204,6 +204,27 @@ impl<'a> Thread<'a> {
         inject: InjectMessage,
         depth: u32,
     ) -> Result<Message, ThreadError> {
+        self.inject_message_under(now, inject, depth, None)
+    }
+
+    /// [`Thread::inject_message`] from a tool running inside a sub-prompt: `under` is the
+    /// sub-prompt's reply that called the tool. The message joins that sub-prompt's
+    /// conversation (its next model call reads it), as the tool's own result does; without
+    /// this it would be stored at depth 1 where no model reads.
+    pub fn inject_message_under(
+        &mut self,
+        now: i64,
+        inject: InjectMessage,
+        depth: u32,
+        under: Option<&str>,
+    ) -> Result<Message, ThreadError> {
+        let (parent_message_id, parent_tool_call_id) = match under.filter(|_| depth > 0) {
+            Some(id) => match self.store.message(id)? {
+                Some(reply) => (Some(id.to_owned()), reply.parent_tool_call_id),
+                None => (None, None),
+            },
+            None => (None, None),
+        };
         self.summary()?;
         inject.check()?;
         let id = match inject.id {
@@ -220,6 +241,8 @@ impl<'a> Thread<'a> {
             tool_call_id: inject.tool_call_id,
             silent: inject.silent,
             depth,
+            parent_message_id,
+            parent_tool_call_id,
             ..Message::with_id(id, inject.role, inject.content, now)
         });
         match &inject.before_message_id {
