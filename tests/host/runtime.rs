@@ -444,3 +444,38 @@ fn a_reply_over_the_limit_fails_once_and_keeps_what_fits() {
     h.run_spawned();
     assert_eq!(transcript(&h).last().unwrap().1, "Short now.");
 }
+
+#[test]
+fn in_a_dual_ai_thread_both_sides_see_a_queued_call_and_its_result() {
+    use edgent::config::AgentKind;
+    use edgent::engine::thread::view_for_side;
+    use edgent::values::Side;
+    let mut agent = edgent::testing::agent(&["echo"]);
+    agent.agent.kind = AgentKind::DualAi;
+    agent.agent.side_b = Some(agent.agent.side_a.clone());
+    let registry = edgent::tool::Registry::build(vec![("echo", echo())]).unwrap();
+    let h = TestHost::new(registry, T0).with_agent(agent).into_rc();
+    let rt = h.runtime();
+    let op = ThreadOp::from_rpc("queue_tool", &json!({ "name": "echo" })).unwrap();
+    h.run(rt.apply(op)).unwrap();
+    h.run_spawned();
+
+    let history = h.store().model_history_within(u64::MAX).unwrap();
+    let call = history.iter().find(|m| !m.tool_calls.is_empty()).unwrap();
+    let result = history.iter().find(|m| m.tool_call_id.is_some()).unwrap();
+    assert_eq!(
+        (call.side, result.side),
+        (None, None),
+        "the conversation's, not a side's"
+    );
+    assert_eq!(result.content, "echoed");
+    for side in [Side::A, Side::B] {
+        let view = view_for_side(history.clone(), side, None);
+        assert!(
+            view.iter()
+                .any(|m| m.tool_calls.iter().any(|c| c.name == "echo"))
+                && view.iter().any(|m| m.content == "echoed"),
+            "side {side:?} sees the queued call and its result: {view:?}"
+        );
+    }
+}

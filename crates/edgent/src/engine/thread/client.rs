@@ -170,8 +170,9 @@ impl<'a> Thread<'a> {
         };
         let message = Message {
             tool_calls: vec![call.clone()],
-            // Its result is stored with the running side, so both belong to that side.
-            side: Some(t.current_side),
+            // No side: a queued call (and its result) is the conversation's, not a model's, so
+            // in a `dual_ai` thread both sides see it (`view_for_side`).
+            side: None,
             ..Message::new(Role::Assistant, "", now)
         };
         self.append(&message)?;

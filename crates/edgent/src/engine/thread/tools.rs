@@ -94,11 +94,13 @@ impl<'a> Thread<'a> {
                 Vec::new()
             },
             // The side whose model called the tool: known from the running configuration,
-            // else read (a result settled outside the turn loop: webhooks, cancellations).
-            side: Some(match self.rules.side {
-                Some(side) => side,
-                None => self.summary()?.current_side,
-            }),
+            // else read (a result settled outside the turn loop: webhooks, cancellations). A
+            // queued call's result has no side, like the call: both sides see them.
+            side: match (call.origin, self.rules.side) {
+                (CallOrigin::Model, Some(side)) => Some(side),
+                (CallOrigin::Model, None) => Some(self.summary()?.current_side),
+                _ => None,
+            },
             ..Message::tool_result(&call.call, result.to_model_text(), now)
         };
         let message = self.before_create(message);
