@@ -236,3 +236,55 @@ fn an_old_thread_is_migrated_step_by_step() {
     let row = db.exec("SELECT needs_model FROM thread", &[]).unwrap();
     assert_eq!(row[0].int(0).unwrap(), 1);
 }
+
+#[test]
+fn a_migration_that_fails_part_way_leaves_the_thread_on_its_old_version() {
+    use edgent::engine::schema::replay;
+    let db = Sqlite::memory();
+    db.exec(
+        "CREATE TABLE edgent_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        &[],
+    )
+    .unwrap();
+    // v6 creates the triggers `attempt_started`, then `attempt_finished`.
+    let before = 5;
+    replay(&db, 0).unwrap();
+    // Back to v5, with an object in the way of v6's second statement: its first succeeds,
+    // then it fails.
+    db.exec("DROP TRIGGER attempt_started", &[]).unwrap();
+    db.exec(
+        "UPDATE edgent_meta SET value = ? WHERE key = 'schema_version'",
+        &[before.into()],
+    )
+    .unwrap();
+    let version = || {
+        db.exec(
+            "SELECT value FROM edgent_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .unwrap()[0]
+            .int(0)
+            .unwrap()
+    };
+    let trigger = |name: &str| {
+        !db.exec(
+            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+            &[name.into()],
+        )
+        .unwrap()
+        .is_empty()
+    };
+    assert!(trigger("attempt_finished"), "in the way");
+    assert!(replay(&db, before).is_err());
+    assert_eq!(version(), before, "still on the old version");
+    assert!(
+        !trigger("attempt_started"),
+        "the statement before the failure is rolled back"
+    );
+
+    // Once the obstacle is gone, the next open migrates.
+    db.exec("DROP TRIGGER attempt_finished", &[]).unwrap();
+    assert_eq!(migrate(&db).unwrap(), before);
+    assert_eq!(version(), SCHEMA_VERSION);
+    assert!(trigger("attempt_started") && trigger("attempt_finished"));
+}

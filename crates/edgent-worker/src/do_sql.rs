@@ -27,30 +27,88 @@ extern "C" {
     fn edgent_sql_exec(sql: &JsValue, query: &str, params: &str) -> Result<String, JsValue>;
 }
 
-/// The thread's SQLite as the core sees it.
-pub(crate) struct DoSql(pub(crate) SqlStorage);
+// A batch is `[[query, params], …]` in, every statement's rows out, inside the storage's
+// `transactionSync`: an exception (a failing statement) rolls the whole batch back.
+#[wasm_bindgen(inline_js = "export function edgent_sql_batch(state, batch) {
+    const storage = state.storage;
+    const rows = storage.transactionSync(() =>
+        JSON.parse(batch).map(([query, params]) => storage.sql.exec(query, ...params).raw().toArray()));
+    try {
+        return JSON.stringify(rows);
+    } catch {
+        return JSON.stringify(rows, (_, v) => (typeof v === 'bigint' ? Number(v) : v));
+    }
+}")]
+extern "C" {
+    #[wasm_bindgen(catch)]
+    fn edgent_sql_batch(state: &JsValue, batch: &str) -> Result<String, JsValue>;
+}
+
+/// The thread's SQLite as the core sees it: its `sql` handle, and the object's state for
+/// transactions.
+pub(crate) struct DoSql {
+    sql: SqlStorage,
+    state: JsValue,
+}
+
+impl DoSql {
+    /// The SQLite of the object whose state this is.
+    pub(crate) fn of(state: &worker::State) -> Self {
+        let raw: &JsValue = state.as_raw().as_ref();
+        DoSql {
+            sql: state.storage().sql(),
+            state: raw.clone(),
+        }
+    }
+}
+
+/// The JSON array a statement's parameters travel as.
+fn params_json(params: &[SqlValue]) -> Value {
+    Value::Array(
+        params
+            .iter()
+            .map(|p| match p {
+                SqlValue::Null => Value::Null,
+                SqlValue::Integer(i) => Value::from(*i),
+                SqlValue::Real(f) => Value::from(*f),
+                SqlValue::Text(s) => Value::from(s.as_str()),
+            })
+            .collect(),
+    )
+}
+
+/// Rows as JSON gave them back.
+fn rows_of(rows: Vec<Vec<Value>>) -> Vec<Row> {
+    rows.into_iter()
+        .map(|row| Row(row.into_iter().map(sql_value).collect()))
+        .collect()
+}
 
 impl Sql for DoSql {
-    fn exec(&self, statement: &str, params: &[SqlValue]) -> Result<Vec<Row>, SqlError> {
-        let params = Value::Array(
-            params
+    fn batch(&self, statements: &[(&str, &[SqlValue])]) -> Result<Vec<Vec<Row>>, SqlError> {
+        let batch = Value::Array(
+            statements
                 .iter()
-                .map(|p| match p {
-                    SqlValue::Null => Value::Null,
-                    SqlValue::Integer(i) => Value::from(*i),
-                    SqlValue::Real(f) => Value::from(*f),
-                    SqlValue::Text(s) => Value::from(s.as_str()),
-                })
+                .map(|(q, p)| Value::Array(vec![Value::from(*q), params_json(p)]))
                 .collect(),
         );
-        let rows = edgent_sql_exec(self.0.as_ref(), statement, &params.to_string())
+        let out = edgent_sql_batch(&self.state, &batch.to_string())
             .map_err(|e| SqlError(worker::Error::from(e).to_string()))?;
+        let out: Vec<Vec<Vec<Value>>> =
+            serde_json::from_str(&out).map_err(|e| SqlError(format!("unreadable rows: {e}")))?;
+        Ok(out.into_iter().map(rows_of).collect())
+    }
+
+    fn exec(&self, statement: &str, params: &[SqlValue]) -> Result<Vec<Row>, SqlError> {
+        let rows = edgent_sql_exec(
+            self.sql.as_ref(),
+            statement,
+            &params_json(params).to_string(),
+        )
+        .map_err(|e| SqlError(worker::Error::from(e).to_string()))?;
         let rows: Vec<Vec<Value>> =
             serde_json::from_str(&rows).map_err(|e| SqlError(format!("unreadable rows: {e}")))?;
-        Ok(rows
-            .into_iter()
-            .map(|row| Row(row.into_iter().map(sql_value).collect()))
-            .collect())
+        Ok(rows_of(rows))
     }
 }
 

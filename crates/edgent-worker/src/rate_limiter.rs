@@ -40,7 +40,7 @@ impl DurableObject for RateLimiter {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let ask: Acquire = req.json().await?;
-        let sql = DoSql(self.state.storage().sql());
+        let sql = DoSql::of(&self.state);
         let now = now();
         let run = |q: &str, p: &[edgent::values::sql::SqlValue]| {
             sql.exec(q, p)

@@ -47,7 +47,7 @@ impl ThreadObject {
     pub fn new(state: State, env: Env) -> Self {
         let runtime = edgent::Catalog::installed_registry().map(|registry| {
             ThreadRuntime::new(Rc::new(ShellHost {
-                sql: DoSql(state.storage().sql()),
+                sql: DoSql::of(&state),
                 state: state_handle(&state),
                 env,
                 registry,

@@ -390,32 +390,33 @@ pub fn migrate(sql: &dyn Sql) -> Result<i64, SqlError> {
         )));
     }
     if found == 0 {
-        for statement in CURRENT {
-            sql.exec(statement, &[])?;
-        }
-        set_version(sql, SCHEMA_VERSION)?;
+        // One transaction (and one crossing to storage): a new thread's schema is whole or
+        // absent.
+        apply_atomically(sql, CURRENT, SCHEMA_VERSION)?;
     } else {
         replay(sql, found)?;
     }
     Ok(found)
 }
 
+/// Runs `statements` and records `version` as one transaction: a statement that fails leaves
+/// the database as it was, on its old version (the next open tries again).
+fn apply_atomically(sql: &dyn Sql, statements: &[&str], version: i64) -> Result<(), SqlError> {
+    let version = [SqlValue::Integer(version)];
+    let mut batch: Vec<(&str, &[SqlValue])> = statements.iter().map(|s| (*s, &[][..])).collect();
+    batch.push((SET_VERSION, &version));
+    sql.batch(&batch)?;
+    Ok(())
+}
+
 /// Applies the migrations after version `from` one by one (an existing thread's upgrade).
 pub fn replay(sql: &dyn Sql, from: i64) -> Result<(), SqlError> {
     for (version, statements) in MIGRATIONS.iter().enumerate().skip(from as usize) {
-        for statement in *statements {
-            sql.exec(statement, &[])?;
-        }
-        set_version(sql, version as i64 + 1)?;
+        // Each version whole or not at all: a failure leaves the thread on the one before.
+        apply_atomically(sql, statements, version as i64 + 1)?;
     }
     Ok(())
 }
 
-fn set_version(sql: &dyn Sql, version: i64) -> Result<(), SqlError> {
-    sql.exec(
-        "INSERT INTO edgent_meta (key, value) VALUES ('schema_version', ?)
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        &[SqlValue::Integer(version)],
-    )?;
-    Ok(())
-}
+const SET_VERSION: &str = "INSERT INTO edgent_meta (key, value) VALUES ('schema_version', ?)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value";

@@ -74,4 +74,21 @@ impl Sql for Sqlite {
         }
         Ok(out)
     }
+    fn batch(&self, statements: &[(&str, &[SqlValue])]) -> Result<Vec<Vec<Row>>, SqlError> {
+        let sql = |s: &str| self.0.execute_batch(s).map_err(|e| SqlError(e.to_string()));
+        // A savepoint, like the Durable Object's `transactionSync`: it nests.
+        sql("SAVEPOINT edgent_batch")?;
+        let mut out = Vec::with_capacity(statements.len());
+        for (statement, params) in statements {
+            match self.exec(statement, params) {
+                Ok(rows) => out.push(rows),
+                Err(e) => {
+                    sql("ROLLBACK TO edgent_batch; RELEASE edgent_batch")?;
+                    return Err(e);
+                }
+            }
+        }
+        sql("RELEASE edgent_batch")?;
+        Ok(out)
+    }
 }

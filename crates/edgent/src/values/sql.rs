@@ -137,4 +137,11 @@ impl std::error::Error for SqlError {}
 pub trait Sql {
     /// Executes `statement` with `params` bound in order.
     fn exec(&self, statement: &str, params: &[SqlValue]) -> Result<Vec<Row>, SqlError>;
+
+    /// Executes `statements` in order as one transaction: all of their changes or none (a
+    /// statement that fails rolls back the ones before it). The rows of each, in order.
+    ///
+    /// Writes in one event are not enough for this: a statement that fails part-way through
+    /// leaves the ones before it applied.
+    fn batch(&self, statements: &[(&str, &[SqlValue])]) -> Result<Vec<Vec<Row>>, SqlError>;
 }
