@@ -479,3 +479,42 @@ fn in_a_dual_ai_thread_both_sides_see_a_queued_call_and_its_result() {
         );
     }
 }
+
+#[test]
+fn a_provider_that_reuses_or_repeats_a_call_id_gets_every_call_run_once() {
+    let h = host(vec![("echo", echo())]);
+    let rt = h.runtime();
+    // Turn 1: `call_1`. Turn 2: the same id again, and twice in one reply.
+    h.script(Ok(reply_events("", &[("call_1", "echo", "{}")])));
+    h.script(Ok(reply_events("First done.", &[])));
+    h.run(rt.apply(send("one"))).unwrap();
+    h.run_spawned();
+    h.script(Ok(reply_events(
+        "",
+        &[("call_1", "echo", "{}"), ("call_1", "echo", "{}")],
+    )));
+    h.script(Ok(reply_events("Second done.", &[])));
+    h.run(rt.apply(send("two"))).unwrap();
+    h.run_spawned();
+
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+    assert_eq!(transcript(&h).last().unwrap().1, "Second done.");
+    let calls = h
+        .store()
+        .tool_call_page(10, 0, Order::Asc)
+        .unwrap()
+        .tool_calls;
+    assert_eq!(calls.len(), 3, "every call stored: {calls:?}");
+    let ids: std::collections::HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids.len(), 3, "each under its own id");
+    assert!(calls.iter().all(|c| c.status == "success"), "{calls:?}");
+    // Every call in the history has exactly one result.
+    let history = h.store().model_history_within(u64::MAX).unwrap();
+    for c in history.iter().flat_map(|m| m.tool_calls.iter()) {
+        let results = history
+            .iter()
+            .filter(|m| m.tool_call_id.as_deref() == Some(c.id.as_str()))
+            .count();
+        assert_eq!(results, 1, "call {}", c.id);
+    }
+}

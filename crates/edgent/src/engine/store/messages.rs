@@ -127,6 +127,45 @@ impl Store<'_> {
         Ok(())
     }
 
+    /// Stores a completed reply and queues its tool calls as one transaction: the reply and
+    /// all of its calls, or nothing (a reused call id, say, fails it whole instead of leaving
+    /// the reply stored with some of its calls).
+    pub fn store_reply(&self, now: i64, m: &Message, origin: CallOrigin) -> Result<(), SqlError> {
+        if m.tool_calls.is_empty() {
+            return self.update_message(m);
+        }
+        let tool_calls = json_column(&m.tool_calls)?;
+        let update = [
+            SqlValue::from(m.content.as_str()),
+            tool_calls.into(),
+            m.status.as_str().into(),
+            m.id.as_str().into(),
+        ];
+        let inserts: Vec<[SqlValue; 6]> = m
+            .tool_calls
+            .iter()
+            .map(|call| {
+                [
+                    call.id.as_str().into(),
+                    m.id.as_str().into(),
+                    call.name.as_str().into(),
+                    call.arguments.as_str().into(),
+                    now.into(),
+                    origin.as_str().into(),
+                ]
+            })
+            .collect();
+        let mut batch: Vec<(&str, &[SqlValue])> = vec![(
+            "UPDATE messages SET content = ?, tool_calls = ?, status = ? WHERE id = ?",
+            &update,
+        )];
+        for values in &inserts {
+            batch.push((INSERT_TOOL_CALL, values));
+        }
+        self.sql.batch(&batch)?;
+        Ok(())
+    }
+
     /// One message by id.
     pub fn message(&self, id: &str) -> Result<Option<Message>, SqlError> {
         let rows = self.sql.exec(

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::values::message::{Message, MessageStatus, Role, ToolCall};
-use crate::values::sql::{Row, Sql, SqlError};
+use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 
 pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus};
 pub use history::ThreadCache;
@@ -195,6 +195,11 @@ const TOOL_CALL_COLUMNS: &str = "id, name, arguments, message_id, status, origin
      interruptions, wake_at, approval, bindings, deadline_at";
 /// Columns in [`TOOL_CALL_COLUMNS`] (a query may append more after them).
 const TOOL_CALL_COLUMN_COUNT: usize = 12;
+/// Queues one call: id, message id, name, arguments, created at, origin (its queue position
+/// follows the last call's).
+const INSERT_TOOL_CALL: &str =
+    "INSERT INTO tool_calls (id, message_id, seq, name, arguments, created_at, origin)
+     VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM tool_calls), ?, ?, ?, ?)";
 
 fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
     Ok(StoredToolCall {

@@ -14,8 +14,7 @@ impl Store<'_> {
     ) -> Result<(), SqlError> {
         for call in calls {
             self.sql.exec(
-                "INSERT INTO tool_calls (id, message_id, seq, name, arguments, created_at, origin)
-                 VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM tool_calls), ?, ?, ?, ?)",
+                INSERT_TOOL_CALL,
                 &[
                     call.id.as_str().into(),
                     message_id.into(),

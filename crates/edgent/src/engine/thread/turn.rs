@@ -440,12 +440,31 @@ impl<'a> Thread<'a> {
             return self.fail_model_call(now, call, &e);
         }
         let message = self.reply_message(&call, MessageStatus::Completed, true);
-        let message = self.before_create(message);
-        self.update(&message)?;
+        let mut message = self.before_create(message);
+        // Provider ids name calls in this thread only when they are unique in it: an empty or
+        // repeated one gets an id of ours at once, and one the thread already holds (a
+        // provider reusing `call_1`) fails the atomic store, which changed nothing, and the
+        // reply's calls are stored under ids of ours.
+        let mut seen = std::collections::HashSet::new();
+        for c in &mut message.tool_calls {
+            if c.id.is_empty() || !seen.insert(c.id.clone()) {
+                c.id = internal_call_id();
+            }
+        }
+        if let Err(e) = self.store.store_reply(now, &message, CallOrigin::Model) {
+            if message.tool_calls.is_empty() {
+                return Err(e.into());
+            }
+            for c in &mut message.tool_calls {
+                c.id = internal_call_id();
+            }
+            self.store.store_reply(now, &message, CallOrigin::Model)?;
+        }
+        if let Some(cache) = &self.cache {
+            cache.note_updated(&message);
+        }
         self.note_replies_settled(true);
         self.after_create(&message);
-        self.store
-            .queue_tool_calls(now, &message.id, &message.tool_calls, CallOrigin::Model)?;
         if !message.tool_calls.is_empty() || !self.rules.stop_on_response {
             // The model reacts to the results (or, without stop_on_response, keeps going
             // until its stop tool or max_steps). Nothing writes the row after this in the
@@ -511,4 +530,9 @@ impl<'a> Thread<'a> {
             None => Ok(self.summary()?.status == ThreadStatus::Stopped),
         }
     }
+}
+
+/// A tool call id of ours, for a call whose provider id cannot name it in this thread.
+fn internal_call_id() -> String {
+    format!("call_{}", crate::values::ids::new_id().replace('-', ""))
 }
