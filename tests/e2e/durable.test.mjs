@@ -879,3 +879,16 @@ test('webhooks: a 100 MB chunked body without Content-Length is refused long bef
   assert.ok(written < total / 2, `refused after ${written} bytes, not after reading it all`);
   assert.equal((await fetch(new URL('/api/health', client.baseUrl))).status, 200, 'the Worker is still up');
 });
+
+test('a tool fetch whose body never ends is refused at 1 MiB, not read until its timeout', { timeout: 60_000 }, async (t) => {
+  // The tool's timeout is long: reading the body whole (as before) would end in a timeout.
+  const w = await extraWorker(t, { TOOL_GET_WEATHER_TIMEOUT_MS: '20000' });
+  const sock = await thread(t, w.client);
+  weather.reply(() => ({ endless: true }));
+  const started = Date.now();
+  const run = await runQueued(sock, 'get_weather', { city: 'Lisbon' }, { timeout: 30_000 });
+  weather.reply(defaultReply);
+  assert.equal(run.status, 'error', run.message.content);
+  assert.match(run.message.content, /larger than 1048576 bytes/);
+  assert.ok(Date.now() - started < 15_000, `refused after ${Date.now() - started} ms`);
+});

@@ -8,7 +8,7 @@
 // temperature depends on the units). `reply(fn)` replaces the answer for the following
 // requests: `fn(request)` returns `{ status, body, headers? }` (body: object → JSON, string → as is) or
 // `{ hang: true }` (never answered; close() cuts it) or `{ destroy: true }` (the connection
-// drops without an answer). Every request is recorded in `requests`
+// drops without an answer) or `{ endless: true }` (200 and a body that never ends). Every request is recorded in `requests`
 // as `{ method, path, query, url, at }`, with the query decoded into an object.
 
 import http from 'node:http';
@@ -59,6 +59,16 @@ export async function startWeatherServer() {
     }
     if (answer.hang) return; // never answered
     if (answer.destroy) return req.socket.destroy(); // the connection drops without an answer
+    if (answer.endless) {
+      // 200, then 64 KiB chunks for as long as the client reads (a body that never ends).
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      return pump();
+    }
     const body = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body ?? {});
     res.writeHead(answer.status ?? 200, { 'content-type': 'application/json', ...(answer.headers ?? {}) });
     res.end(body);

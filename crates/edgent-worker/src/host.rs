@@ -12,6 +12,7 @@ use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, Reque
 use super::clock::{now, with_timeout};
 use super::d1::{to_js, D1};
 use super::do_sql::DoSql;
+use super::http::read_at_most;
 use edgent::config::{AgentConfig, ModelConfig};
 use edgent::engine::durable::Window;
 use edgent::engine::store::Side;
@@ -215,16 +216,16 @@ async fn fetch(request: HttpRequest) -> Result<HttpResponse, HostError> {
             .map_err(|e| HostError::Network(format!("request failed: {e}")))?;
         let status = resp.status_code();
         let headers: Vec<(String, String)> = resp.headers().entries().collect();
-        let body = resp
-            .text()
+        let (body, whole) = read_at_most(&mut resp, HttpResponse::MAX_BODY)
             .await
             .map_err(|e| HostError::Network(format!("reading the response failed: {e}")))?;
-        if body.len() > HttpResponse::MAX_BODY {
+        if !whole {
+            // Dropping the stream stops the read (the timeout's abort is for a stall).
             return Err(HostError::TooLarge);
         }
         Ok(HttpResponse {
             status,
-            body,
+            body: String::from_utf8_lossy(&body).into_owned(),
             headers,
         })
     };

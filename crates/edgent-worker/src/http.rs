@@ -99,3 +99,31 @@ pub(crate) async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>,
     }
     Ok(bytes)
 }
+
+/// Reads a response body, at most `max` bytes of it: the bytes, and whether that was all of
+/// it. Counted while it arrives, so a body far over the limit is never held whole (reading
+/// stops at the first chunk past it).
+pub(crate) async fn read_at_most(
+    resp: &mut Response,
+    max: usize,
+) -> worker::Result<(Vec<u8>, bool)> {
+    let mut stream = match resp.body() {
+        worker::ResponseBody::Stream(_) => resp.stream()?,
+        worker::ResponseBody::Body(bytes) => {
+            let whole = bytes.len() <= max;
+            return Ok((bytes[..bytes.len().min(max)].to_vec(), whole));
+        }
+        worker::ResponseBody::Empty => return Ok((Vec::new(), true)),
+    };
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if bytes.len() + chunk.len() > max {
+            let room = max - bytes.len();
+            bytes.extend_from_slice(&chunk[..room]);
+            return Ok((bytes, false));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((bytes, true))
+}

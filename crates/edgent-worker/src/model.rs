@@ -13,6 +13,7 @@ use worker::{
 };
 
 use super::clock::{now, with_timeout};
+use super::http::read_at_most;
 use edgent::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
@@ -107,11 +108,13 @@ impl ModelStream {
         if !(200..300).contains(&status) {
             let retry_after = response.headers().get("retry-after").ok().flatten();
             let retry_after_ms = retry_after_ms(retry_after.as_deref());
-            let text = with_timeout(response.text(), stall)
+            // At most MAX_ERROR_BODY bytes are read, however much the server sends.
+            let text = with_timeout(read_at_most(&mut response, MAX_ERROR_BODY), stall)
                 .await
                 .and_then(Result::ok)
+                .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
                 .unwrap_or_default();
-            let text: String = text.chars().take(MAX_ERROR_BODY).collect();
+            abort.abort();
             return Err(ProviderError::Http {
                 status,
                 message: error_message(model.provider, &text),
