@@ -29,8 +29,8 @@ import { loadDefinitions, seedLocal } from '../../scripts/lib/d1.mjs';
 
 const KEY = 'reliability-key-0123456789abcdef';
 const WRANGLER = join(ROOT, 'node_modules', '.bin', 'wrangler');
-/** The turn watchdog (src/shell/thread_object/turn.rs): an interrupted run resumes this long after it started. */
-const WATCHDOG_MS = 30_000;
+/** The turn watchdog (crates/edgent/src/engine/wake.rs): an interrupted run nobody touches resumes this long after it started (a request to the thread resumes it at once). */
+const WATCHDOG_MS = 5_000;
 const FINISHED = new Set(['success', 'error']);
 const t0 = Date.now();
 const log = (...args) => console.log(`[reliability +${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...args);
@@ -343,7 +343,18 @@ async function verify(label, { final = false } = {}) {
   const view = new Map();
   for (const [id, t] of threads) {
     if (t.untouched) continue;
-    view.set(id, { calls: await toolCalls(id), messages: await messagesOf(id), summary: await get(`/api/threads/${id}`) });
+    // One consistent view: the calls read before and after the messages must agree (a resumed
+    // call may finish between two reads; a request resumes an interrupted turn at once).
+    for (let tries = 0; ; tries++) {
+      const calls = await toolCalls(id);
+      const messages = await messagesOf(id);
+      const again = await toolCalls(id);
+      if (JSON.stringify(calls) === JSON.stringify(again) || tries >= 50) {
+        view.set(id, { calls, messages, summary: await get(`/api/threads/${id}`) });
+        break;
+      }
+      await sleep(100);
+    }
   }
   let duplicated = 0;
   let lost = 0;

@@ -518,3 +518,30 @@ fn a_provider_that_reuses_or_repeats_a_call_id_gets_every_call_run_once() {
         assert_eq!(results, 1, "call {}", c.id);
     }
 }
+
+#[test]
+fn the_first_contact_with_a_new_instance_resumes_a_turn_a_crash_cut_short() {
+    let h = host(vec![]);
+    // A previous instance stored the message and died before its turn ran (the state a kill
+    // between the two leaves): the thread is running, the model owed a call.
+    {
+        let mut t = h.thread();
+        t.post_user_message(T0, "Are you there?").unwrap();
+        assert_eq!(t.summary().unwrap().status, ThreadStatus::Running);
+    }
+    // A new instance: the first request (any: a page of messages, a socket frame) resumes it,
+    // long before the watchdog.
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Yes, back.", &[])));
+    rt.on_contact();
+    h.run_spawned();
+    assert_eq!(transcript(&h).last().unwrap().1, "Yes, back.");
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
+    assert_eq!(h.now(), T0, "no time passed: no alarm was waited for");
+
+    // Later contacts of the same instance check nothing more; an idle thread has no work.
+    let rt2 = h.runtime();
+    rt2.on_contact();
+    h.run_spawned();
+    assert_eq!(h.model_requests().len(), 1);
+}

@@ -62,6 +62,9 @@ impl ThreadObject {
 
     /// A request from the router or a parent thread.
     pub async fn fetch(&self, mut req: Request) -> Result<Response> {
+        if let Ok(rt) = &self.runtime {
+            rt.on_contact();
+        }
         let path = req.path();
         let result = match (req.method(), path.as_str()) {
             (worker::Method::Post, "/create") => self.create(&mut req).await,
@@ -102,6 +105,9 @@ impl ThreadObject {
         ws: WebSocket,
         message: WebSocketIncomingMessage,
     ) -> Result<()> {
+        if let Ok(rt) = &self.runtime {
+            rt.on_contact();
+        }
         let WebSocketIncomingMessage::String(text) = message else {
             let why = "binary frames are not supported; send JSON text";
             send(&ws, &ServerFrame::error("bad_frame", why, None));

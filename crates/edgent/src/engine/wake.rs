@@ -22,8 +22,12 @@ use crate::engine::store::{ThreadStatus, ThreadSummary};
 use crate::engine::thread::{Thread, ThreadError};
 use crate::llm::stream::ProviderError;
 
-/// How long a turn may go without progress before the watchdog alarm resumes it.
-pub const WATCHDOG_MS: i64 = 30_000;
+/// How long a turn may go without progress before the watchdog alarm resumes it. Short, so a
+/// turn an eviction or a crash cut short resumes within seconds even when no request touches
+/// the thread (a request resumes it at once: `ThreadRuntime::on_contact`). While a long step
+/// runs (a long model stream, a slow tool), the alarm fires in the instance that runs it,
+/// which only arms it again: a heartbeat every few seconds.
+pub const WATCHDOG_MS: i64 = 5_000;
 
 /// How long due parked calls wait when the agent's configuration cannot be loaded, so an idle
 /// thread does not loop (and alarm) on a configuration that fails.

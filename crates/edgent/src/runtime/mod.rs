@@ -158,6 +158,9 @@ pub struct ThreadRuntime {
     stop_requested: Cell<bool>,
     /// The schema was checked (and migrated) by this instance: later views skip the check.
     schema_ready: Cell<bool>,
+    /// This instance has looked for work left by a previous one (see
+    /// [`ThreadRuntime::on_contact`]).
+    contacted: Cell<bool>,
 }
 
 impl ThreadRuntime {
@@ -173,7 +176,27 @@ impl ThreadRuntime {
             armed_until: Cell::new(0),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),
+            contacted: Cell::new(false),
         })
+    }
+
+    /// Any request or socket message reached this instance. The first one of an instance looks
+    /// for work a previous instance left (a turn cut short by an eviction, a deploy or a
+    /// crash: a running thread owed a model call, an interrupted tool call) and resumes it at
+    /// once, instead of when the watchdog alarm fires. One check per instance; an instance
+    /// already driving needs none.
+    pub fn on_contact(self: &Rc<Self>) {
+        if self.contacted.replace(true) || self.driving.get() {
+            return;
+        }
+        let Ok(thread) = self.open(self.platform.sql(), false) else {
+            return; // no thread here (or storage fails: the next request reports it)
+        };
+        if thread.has_work(self.now()).unwrap_or(false) {
+            let this = Rc::clone(self);
+            self.platform
+                .spawn(Box::pin(async move { this.start_work().await }));
+        }
     }
 
     /// The alarm fired: drives the thread until it is idle or waiting.
