@@ -545,3 +545,30 @@ fn the_first_contact_with_a_new_instance_resumes_a_turn_a_crash_cut_short() {
     h.run_spawned();
     assert_eq!(h.model_requests().len(), 1);
 }
+
+#[test]
+fn a_reply_whose_stored_form_passes_the_row_limit_fails_once() {
+    let h = host(vec![("echo", echo())]);
+    let rt = h.runtime();
+    // 1,000,000 quote marks: under the 1 MiB reply cap as streamed, twice that escaped as stored.
+    let args = "\"".repeat(1_000_000);
+    h.script(Ok(reply_events("", &[("c1", "echo", args.as_str())])));
+    h.run(rt.apply(send("Quote me"))).unwrap();
+    h.run_spawned();
+    assert_eq!(h.model_requests().len(), 1, "not asked again");
+    assert!(
+        errors(&h)
+            .iter()
+            .any(|(code, _)| code == "model_reply_too_large"),
+        "{:?}",
+        errors(&h)
+    );
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+    assert!(h
+        .store()
+        .tool_call_page(10, 0, Order::Asc)
+        .unwrap()
+        .tool_calls
+        .is_empty());
+}

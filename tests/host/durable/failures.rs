@@ -426,3 +426,65 @@ fn a_long_error_text_is_cut() {
     );
     assert!(result.ends_with(&format!("… (cut at {MAX_ERROR_TEXT_BYTES} bytes)")));
 }
+
+#[test]
+fn a_secret_in_a_recorded_step_or_a_media_url_is_redacted_even_after_a_replay() {
+    crate::install_app();
+    const KEY: &str = "w3atherKEY123";
+    let clock = clock();
+    // The step reads the key and returns a URL holding it; the workflow sleeps (so the next
+    // run replays the step from its record, without reading the key) and returns the value.
+    let workflow = Tool::new("Records a keyed URL.").handler(|flow: FlowState| async move {
+        let url: String = flow
+            .step("fetch", || async {
+                Ok(format!(
+                    "https://w.example/?appid={}",
+                    flow.secret("WEATHER_API_KEY").unwrap_or_default()
+                ))
+            })
+            .await?;
+        flow.sleep("pause", Duration::from_secs(1)).await?;
+        Ok::<_, ToolError>(CallToolResult::text(format!("fetched {url}")))
+    });
+    let chart = Tool::new("A keyed image URL.").handler(|flow: FlowState| async move {
+        let key = flow.secret("WEATHER_API_KEY").unwrap_or_default();
+        CallToolResult::success(vec![edgent::values::tool_result::Content::Image {
+            source: edgent::values::tool_result::Source::url(
+                "image/png",
+                format!("https://maps.example/?key={key}"),
+            ),
+        }])
+    });
+    let h = TestHost::with_clock(
+        Registry::build(vec![("keyed", workflow), ("chart", chart)]).unwrap(),
+        clock.clone(),
+    )
+    .secret("WEATHER_API_KEY", KEY)
+    .into_rc();
+    let id = h.queue("keyed", json!({}));
+    let image = h.queue("chart", json!({}));
+    drive_idle(&h);
+    h.set_now(h.call(&id).wake_at.unwrap());
+    drive_idle(&h);
+    assert_eq!(
+        result_of(&h, &id),
+        "fetched https://w.example/?appid=[redacted]"
+    );
+    let record = serde_json::to_string(&h.record(&id)).unwrap();
+    assert!(
+        !record.contains(KEY),
+        "steps and results of the record: {record}"
+    );
+    let stored = serde_json::to_string(
+        &h.thread()
+            .messages(20, 0, Order::Asc, true)
+            .unwrap()
+            .messages,
+    )
+    .unwrap();
+    assert!(!stored.contains(KEY), "{stored}");
+    assert!(
+        stored.contains("https://maps.example/?key=[redacted]"),
+        "{image}: {stored}"
+    );
+}

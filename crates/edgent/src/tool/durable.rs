@@ -90,14 +90,18 @@ where
         // A secret the run read never reaches the stored result, its error or a client; both
         // are bounded before anything stores them (a breach is the result, never a re-run).
         Poll::Ready(outcome) => Poll::Ready(Ran::Done(match outcome {
-            Ok(result) if result.byte_len() > MAX_TOOL_RESULT_BYTES => {
-                Ok(super::CallToolResult::error(format!(
-                    "the tool's result was {} bytes, over the limit of {MAX_TOOL_RESULT_BYTES}; \
-                     ask for less (a smaller page, fewer fields)",
-                    result.byte_len()
-                )))
+            Ok(result) => {
+                let result = result.map_text(|t| state.redacted(t));
+                if result.byte_len() > MAX_TOOL_RESULT_BYTES {
+                    Ok(super::CallToolResult::error(format!(
+                        "the tool's result was {} bytes, over the limit of \
+                         {MAX_TOOL_RESULT_BYTES}; ask for less (a smaller page, fewer fields)",
+                        result.byte_len()
+                    )))
+                } else {
+                    Ok(result)
+                }
             }
-            Ok(result) => Ok(result.map_text(|t| state.redacted(t))),
             Err(error) => Err(error
                 .map_text(|t| truncated(&state.redacted(t), MAX_ERROR_TEXT_BYTES).into_owned())),
         })),
@@ -174,7 +178,9 @@ impl FlowState {
         *self.run.step.borrow_mut() = (name.to_owned(), 0);
         match f().await {
             Ok(value) => {
-                let text = serde_json::to_string(&value)?;
+                // Recorded without any secret this run read: a replay returns the value as
+                // recorded, in a run that may never read the secret (so could not redact it).
+                let text = self.run.redacted(&serde_json::to_string(&value)?);
                 let now = self.host().now_ms();
                 if text.len() > MAX_STEP_VALUE_BYTES {
                     // Not recordable: the workflow fails now instead of storing a row SQLite

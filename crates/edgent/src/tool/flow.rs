@@ -188,10 +188,9 @@ impl FlowState {
     /// A secret's value (`wrangler secret put NAME`, `.dev.vars` locally).
     pub fn secret(&self, name: &str) -> Option<String> {
         let value = self.host.secret(name)?;
-        // Remembered by this run and the top-level one (a nested call's text reaches the
-        // caller's result), so neither can store or send it: see `RunState::note_secret`.
+        // Remembered by this run, which removes it from its result, error and recorded step
+        // values (a nested call's run does the same for its own): see `RunState::note_secret`.
         self.run.note_secret(&value);
-        self.root().run.note_secret(&value);
         Some(value)
     }
 

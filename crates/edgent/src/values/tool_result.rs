@@ -118,11 +118,18 @@ impl CallToolResult {
             .sum()
     }
 
-    /// The same result with each text item passed through `f` (redaction).
+    /// The same result with each text item and each media URL passed through `f`
+    /// (redaction: a URL can carry a key).
     pub(crate) fn map_text(mut self, f: impl Fn(&str) -> String) -> Self {
         for item in &mut self.content {
-            if let Content::Text { text } = item {
-                *text = f(text);
+            match item {
+                Content::Text { text } => *text = f(text),
+                Content::Image { source } | Content::Document { source }
+                    if source.kind == SourceKind::Url =>
+                {
+                    source.data = f(&source.data);
+                }
+                _ => {}
             }
         }
         self

@@ -451,14 +451,22 @@ impl<'a> Thread<'a> {
                 c.id = internal_call_id();
             }
         }
-        if let Err(e) = self.store.store_reply(now, &message, CallOrigin::Model) {
-            if message.tool_calls.is_empty() {
-                return Err(e.into());
-            }
+        let mut stored = self.store.store_reply(now, &message, CallOrigin::Model);
+        if stored.as_ref().is_err_and(|e| e.0.contains("UNIQUE")) {
             for c in &mut message.tool_calls {
                 c.id = internal_call_id();
             }
-            self.store.store_reply(now, &message, CallOrigin::Model)?;
+            stored = self.store.store_reply(now, &message, CallOrigin::Model);
+        }
+        if let Err(e) = stored {
+            if !e.0.to_ascii_lowercase().contains("too big") {
+                return Err(e.into());
+            }
+            // Under the reply cap in raw bytes, but not as stored (escaped arguments): the call
+            // fails once, kept without its calls (which never run), and is not asked again.
+            call.completion.tool_calls.clear();
+            let why = ProviderError::TooLarge(format!("the reply could not be stored: {e}"));
+            return self.fail_model_call(now, call, &why);
         }
         if let Some(cache) = &self.cache {
             cache.note_updated(&message);
