@@ -21,7 +21,7 @@ import { performance } from 'node:perf_hooks';
 import { freePort } from '../tests/support/net.mjs';
 import WebSocket from 'ws';
 import { ROOT } from '../tests/support/worker.mjs';
-import { writeFileSync } from 'node:fs';
+import { startScripted as startScriptedIn } from './lib.mjs';
 
 const REPS = Number(process.argv[2] ?? 3);
 const HARNESS = process.env.EDGENT_BENCH_PEER ?? join(ROOT, '..', 'shared', 'bench-peer');
@@ -33,27 +33,9 @@ if (!existsSync(PROBE) || !existsSync(join(PEER_DIR, 'node_modules'))) {
 }
 const KEY = 'cold-compare-key-0123456789abcdef';
 const TEXT = 'Sure, here is a short scripted reply from the model for this benchmark turn.';
-const SCRIPTED = join(HARNESS, 'scripted_openai.py');
 
-/** The harness's scripted OpenAI-compatible server (the one both frameworks are measured
- *  against), serving `script` in order. */
-async function startScripted(dir, script) {
-  const port = await freePort();
-  const file = join(dir, 'script.json');
-  writeFileSync(file, JSON.stringify(script));
-  const proc = spawn('python3', [SCRIPTED, String(port), file], { stdio: 'ignore', detached: true });
-  const url = `http://127.0.0.1:${port}/v1`;
-  for (let i = 0; ; i++) {
-    try {
-      await fetch(`http://127.0.0.1:${port}/`);
-      break;
-    } catch {
-      if (i > 200) throw new Error('the scripted model server did not start');
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-  return { url, stop: () => { try { process.kill(-proc.pid, 'SIGKILL'); } catch {} } };
-}
+/** The harness's scripted server, serving `script` in order (see `bench/lib.mjs`). */
+const startScripted = (dir, script) => startScriptedIn(HARNESS, join(dir, 'script.json'), script);
 const T = { text: TEXT };
 const C = { tool_calls: [{ name: 'get_current_time', arguments: {} }] };
 const U = { text: 'The current time is in the tool result above, so that is the answer.' };
@@ -63,7 +45,8 @@ const U = { text: 'The current time is in the tool result above, so that is the 
 async function startWrangler(cwd, args, ready) {
   const port = await freePort();
   const proc = spawn(join(cwd, 'node_modules', '.bin', 'wrangler'),
-    ['dev', ...args, '--ip', '127.0.0.1', '--port', String(port), '--show-interactive-dev-session=false'],
+    ['dev', ...args, '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(await freePort()),
+      '--show-interactive-dev-session=false'],
     { cwd, detached: true, stdio: 'ignore', env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' } });
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 120_000;
@@ -126,7 +109,9 @@ async function edgentRun(dir) {
     ['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state, '--config', '.wrangler.dev.toml'],
     { cwd: ROOT, stdio: 'ignore', env: { ...process.env, CI: 'true' } });
   const w = await startWrangler(ROOT, ['--config', '.wrangler.dev.toml', '--persist-to', state,
-    '--var', `EDGENT_API_KEY:${KEY}`, '--var', 'BENCH_MODEL_KEY:bench-key'],
+    '--var', `EDGENT_API_KEY:${KEY}`, '--var', 'BENCH_MODEL_KEY:bench-key',
+    // The scripted server is plain http on loopback, and the key secret is the bench's own.
+    '--var', 'EDGENT_ALLOW_HTTP_MODELS:1', '--var', 'MODEL_SECRETS:BENCH_MODEL_KEY'],
     async (base) => (await fetch(`${base}/api/health`)).ok);
   try {
     // The agent as a user configures it (as the harness does): one model, one prompt, one tool.

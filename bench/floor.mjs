@@ -24,7 +24,7 @@ import WebSocket from 'ws';
 import { startWorker, ROOT } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
 import { freePort } from '../tests/support/net.mjs';
-import { seedBench } from './lib.mjs';
+import { seedBench, startScripted } from './lib.mjs';
 
 const WRANGLER = process.argv.includes('--wrangler');
 const TURNS = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 100);
@@ -50,24 +50,8 @@ async function modelServer(phase) {
   }
   const turns = 2 * (TURNS + WARMUP) + 4;
   const script = phase === 'text' ? [{ text: TEXT }] : Array.from({ length: turns }, () => [TOOL, { text: TEXT }]).flat();
-  const file = join(dir, `${phase}.json`);
-  writeFileSync(file, JSON.stringify(script));
-  const port = await freePort();
-  // With the harness's wrapper (listen backlog 128, as bench:compare runs it) when present:
-  // 20 conversations starting at once overflow socketserver's default of 5.
-  const backlog = join(HARNESS, 'sidebyside', 'backlog_scripted.py');
-  const argv = existsSync(backlog) ? [backlog, SCRIPTED] : [SCRIPTED];
-  const proc = spawn('python3', [...argv, String(port), file], { stdio: 'ignore', detached: true });
-  for (let i = 0; ; i++) {
-    try {
-      await fetch(`http://127.0.0.1:${port}/`);
-      break;
-    } catch {
-      if (i > 200) throw new Error('the scripted model server did not start');
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
-  return { name: 'scripted_openai.py', url: `http://127.0.0.1:${port}/v1`, stop: () => process.kill(-proc.pid, 'SIGKILL') };
+  const server = await startScripted(HARNESS, join(dir, `${phase}.json`), script);
+  return { name: 'scripted_openai.py', ...server };
 }
 
 /** A socket to a floor instance: `turn(content)` resolves at its `idle` frame. */
@@ -144,7 +128,7 @@ async function startFloorWrangler(modelUrl) {
   );
   const before = workerdPorts();
   const port = await freePort();
-  const proc = spawn(join(ROOT, 'node_modules', '.bin', 'wrangler'), ['dev', '--port', String(port), '--var', `MODEL_URL:${modelUrl}`, '--persist-to', join(wd, 'state')], { cwd: wd, stdio: 'ignore', detached: true });
+  const proc = spawn(join(ROOT, 'node_modules', '.bin', 'wrangler'), ['dev', '--port', String(port), '--inspector-port', String(await freePort()), '--var', `MODEL_URL:${modelUrl}`, '--persist-to', join(wd, 'state')], { cwd: wd, stdio: 'ignore', detached: true });
   const answers = async (p) => {
     try {
       return (await (await fetch(`http://127.0.0.1:${p}/`)).text()) === 'floor';

@@ -1,5 +1,9 @@
-// Shared by the benches: percentile summaries and the bench agent.
+// Shared by the benches: percentile summaries, the bench agent, the harness's model server.
+import { spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { seed } from '../scripts/lib/d1.mjs';
+import { freePort } from '../tests/support/net.mjs';
 
 const q = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
@@ -24,4 +28,36 @@ export function benchAgentRow() {
 /** Seeds `bench_support` (and any extra rows) into the Worker's D1. */
 export async function seedBench(db, { prompts = [], agents = [] } = {}) {
   await seed(db, { models: [], prompts, agents: [benchAgentRow(), ...agents] });
+}
+
+/**
+ * The side-by-side harness's scripted OpenAI-compatible server (`scripted_openai.py` in
+ * `harness`, the one both frameworks are measured against), serving `script` in order (its last
+ * step repeats), written to `file`. Started through the harness's listen-backlog wrapper when
+ * present (20 conversations starting at once overflow socketserver's default of 5).
+ */
+export async function startScripted(harness, file, script) {
+  const scripted = join(harness, 'scripted_openai.py');
+  const backlog = join(harness, 'sidebyside', 'backlog_scripted.py');
+  writeFileSync(file, JSON.stringify(script));
+  const port = await freePort();
+  const argv = existsSync(backlog) ? [backlog, scripted] : [scripted];
+  const proc = spawn('python3', [...argv, String(port), file], { stdio: 'ignore', detached: true });
+  for (let i = 0; ; i++) {
+    try {
+      await fetch(`http://127.0.0.1:${port}/`);
+      break;
+    } catch {
+      if (i > 200) throw new Error('the scripted model server did not start');
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    stop: () => {
+      try {
+        process.kill(-proc.pid, 'SIGKILL');
+      } catch {}
+    },
+  };
 }

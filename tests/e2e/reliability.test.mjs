@@ -130,7 +130,10 @@ class Wrangler {
 
   async start() {
     const began = Date.now();
+    // An inspector port of its own: wrangler's default (9229) is taken by any other `wrangler
+    // dev` running at the same time (the e2e files run in parallel), and wrangler then exits.
     const args = ['dev', '--config', join(this.dir, 'wrangler.toml'), '--ip', '127.0.0.1', '--port', String(this.port),
+      '--inspector-port', String(await freePort()),
       '--persist-to', join(this.dir, 'state'), '--show-interactive-dev-session=false'];
     for (const [k, v] of Object.entries(this.vars)) args.push('--var', `${k}:${v}`);
     const proc = spawn(WRANGLER, args, {

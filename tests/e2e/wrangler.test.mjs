@@ -44,7 +44,9 @@ before(async () => {
   const port = await freePort();
   proc = spawn(
     WRANGLER,
+    // An inspector port of its own (the default 9229 may be another parallel test's).
     ['dev', '--config', join(dir, 'wrangler.toml'), '--ip', '127.0.0.1', '--port', String(port),
+      '--inspector-port', String(await freePort()),
       '--persist-to', join(dir, 'state'), '--var', `EDGENT_API_KEY:${KEY}`, '--var', 'OPENAI_API_KEY:sk-wrangler',
       '--var', 'EDGENT_ALLOW_HTTP_MODELS:1',
       '--show-interactive-dev-session=false'],

@@ -12,34 +12,29 @@ use worker::SqlStorage;
 
 use edgent::values::sql::{Row, Sql, SqlError, SqlValue};
 
-// A BigInt (an integer past 2^53, should storage hand one back) cannot be stringified: the
-// slow path turns it into a number, as reading it value by value did.
-#[wasm_bindgen(inline_js = "export function edgent_sql_exec(sql, query, params) {
-    const rows = sql.exec(query, ...JSON.parse(params)).raw().toArray();
+// One statement: its parameters as a JSON array in, every row out as one JSON array. A batch
+// is `[[query, params], …]` in, every statement's rows out, inside the storage's
+// `transactionSync`: an exception (a failing statement) rolls the whole batch back. A BigInt
+// (an integer past 2^53, should storage hand one back) cannot be stringified: the slow path
+// turns it into a number, as reading it value by value did.
+#[wasm_bindgen(inline_js = "function rowsJson(rows) {
     try {
         return JSON.stringify(rows);
     } catch {
         return JSON.stringify(rows, (_, v) => (typeof v === 'bigint' ? Number(v) : v));
     }
+}
+export function edgent_sql_exec(sql, query, params) {
+    return rowsJson(sql.exec(query, ...JSON.parse(params)).raw().toArray());
+}
+export function edgent_sql_batch(state, batch) {
+    const storage = state.storage;
+    return rowsJson(storage.transactionSync(() =>
+        JSON.parse(batch).map(([query, params]) => storage.sql.exec(query, ...params).raw().toArray())));
 }")]
 extern "C" {
     #[wasm_bindgen(catch)]
     fn edgent_sql_exec(sql: &JsValue, query: &str, params: &str) -> Result<String, JsValue>;
-}
-
-// A batch is `[[query, params], …]` in, every statement's rows out, inside the storage's
-// `transactionSync`: an exception (a failing statement) rolls the whole batch back.
-#[wasm_bindgen(inline_js = "export function edgent_sql_batch(state, batch) {
-    const storage = state.storage;
-    const rows = storage.transactionSync(() =>
-        JSON.parse(batch).map(([query, params]) => storage.sql.exec(query, ...params).raw().toArray()));
-    try {
-        return JSON.stringify(rows);
-    } catch {
-        return JSON.stringify(rows, (_, v) => (typeof v === 'bigint' ? Number(v) : v));
-    }
-}")]
-extern "C" {
     #[wasm_bindgen(catch)]
     fn edgent_sql_batch(state: &JsValue, batch: &str) -> Result<String, JsValue>;
 }

@@ -38,13 +38,7 @@ impl Store<'_> {
             ),
             &[],
         )?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        Ok(Some((
-            summary_from_row(row)?,
-            row.int(THREAD_COLUMN_COUNT)?,
-        )))
+        row_and_open_calls(&rows)
     }
 
     /// Sets the status (and clears or records the last error).
@@ -233,13 +227,7 @@ impl Store<'_> {
             ),
             &[],
         )?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        Ok(Some((
-            summary_from_row(row)?,
-            row.int(THREAD_COLUMN_COUNT)?,
-        )))
+        row_and_open_calls(&rows)
     }
 
     /// Records whether the model is owed a call.
@@ -284,4 +272,15 @@ fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
         result: row.opt_text(14)?,
         parent_thread_id: row.opt_text(15)?,
     })
+}
+
+/// The thread row and, after its columns, the count of calls without a result.
+fn row_and_open_calls(rows: &[Row]) -> Result<Option<(ThreadSummary, i64)>, SqlError> {
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    Ok(Some((
+        summary_from_row(row)?,
+        row.int(THREAD_COLUMN_COUNT)?,
+    )))
 }
