@@ -87,35 +87,25 @@ pub(crate) async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>,
     }
     // Counted while it arrives: a body without Content-Length (chunked) is refused at the
     // first chunk past the limit, never buffered whole.
-    let unreadable = || ApiError::new(400, "bad_body", "could not read the request body");
-    let mut stream = req.stream().map_err(|_| unreadable())?;
-    let mut bytes = Vec::with_capacity(declared.unwrap_or(0));
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|_| unreadable())?;
-        if bytes.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(ApiError::too_large());
-        }
-        bytes.extend_from_slice(&chunk);
+    let unreadable = |_| ApiError::new(400, "bad_body", "could not read the request body");
+    let stream = req.stream().map_err(unreadable)?;
+    match collect_at_most(stream, MAX_BODY_BYTES, declared.unwrap_or(0))
+        .await
+        .map_err(unreadable)?
+    {
+        (bytes, true) => Ok(bytes),
+        (_, false) => Err(ApiError::too_large()),
     }
-    Ok(bytes)
 }
 
-/// Reads a response body, at most `max` bytes of it: the bytes, and whether that was all of
-/// it. Counted while it arrives, so a body far over the limit is never held whole (reading
-/// stops at the first chunk past it).
-pub(crate) async fn read_at_most(
-    resp: &mut Response,
+/// Collects a body stream, at most `max` bytes of it: the bytes, and whether that was all of
+/// it. Stops at the first chunk past the limit, so a body far over it is never held whole.
+async fn collect_at_most(
+    mut stream: worker::ByteStream,
     max: usize,
+    capacity: usize,
 ) -> worker::Result<(Vec<u8>, bool)> {
-    let mut stream = match resp.body() {
-        worker::ResponseBody::Stream(_) => resp.stream()?,
-        worker::ResponseBody::Body(bytes) => {
-            let whole = bytes.len() <= max;
-            return Ok((bytes[..bytes.len().min(max)].to_vec(), whole));
-        }
-        worker::ResponseBody::Empty => return Ok((Vec::new(), true)),
-    };
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(capacity.min(max));
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         if bytes.len() + chunk.len() > max {
@@ -126,4 +116,19 @@ pub(crate) async fn read_at_most(
         bytes.extend_from_slice(&chunk);
     }
     Ok((bytes, true))
+}
+
+/// Reads a response body, at most `max` bytes of it (see [`collect_at_most`]): the bytes,
+/// and whether that was all of it.
+pub(crate) async fn read_at_most(
+    resp: &mut Response,
+    max: usize,
+) -> worker::Result<(Vec<u8>, bool)> {
+    match resp.body() {
+        worker::ResponseBody::Stream(_) => collect_at_most(resp.stream()?, max, 0).await,
+        worker::ResponseBody::Body(bytes) => {
+            Ok((bytes[..bytes.len().min(max)].to_vec(), bytes.len() <= max))
+        }
+        worker::ResponseBody::Empty => Ok((Vec::new(), true)),
+    }
 }

@@ -60,6 +60,8 @@ pub(super) async fn run_chain(
     sink: &mut dyn ChainSink,
 ) -> Result<(), ProviderError> {
     let mut chain = ModelChain::new(models);
+    // Read once per call (the vars do not change while it runs), checked before each attempt.
+    let policy = ModelPolicy::from_vars(|k| platform.var(k));
     // The failure of the attempt before this one, while a retry is pending.
     let mut failed: Option<ProviderError> = None;
     while let Some(attempt) = chain.poll_attempt() {
@@ -76,7 +78,7 @@ pub(super) async fn run_chain(
         let started = platform.now_ms();
         let mut first_chunk_at = None;
         let body = parts.body(model);
-        let outcome = attempt_once(platform, model, body, sink, &mut first_chunk_at).await;
+        let outcome = attempt_once(platform, &policy, model, body, sink, &mut first_chunk_at).await;
         // The key is read only to redact it from an error text the provider may echo.
         let secret = match &outcome {
             Ok(_) => None,
@@ -114,6 +116,7 @@ pub(super) async fn run_chain(
 /// One attempt: open, stream to the end. `Ok(status)` once the stream ended properly.
 async fn attempt_once(
     platform: &dyn Platform,
+    policy: &ModelPolicy,
     model: &ModelConfig,
     body: String,
     sink: &mut dyn ChainSink,
@@ -121,7 +124,7 @@ async fn attempt_once(
 ) -> Result<u16, ProviderError> {
     // Again at call time: a row written into D1 without the API, or a policy tightened since,
     // fails here with no network attempt, so the secret goes nowhere.
-    ModelPolicy::from_vars(|k| platform.var(k))
+    policy
         .check(model)
         .map_err(|why| ProviderError::Config(format!("model {:?}: {why}", model.name)))?;
     let mut reply = platform.open_model(model, body).await?;

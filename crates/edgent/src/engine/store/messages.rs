@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// A message's final form: content, tool calls (JSON), status, by id.
+const UPDATE_REPLY: &str =
+    "UPDATE messages SET content = ?, tool_calls = ?, status = ? WHERE id = ?";
+
 impl Store<'_> {
     /// Appends a message at the end of the history.
     /// Returns the position it was given.
@@ -116,7 +120,7 @@ impl Store<'_> {
     pub fn update_message(&self, m: &Message) -> Result<(), SqlError> {
         let tool_calls = json_column(&m.tool_calls)?;
         self.sql.exec(
-            "UPDATE messages SET content = ?, tool_calls = ?, status = ? WHERE id = ?",
+            UPDATE_REPLY,
             &[
                 m.content.as_str().into(),
                 tool_calls.into(),
@@ -155,10 +159,7 @@ impl Store<'_> {
                 ]
             })
             .collect();
-        let mut batch: Vec<(&str, &[SqlValue])> = vec![(
-            "UPDATE messages SET content = ?, tool_calls = ?, status = ? WHERE id = ?",
-            &update,
-        )];
+        let mut batch: Vec<(&str, &[SqlValue])> = vec![(UPDATE_REPLY, &update)];
         for values in &inserts {
             batch.push((INSERT_TOOL_CALL, values));
         }
