@@ -13,6 +13,7 @@ use edgent::engine::wake::WATCHDOG_MS;
 use edgent::llm::stream::ProviderError;
 use edgent::prelude::*;
 use edgent::testing::{reply_events, TestHost};
+use edgent::values::message::Role;
 use edgent::values::protocol::ServerFrame;
 
 const T0: i64 = 1_700_000_000_000;
@@ -571,4 +572,76 @@ fn a_reply_whose_stored_form_passes_the_row_limit_fails_once() {
         .unwrap()
         .tool_calls
         .is_empty());
+}
+
+/// A tool a sub-prompt's model calls runs under that tool's own rate limit (shared with the
+/// thread's top-level calls) and is logged under the call that ran the sub-prompt.
+#[test]
+fn a_sub_prompts_tool_calls_count_against_the_tools_rate_limit_and_are_logged() {
+    use edgent::config::{Delegate, PromptConfig};
+    let runs = Rc::new(std::cell::Cell::new(0));
+    let counted = runs.clone();
+    let limited = Tool::new("Limited.")
+        .rate_limit(RateLimit::per_minute(2).fail())
+        .handler(move |_flow: FlowState| {
+            let runs = counted.clone();
+            async move {
+                runs.set(runs.get() + 1);
+                CallToolResult::text("ran")
+            }
+        });
+    let registry = edgent::tool::Registry::build(vec![("limited", limited)]).unwrap();
+    let mut config = edgent::testing::agent(&["limited", "summarize"]);
+    let sub: PromptConfig = serde_json::from_value(json!({
+        "name": "summarize", "model": "default", "system": "Summarize.", "tools": ["limited"],
+    }))
+    .unwrap();
+    let models = config.models.clone();
+    config.delegates = vec![(Delegate::Prompt(sub), models)];
+    let h = TestHost::new(registry, T0).with_agent(config).into_rc();
+    let rt = h.runtime();
+    h.script(Ok(reply_events("", &[("c1", "limited", "{}")])));
+    h.script(Ok(reply_events(
+        "",
+        &[("c2", "summarize", r#"{"input":"go"}"#)],
+    )));
+    // The sub-prompt's model: two calls; the window (2 a minute) has room for one.
+    h.script(Ok(reply_events(
+        "",
+        &[("s1", "limited", "{}"), ("s2", "limited", "{}")],
+    )));
+    h.script(Ok(reply_events("Summarized.", &[])));
+    h.script(Ok(reply_events("All done.", &[])));
+
+    h.run(rt.apply(send("Go"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(
+        runs.get(),
+        2,
+        "one top-level run and one nested: the third is refused"
+    );
+    assert_eq!(transcript(&h).last().unwrap().1, "All done.");
+    let sub_results: Vec<String> = h
+        .store()
+        .sub_messages("c2")
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(
+        sub_results,
+        vec![
+            "ran".to_owned(),
+            "Error: rate limited: tool \"limited\" allows 2 calls per minute per thread; try \
+             again in 60 s"
+                .to_owned()
+        ]
+    );
+    let nested = record(&h, "c2").nested;
+    assert_eq!(nested.len(), 1);
+    assert_eq!(nested[0].key, "c2/s1");
+    assert_eq!(nested[0].tool, "limited");
+    assert_eq!(nested[0].attempt.outcome.as_deref(), Some("success"));
 }

@@ -695,3 +695,35 @@ fn the_example_is_registered_with_its_schema_and_policy() {
         .message()
         .contains("does not parse"));
 }
+
+#[test]
+fn a_workflow_step_counts_against_the_called_tools_deployment_limit() {
+    crate::install_app();
+    let host = TestHost::with_thread(T0);
+    host.set_limiter(Some(edgent::engine::durable::Window {
+        used: 60,
+        frees_at: T0 + 20_000,
+    }));
+    let registry = crate::registry().unwrap();
+    let brief = registry.get("weather_brief").unwrap();
+    let err = attempt(
+        &host,
+        brief,
+        "call_1",
+        Map::new(),
+        json!({ "first": "Lisbon", "second": "Porto", "to": "a@b.c" }),
+    )
+    .unwrap_err();
+    // get_weather allows 60 calls a minute per deployment (it guards the API key's quota):
+    // the workflow's steps ask the same counter a top-level call asks, and wait for it.
+    assert!(
+        err.text().starts_with(
+            "step \"a\" (get_weather) failed: rate limited: tool \"get_weather\" allows 60 \
+             calls per minute per deployment; try again in 20 s"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.retry(), Retry::After(20_000));
+    assert_eq!(host.limiter_asked(), 2, "both members asked");
+    assert!(notifications(&host).is_empty());
+}

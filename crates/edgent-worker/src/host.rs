@@ -39,6 +39,25 @@ pub(crate) fn broadcast(state: &State, frame: &ServerFrame) {
 }
 
 impl FlowHost for ShellHost {
+    fn acquire_limit(
+        &self,
+        tool: &str,
+        per_minute: u32,
+    ) -> BoxFuture<'static, Result<Window, String>> {
+        let (env, tool) = (self.env.clone(), tool.to_owned());
+        Box::pin(async move {
+            crate::rate_limiter::acquire(&env, &tool, per_minute)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        // setTimeout wraps past 2^31 - 1 ms and would fire at once.
+        let ms = ms.min(edgent::values::limits::MAX_TIMER_MS);
+        Box::pin(Delay::from(Duration::from_millis(ms)))
+    }
+
     fn sql(&self) -> &dyn Sql {
         &self.sql
     }
@@ -98,12 +117,6 @@ impl FlowHost for ShellHost {
 }
 
 impl Platform for ShellHost {
-    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
-        // setTimeout wraps past 2^31 - 1 ms and would fire at once.
-        let ms = ms.min(edgent::values::limits::MAX_TIMER_MS);
-        Box::pin(Delay::from(Duration::from_millis(ms)))
-    }
-
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
         let storage = self.state.storage();
         Box::pin(async move { storage.set_alarm(in_ms).await.map_err(|e| e.to_string()) })
@@ -145,19 +158,6 @@ impl Platform for ShellHost {
     ) -> BoxFuture<'static, Result<bool, String>> {
         let (db, agent_id) = (D1(self.env.clone()), agent_id.to_owned());
         Box::pin(async move { agents::agent_has_side(&db, &agent_id, side).await })
-    }
-
-    fn acquire_limit(
-        &self,
-        tool: &str,
-        per_minute: u32,
-    ) -> BoxFuture<'static, Result<Window, String>> {
-        let (env, tool) = (self.env.clone(), tool.to_owned());
-        Box::pin(async move {
-            crate::rate_limiter::acquire(&env, &tool, per_minute)
-                .await
-                .map_err(|e| e.to_string())
-        })
     }
 
     fn open_model(

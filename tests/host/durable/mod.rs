@@ -196,5 +196,6 @@ fn ok_tool(runs: &Rc<Cell<u32>>) -> Tool {
 
 mod failures;
 mod gates;
+mod nested;
 mod turn;
 mod workflows;

@@ -168,7 +168,7 @@ fn a_tool_called_from_a_step_cannot_sleep() {
     assert!(record
         .result
         .unwrap()
-        .contains("cannot do inside another tool's step"),);
+        .contains("which only a top-level call can do (not one inside another tool)"));
     assert_eq!(h.next_wake(), None, "the inner sleep parked nothing");
 }
 

@@ -86,6 +86,22 @@ pub struct ToolCallRecord {
     pub attempt_log: Vec<AttemptRecord>,
     /// Workflow steps with their durations (run metrics).
     pub steps: Vec<StepRecord>,
+    /// Runs of other tools inside this call (`flow.call_tool`, TOML workflow steps, a
+    /// sub-prompt's tools), in order: each counted against its tool's rate limit.
+    pub nested: Vec<NestedAttempt>,
+}
+
+/// One run of a tool nested in another call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NestedAttempt {
+    /// Where it ran: the enclosing call's id, then the step and position (a workflow) or the
+    /// sub-prompt's call id.
+    pub key: String,
+    /// The tool that ran.
+    pub tool: String,
+    /// The attempt of this key (a rerun of the enclosing step runs it again).
+    #[serde(flatten)]
+    pub attempt: AttemptRecord,
 }
 
 /// One attempt of a call.
@@ -415,6 +431,7 @@ impl Store<'_> {
             let arguments = r.text(2)?;
             let started_at = r.opt_int(12)?;
             let finished_at = r.opt_int(13)?;
+            let (attempt_log, nested) = self.attempts(&id)?;
             calls.push(ToolCallRecord {
                 tool: r.text(1)?,
                 arguments: serde_json::from_str(&arguments).unwrap_or(Value::String(arguments)),
@@ -430,7 +447,8 @@ impl Store<'_> {
                 started_at,
                 finished_at,
                 duration_ms: started_at.zip(finished_at).map(|(s, f)| f - s),
-                attempt_log: self.attempts(&id)?,
+                attempt_log,
+                nested,
                 steps: self.steps(&id)?,
                 id,
             });
@@ -443,23 +461,60 @@ impl Store<'_> {
         })
     }
 
-    /// The attempts of a call, in order.
-    pub fn attempts(&self, call_id: &str) -> Result<Vec<AttemptRecord>, SqlError> {
-        let rows = self.sql().exec(
-            "SELECT attempt, started_at, finished_at, outcome, error FROM tool_attempts
-             WHERE call_id = ? ORDER BY seq",
-            &[call_id.into()],
+    /// Opens an attempt of a call nested in another (see `tool::nested`): `key` starts with
+    /// the enclosing call's id and a `/`. An attempt of the same key left open (a crash cut
+    /// its run short) is closed as `interrupted` first. Counts in `name`'s rate-limit window.
+    pub fn begin_nested_attempt(&self, now: i64, key: &str, name: &str) -> Result<(), SqlError> {
+        self.sql().exec(
+            "UPDATE tool_attempts SET finished_at = ?, outcome = 'interrupted'
+             WHERE call_id = ? AND finished_at IS NULL",
+            &[now.into(), key.into()],
         )?;
-        rows.iter()
-            .map(|r| {
-                Ok(AttemptRecord {
-                    attempt: r.int(0)?,
-                    started_at: r.int(1)?,
-                    finished_at: r.opt_int(2)?,
-                    outcome: r.opt_text(3)?,
-                    error: r.opt_text(4)?,
-                })
-            })
-            .collect()
+        self.sql().exec(
+            "INSERT INTO tool_attempts (call_id, name, attempt, started_at)
+             VALUES (?, ?, (SELECT COUNT(*) + 1 FROM tool_attempts WHERE call_id = ?), ?)",
+            &[key.into(), name.into(), key.into(), now.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The attempts of a call, in order, and those of the tools nested in it (their keys
+    /// start with the call's id and a `/`: one range of the index).
+    pub fn attempts(
+        &self,
+        call_id: &str,
+    ) -> Result<(Vec<AttemptRecord>, Vec<NestedAttempt>), SqlError> {
+        let rows = self.sql().exec(
+            "SELECT attempt, started_at, finished_at, outcome, error, call_id, name
+             FROM tool_attempts
+             WHERE call_id = ? OR (call_id > ? AND call_id < ?) ORDER BY seq",
+            &[
+                call_id.into(),
+                format!("{call_id}/").into(),
+                // '0' follows '/': every key with the prefix sorts before this.
+                format!("{call_id}0").into(),
+            ],
+        )?;
+        let (mut own, mut nested) = (Vec::new(), Vec::new());
+        for r in &rows {
+            let attempt = AttemptRecord {
+                attempt: r.int(0)?,
+                started_at: r.int(1)?,
+                finished_at: r.opt_int(2)?,
+                outcome: r.opt_text(3)?,
+                error: r.opt_text(4)?,
+            };
+            let key = r.text(5)?;
+            if key == call_id {
+                own.push(attempt);
+            } else {
+                nested.push(NestedAttempt {
+                    key,
+                    tool: r.text(6)?,
+                    attempt,
+                });
+            }
+        }
+        Ok((own, nested))
     }
 }

@@ -15,6 +15,7 @@ use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
 use crate::engine::thread::{SubStep, Thread, ThreadError};
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
+use crate::tool::nested::run_nested;
 use crate::tool::offer::offered;
 use crate::tool::{CallToolResult, FlowState};
 use crate::values::ids::new_id;
@@ -196,7 +197,13 @@ impl ThreadRuntime {
                                 );
                                 flow.depth = 1;
                                 flow.parent_message_id = Some(c.message_id.clone());
-                                tool.call(flow, &c.call.arguments).await
+                                // Under the tool's own limits and timeout, logged under the
+                                // call that runs this sub-prompt.
+                                let key = format!("{}/{}", call.call.id, c.call.id);
+                                let name = &c.call.name;
+                                run_nested(flow, tool, name, &c.call.arguments, &key)
+                                    .await
+                                    .unwrap_or_else(|e| CallToolResult::error(e.text()))
                             }
                             (None, None) => CallToolResult::error("the tool is gone"),
                         };

@@ -19,7 +19,6 @@ use serde_json::Value;
 
 use crate::api::ApiError;
 use crate::config::{AgentConfig, ModelConfig};
-use crate::engine::durable::Window;
 use crate::engine::store::{Side, ThreadCache};
 use crate::engine::thread::{Thread, ThreadError};
 use crate::engine::wake::WATCHDOG_MS;
@@ -39,8 +38,6 @@ pub use delegate::ChildError;
 /// The I/O of the host a thread lives in (the Worker driver's Durable Object, or a test
 /// host): what tools see ([`FlowHost`]) and what the runtime itself needs.
 pub trait Platform: FlowHost {
-    /// Resolves after `ms` milliseconds.
-    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()>;
     /// Arms the thread's one alarm to fire `in_ms` from now.
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>>;
     /// Removes the thread's alarm.
@@ -69,12 +66,6 @@ pub trait Platform: FlowHost {
         agent_id: &str,
         side: Side,
     ) -> BoxFuture<'static, Result<bool, String>>;
-    /// Asks the deployment's rate limiter of `tool` for a slot (see [`Window`]).
-    fn acquire_limit(
-        &self,
-        tool: &str,
-        per_minute: u32,
-    ) -> BoxFuture<'static, Result<Window, String>>;
     /// Sends one model attempt (the provider's request `body`, JSON text) and opens its
     /// reply.
     fn open_model(

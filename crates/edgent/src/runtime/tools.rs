@@ -4,34 +4,20 @@
 //! concurrently under their timeout, and each outcome goes back to the engine to be settled.
 //! Nothing here decides what a call's state becomes.
 
-use std::future::Future;
 use std::rc::Rc;
-use std::time::Duration;
 
-use futures_util::future::{join_all, select, Either};
+use futures_util::future::join_all;
 
-use super::{Platform, ThreadRuntime};
+use super::ThreadRuntime;
 use crate::config::{AgentConfig, Delegate};
 use crate::engine::durable::Ran;
 use crate::engine::store::{StoredToolCall, ThreadSummary};
 use crate::engine::thread::Thread;
 use crate::engine::tool_runs::{Admission, ToolRun};
+use crate::tool::nested::with_timeout;
 use crate::tool::offer::{callee, Callee};
 use crate::tool::policy::policy_for;
 use crate::tool::{run_until_suspended, FlowState};
-
-/// Runs `work` with a deadline on the platform's clock; `None` when the deadline won.
-pub(super) async fn with_timeout<F: Future>(
-    platform: &dyn Platform,
-    work: F,
-    limit: Duration,
-) -> Option<F::Output> {
-    let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
-    match select(Box::pin(work), platform.sleep(ms)).await {
-        Either::Left((out, _)) => Some(out),
-        Either::Right(_) => None,
-    }
-}
 
 impl ThreadRuntime {
     /// Runs calls of one reply (concurrently when there are several) and hands their
@@ -110,7 +96,7 @@ impl ThreadRuntime {
                 let state = flow.run_state().clone();
                 let attempt = tool.attempt(flow, &call.call.arguments);
                 let suspended = run_until_suspended(attempt, &state);
-                with_timeout(&*self.platform, suspended, policy.timeout)
+                with_timeout(&*self.tool_host, suspended, policy.timeout)
                     .await
                     .unwrap_or(Ran::TimedOut)
             }

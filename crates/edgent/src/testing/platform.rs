@@ -42,15 +42,6 @@ impl Future for VirtualSleep {
 }
 
 impl Platform for TestHost {
-    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
-        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
-        Box::pin(VirtualSleep {
-            until: self.now().saturating_add(ms),
-            clock: self.clock.clone(),
-            timers: self.timers.clone(),
-        })
-    }
-
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
         self.alarm.set(Some(self.now().saturating_add(in_ms)));
         Box::pin(async { Ok(()) })
@@ -98,23 +89,6 @@ impl Platform for TestHost {
         Box::pin(async move { Ok(has) })
     }
 
-    fn acquire_limit(
-        &self,
-        _tool: &str,
-        _per_minute: u32,
-    ) -> BoxFuture<'static, Result<Window, String>> {
-        self.limiter_asked.set(self.limiter_asked.get() + 1);
-        // What happens meanwhile happens to the thread as stored (the runtime's view reads it).
-        let mut t = self.thread();
-        (self.before_limiter_answer.borrow_mut())(&mut t);
-        self.keep_frames(&mut t);
-        let window = self
-            .limiter
-            .borrow()
-            .ok_or_else(|| "the counter is unreachable".to_owned());
-        Box::pin(async move { window })
-    }
-
     fn open_model(
         &self,
         _model: &ModelConfig,
@@ -145,6 +119,32 @@ impl Platform for TestHost {
 }
 
 impl FlowHost for TestHost {
+    fn acquire_limit(
+        &self,
+        _tool: &str,
+        _per_minute: u32,
+    ) -> BoxFuture<'static, Result<Window, String>> {
+        self.limiter_asked.set(self.limiter_asked.get() + 1);
+        // What happens meanwhile happens to the thread as stored (the runtime's view reads it).
+        let mut t = self.thread();
+        (self.before_limiter_answer.borrow_mut())(&mut t);
+        self.keep_frames(&mut t);
+        let window = self
+            .limiter
+            .borrow()
+            .ok_or_else(|| "the counter is unreachable".to_owned());
+        Box::pin(async move { window })
+    }
+
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        Box::pin(VirtualSleep {
+            until: self.now().saturating_add(ms),
+            clock: self.clock.clone(),
+            timers: self.timers.clone(),
+        })
+    }
+
     fn sql(&self) -> &dyn Sql {
         &self.db
     }

@@ -209,7 +209,9 @@ impl FlowState {
     }
 
     /// Runs the registered tool `name` once with `args` (validated as if the model had sent
-    /// them) and returns its result; a failure keeps its retry advice. Meant for the inside
+    /// them) and returns its result; a failure keeps its retry advice. The call counts against
+    /// that tool's rate limits, runs under its timeout and appears as an attempt in the
+    /// enclosing call's execution history (`nested`); the enclosing call owns retries. Meant for the inside
     /// of a [`FlowState::step`], which records the result so a later run does not repeat the
     /// call. The tool gets this call's flow and bindings; its own steps are recorded under
     /// `<call id>/<step name>/<n>` (the n-th call inside that step), apart from the caller's.
@@ -239,14 +241,9 @@ impl FlowState {
             step.1 += 1;
             format!("{}/{}/{}", self.tool_call_id, step.0, step.1)
         };
-        flow.tool_call_id = key;
-        let state = flow.run.clone();
-        match run_until_suspended(tool.attempt(flow, &args.to_string()), &state).await {
-            Ran::Done(outcome) => outcome,
-            _ => Err(ToolError::fatal(format!(
-                "tool {name:?} sleeps or waits, which it cannot do inside another tool's step"
-            ))),
-        }
+        flow.tool_call_id = key.clone();
+        // Under the called tool's own rate limits and timeout, logged as an attempt.
+        super::nested::run_nested(flow, tool, name, &args.to_string(), &key).await
     }
 
     /// Sleeps durably: the first run records the wake time and parks the call; the thread's

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use super::ToolError;
 use super::{BoxFuture, HostError, HttpRequest, HttpResponse, Registry};
 use crate::config::AgentConfig;
+use crate::engine::durable::Window;
 use crate::engine::store::{MessagePage, Order, Side, Store, StoredToolCall, ThreadSummary};
 use crate::values::protocol::ServerFrame;
 use crate::values::sql::{Row, Sql, SqlValue};
@@ -28,6 +29,15 @@ pub trait FlowHost {
     fn secret(&self, name: &str) -> Option<String>;
     /// A plain-text variable binding.
     fn var(&self, name: &str) -> Option<String>;
+    /// Resolves after `ms` milliseconds (a tool's timeout; never a durable sleep).
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()>;
+    /// Asks the deployment's rate limiter of `tool` for a slot (see [`Window`]): the top-level
+    /// runtime and calls nested in another tool both count against it.
+    fn acquire_limit(
+        &self,
+        tool: &str,
+        per_minute: u32,
+    ) -> BoxFuture<'static, Result<Window, String>>;
     /// Performs an outbound HTTP request.
     fn fetch(&self, request: HttpRequest) -> BoxFuture<'static, Result<HttpResponse, HostError>>;
     /// Runs a parameterised query on a D1 binding; rows come back as JSON objects.

@@ -36,6 +36,7 @@ mod durable;
 mod flow;
 mod handler;
 mod http;
+pub(crate) mod nested;
 pub mod offer;
 pub mod policy;
 mod registry;
