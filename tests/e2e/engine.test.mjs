@@ -1495,6 +1495,45 @@ test('agent tool (dual_ai): a child conversation that fails is an error result f
   assert.match(result.content, /child request rejected/);
 });
 
+test('agent tool (dual_ai): an agent that calls itself ends at the nesting limit (4 child threads deep) with an error result, and every level answers', async (t) => {
+  const m = fresh('m');
+  const loopPrompt = fresh('loop-p');
+  const p = fresh('main');
+  const c = fresh('looper');
+  const a = fresh('a');
+  await define({
+    models: [modelRow(m)],
+    prompts: [
+      promptRow(loopPrompt, m, { system: 'You delegate to yourself.', tools: [c] }),
+      promptRow(p, m, { system: 'You are the moderator.', tools: [c] }),
+    ],
+    agents: [
+      agentRow(c, { prompt: loopPrompt }, { kind: 'dual_ai', max_turns: 1, expose_as_tool: 1, side_b: { prompt: loopPrompt } }),
+      agentRow(a, { prompt: p }),
+    ],
+  });
+  const sock = await thread(t, a);
+  const again = (n) => ({ toolCalls: [{ id: `call_${n}`, name: c, arguments: { input: `level ${n}` } }] });
+  model.push(
+    again(0), again(1), again(2), again(3), again(4), // the main thread, then children 1-4 each call it again
+    { text: 'answer 4' }, { text: 'answer 3' }, { text: 'answer 2' }, { text: 'answer 1' },
+    { text: 'All levels answered.' },
+  );
+  const frames = await turn(sock, 'Recurse.', 1);
+  await noMoreRequests(10);
+  // The fourth child's call was refused: a fifth level is past the limit.
+  const refused = chat(model.requests[5]).at(-1);
+  assert.equal(refused.tool_call_id, 'call_4');
+  assert.match(refused.content, /more than 4 child threads deep/);
+  // Every other level got its child's answer.
+  for (const [i, answer] of [[6, 'answer 4'], [7, 'answer 3'], [8, 'answer 2'], [9, 'answer 1']]) {
+    const result = chat(model.requests[i]).at(-1);
+    assert.equal(result.role, 'tool');
+    assert.ok(result.content.startsWith(answer), `${i}: ${result.content}`);
+  }
+  assert.equal(finalMessages(frames).filter((x) => x.role === 'assistant').at(-1).content, 'All levels answered.');
+});
+
 test('agent tool (dual_ai): stopping the parent does not stop the child; its result is still stored, and the parent stays stopped', async (t) => {
   // Documented in docs/agents.md ("Stopping the calling thread does not stop the child").
   const m = fresh('m');

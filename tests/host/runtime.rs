@@ -645,3 +645,52 @@ fn a_sub_prompts_tool_calls_count_against_the_tools_rate_limit_and_are_logged() 
     assert_eq!(nested[0].tool, "limited");
     assert_eq!(nested[0].attempt.outcome.as_deref(), Some("success"));
 }
+
+/// An agent tool in a thread already at the deepest nesting answers with an error result
+/// naming the limit, and no child thread is asked for (an agent that calls itself ends).
+#[test]
+fn an_agent_tool_past_the_nesting_limit_is_an_error_result_and_starts_no_child() {
+    use edgent::config::{AgentDef, Delegate};
+    use edgent::engine::thread::ParentLink;
+    use edgent::values::limits::MAX_THREAD_NESTING;
+    let mut config = edgent::testing::agent(&["looper"]);
+    let looper: AgentDef = serde_json::from_value(json!({
+        "id": "looper", "kind": "dual_ai", "expose_as_tool": true,
+        "side_a": { "prompt": "support" }, "side_b": { "prompt": "support" },
+    }))
+    .unwrap();
+    config.delegates = vec![(Delegate::Agent(looper), Vec::new())];
+    let h = TestHost::new(edgent::tool::Registry::build(vec![]).unwrap(), T0)
+        .with_agent(config)
+        .into_rc();
+    let parent = ParentLink {
+        thread_id: "the-parent",
+        nesting: MAX_THREAD_NESTING,
+    };
+    h.thread().link(Some(parent), None).unwrap();
+    assert_eq!(h.thread().nesting().unwrap(), MAX_THREAD_NESTING);
+    let rt = h.runtime();
+    h.script(Ok(reply_events(
+        "",
+        &[("c1", "looper", r#"{"input":"again"}"#)],
+    )));
+    h.script(Ok(reply_events("I will answer myself.", &[])));
+
+    h.run(rt.apply(send("Loop"))).unwrap();
+    h.run_spawned();
+
+    let result = record(&h, "c1").result.unwrap();
+    assert_eq!(
+        result,
+        format!(
+            "Error: agent \"looper\" failed: its child thread would be more than \
+             {MAX_THREAD_NESTING} child threads deep; an agent that calls itself (directly or \
+             through other agents) must answer without calling again at that depth"
+        )
+    );
+    assert_eq!(transcript(&h).last().unwrap().1, "I will answer myself.");
+    let children = edgent::tool::FlowHost::sql(&*h)
+        .exec("SELECT COUNT(*) FROM child_threads", &[])
+        .unwrap();
+    assert_eq!(children[0].int(0).unwrap(), 0, "no child was recorded");
+}

@@ -20,6 +20,7 @@ use super::host::ShellHost;
 use super::http::{error, json, query_pairs, query_param, read_body, registry_error};
 use edgent::api::ops::{ThreadOp, OP_PREFIX};
 use edgent::api::{ApiError, CreateThread};
+use edgent::engine::thread::ParentLink;
 use edgent::runtime::ThreadRuntime;
 use edgent::tool::RegistryError;
 use edgent::values::protocol::{
@@ -179,9 +180,15 @@ impl ThreadObject {
         let origin = header("x-edgent-origin");
         // Set only by a parent thread's agent tool (the router never forwards a query).
         let parent = query_param(req, "parent");
+        let nesting = query_param(req, "nesting")
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(1);
+        let link = parent
+            .as_deref()
+            .map(|thread_id| ParentLink { thread_id, nesting });
         let summary = self
             .runtime()?
-            .create(&thread_id, &create, parent.as_deref(), origin.as_deref())
+            .create(&thread_id, &create, link, origin.as_deref())
             .await?;
         Ok((201, summary))
     }

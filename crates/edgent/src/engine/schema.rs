@@ -260,6 +260,9 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // v6: the attempt log is written by triggers on the call's row (two statements fewer per
     // tool run).
     &[TRIGGER_ATTEMPT_STARTED, TRIGGER_ATTEMPT_FINISHED],
+    // v7: how many child threads deep this thread is (0 for one a client created), so an
+    // agent that calls itself ends at a limit instead of recursing without bound.
+    &["ALTER TABLE thread ADD COLUMN nesting INTEGER NOT NULL DEFAULT 0"],
 ];
 
 /// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
@@ -287,7 +290,8 @@ pub const CURRENT: &[&str] = &[
             parent_thread_id TEXT,
             hook_config TEXT,
             public_url TEXT,
-            history_version INTEGER NOT NULL DEFAULT 0
+            history_version INTEGER NOT NULL DEFAULT 0,
+            nesting INTEGER NOT NULL DEFAULT 0
         )",
     "CREATE TABLE messages (
             seq INTEGER PRIMARY KEY,

@@ -19,6 +19,7 @@ use crate::tool::nested::run_nested;
 use crate::tool::offer::offered;
 use crate::tool::{CallToolResult, FlowState};
 use crate::values::ids::new_id;
+use crate::values::limits::MAX_THREAD_NESTING;
 
 /// How long an agent tool waits for its child conversation.
 const CHILD_DEADLINE_MS: i64 = 10 * 60 * 1000;
@@ -48,6 +49,8 @@ pub enum ChildError {
     },
     /// The conversation was still running after ten minutes.
     TimedOut,
+    /// The child would be deeper than [`MAX_THREAD_NESTING`] (an agent calling itself).
+    TooDeep,
 }
 
 impl std::fmt::Display for ChildError {
@@ -65,6 +68,12 @@ impl std::fmt::Display for ChildError {
                 reason.as_deref().unwrap_or("no reason given")
             ),
             ChildError::TimedOut => f.write_str("the conversation did not end in time"),
+            ChildError::TooDeep => write!(
+                f,
+                "its child thread would be more than {MAX_THREAD_NESTING} child threads deep; \
+                 an agent that calls itself (directly or through other agents) must answer \
+                 without calling again at that depth"
+            ),
         }
     }
 }
@@ -261,13 +270,17 @@ impl ThreadRuntime {
         input: String,
     ) -> Result<CallToolResult, ChildError> {
         let thread = Thread::open_migrated(self.platform.sql());
+        let nesting = thread.nesting().map_err(ChildError::Thread)? + 1;
+        if nesting > MAX_THREAD_NESTING {
+            return Err(ChildError::TooDeep);
+        }
         let child = thread
             .child_thread(self.now(), &call.call.id, &new_id())
             .map_err(ChildError::Thread)?;
         let ask = |method: &'static str, path: String, body: Option<Value>| {
             self.platform.ask_thread(&child, method, &path, body)
         };
-        let create = format!("/create?parent={}", summary.thread_id);
+        let create = format!("/create?parent={}&nesting={nesting}", summary.thread_id);
         let body = json!({ "agent_id": agent.id, "tags": ["child"] });
         let (status, body) = ask("POST", create, Some(body))
             .await

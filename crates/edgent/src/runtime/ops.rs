@@ -10,16 +10,18 @@ use crate::api::ops::ThreadOp;
 use crate::api::{ApiError, CreateThread};
 use crate::engine::durable::WebhookRefusal;
 use crate::engine::store::Side;
+use crate::engine::thread::ParentLink;
 use crate::tool::policy::policy_for;
 
 impl ThreadRuntime {
     /// Creates the thread `thread_id` (201 with its summary). `parent` is set only by a
-    /// parent thread's agent tool; `origin` is where clients reach the host (webhook URLs).
+    /// parent thread's agent tool (with the child's nesting); `origin` is where clients reach
+    /// the host (webhook URLs).
     pub async fn create(
         &self,
         thread_id: &str,
         create: &CreateThread,
-        parent: Option<&str>,
+        parent: Option<ParentLink<'_>>,
         origin: Option<&str>,
     ) -> Result<Value, ApiError> {
         // The first message may need the agent's hooks before any turn has loaded them.

@@ -27,6 +27,10 @@ pub const MAX_STEP_VALUE_BYTES: usize = 1024 * 1024;
 /// Most tool calls in one model reply: a reply with more fails the model call
 /// (`model_reply_too_large`) instead of fanning out without bound.
 pub const MAX_TOOL_CALLS_PER_REPLY: usize = 128;
+/// Deepest chain of child threads (an agent tool's conversation is one level below its
+/// caller's): an agent that calls itself, directly or through others, gets an error result
+/// at this depth instead of recursing without bound.
+pub const MAX_THREAD_NESTING: u32 = 4;
 /// Longest workflow sleep: a longer one is cut to it (the alarm that wakes it must stay in a
 /// sane range; a workflow that needs longer sleeps again).
 pub const MAX_SLEEP_MS: i64 = 365 * 24 * 60 * 60 * 1000;

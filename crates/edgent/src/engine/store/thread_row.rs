@@ -132,13 +132,21 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// Links a child thread to the thread that created it.
-    pub fn set_parent(&self, parent_thread_id: &str) -> Result<(), SqlError> {
+    /// Links a child thread to the thread that created it, `nesting` levels below a thread a
+    /// client created.
+    pub fn set_parent(&self, parent_thread_id: &str, nesting: u32) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE thread SET parent_thread_id = ?",
-            &[parent_thread_id.into()],
+            "UPDATE thread SET parent_thread_id = ?, nesting = ?",
+            &[parent_thread_id.into(), nesting.into()],
         )?;
         Ok(())
+    }
+
+    /// How many child threads deep this thread is (0: a client created it).
+    pub fn nesting(&self) -> Result<u32, SqlError> {
+        let rows = self.sql.exec("SELECT nesting FROM thread", &[])?;
+        let n = rows.first().map(|r| r.int(0)).transpose()?.unwrap_or(0);
+        Ok(u32::try_from(n).unwrap_or(0))
     }
 
     /// Hands the thread to another agent (an ai_human agent called as a tool).

@@ -118,6 +118,7 @@ pub const MAX_TOOL_INTERRUPTIONS: i64 = 3;
 pub use client::InjectMessage;
 pub use history::{repair_history, view_for_side};
 use history::{stop_answer, without_calls, worn_out};
+pub use records::ParentLink;
 pub use sub_prompt::{SubPrompt, SubStep, SubToolCall, SUB_PROMPT_MAX_STEPS};
 pub use turn::{Action, ModelCall, TurnRules};
 

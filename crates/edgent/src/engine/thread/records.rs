@@ -12,17 +12,36 @@ use crate::engine::tool_records::ToolCallPage;
 use crate::values::status::Order;
 use crate::values::ToolPolicy;
 
+/// The thread that runs a new child thread as an agent tool, as the child records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParentLink<'a> {
+    /// The parent thread's id.
+    pub thread_id: &'a str,
+    /// The child's nesting: one more than its parent's.
+    pub nesting: u32,
+}
+
 impl Thread<'_> {
     /// Records where a new thread came from: the parent thread that runs it as an agent
-    /// tool, and the origin clients reach it at (for webhook URLs).
-    pub fn link(&self, parent: Option<&str>, public_url: Option<&str>) -> Result<(), ThreadError> {
+    /// tool (and how deep that makes it), and the origin clients reach it at (for webhook
+    /// URLs).
+    pub fn link(
+        &self,
+        parent: Option<ParentLink<'_>>,
+        public_url: Option<&str>,
+    ) -> Result<(), ThreadError> {
         if let Some(parent) = parent {
-            self.store.set_parent(parent)?;
+            self.store.set_parent(parent.thread_id, parent.nesting)?;
         }
         if let Some(url) = public_url {
             self.store.set_public_url(url)?;
         }
         Ok(())
+    }
+
+    /// How many child threads deep this thread is (0: a client created it).
+    pub fn nesting(&self) -> Result<u32, ThreadError> {
+        Ok(self.store.nesting()?)
     }
 
     /// A page of the thread's tool calls with their attempts and steps.
