@@ -70,7 +70,7 @@ const MODEL_FIELDS = ['name', 'provider', 'model', 'base_url', 'api_key_secret',
 const PROMPT_FIELDS = ['name', 'system', 'model', 'tools', 'tool_choice', 'parallel_tool_calls', 'include_chat',
   'description', 'hooks', 'tool_bindings'];
 const AGENT_FIELDS = ['id', 'kind', 'description', 'side_a', 'side_b', 'max_turns', 'expose_as_tool',
-  'tool_description', 'hooks'];
+  'tool_description', 'hooks', 'max_tokens', 'max_cost_usd'];
 
 function onlyKnown(what, def, fields) {
   const unknown = Object.keys(def).filter((k) => !fields.includes(k));
@@ -141,6 +141,8 @@ export function toRows(defs) {
       expose_as_tool: d.expose_as_tool ? 1 : 0,
       tool_description: d.tool_description ?? '',
       hooks: JSON.stringify(d.hooks ?? []),
+      max_tokens: d.max_tokens ?? null,
+      max_cost_usd: d.max_cost_usd ?? null,
     };
   });
   const modelNames = new Set(models.map((m) => m.name));

@@ -61,7 +61,7 @@ const MODEL_DEFAULTS = {
 };
 const PROMPT_DEFAULTS = { system: '', tools: [], tool_choice: 'auto', parallel_tool_calls: true, include_chat: true, description: '', hooks: [], tool_bindings: {} };
 const SIDE_DEFAULTS = { label: null, stop_on_response: true, stop_tool: null, stop_tool_response_property: null, max_steps: 10 };
-const AGENT_DEFAULTS = { kind: 'ai_human', description: '', side_b: null, max_turns: 25, expose_as_tool: false, tool_description: '', hooks: [] };
+const AGENT_DEFAULTS = { kind: 'ai_human', description: '', side_b: null, max_turns: 25, expose_as_tool: false, tool_description: '', hooks: [], max_tokens: null, max_cost_usd: null };
 
 test('every config route needs the key', async () => {
   for (const [method, path] of [
@@ -145,6 +145,17 @@ test('each kind is created (201), replaced (200), read back and deleted', async 
   // Putting the same definition again changes nothing and answers 200.
   r = await api('PUT', '/api/agents/crud_agent', r.body);
   assert.equal(r.status, 200);
+
+  // A spending budget: stored as given (dollars keep their cents), refused when not positive.
+  r = await api('PUT', '/api/agents/crud_agent', { side_a: { prompt: 'crud_prompt' }, max_tokens: 100000, max_cost_usd: 2.5 });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  const stored = (await api('GET', '/api/agents/crud_agent')).body;
+  assert.deepEqual([stored.max_tokens, stored.max_cost_usd], [100000, 2.5]);
+  for (const bad of [{ max_tokens: 0 }, { max_cost_usd: -1 }, { max_cost_usd: 0 }]) {
+    r = await api('PUT', '/api/agents/crud_agent', { side_a: { prompt: 'crud_prompt' }, ...bad });
+    assert.equal(r.status, 400, JSON.stringify(r.body));
+    assert.match(r.body.error.message, new RegExp(Object.keys(bad)[0]));
+  }
 
   for (const [kind, name] of [['agents', 'crud_agent'], ['prompts', 'crud_prompt'], ['models', 'crud_model']]) {
     r = await api('DELETE', `/api/${kind}/${name}`);

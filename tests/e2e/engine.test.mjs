@@ -1393,6 +1393,33 @@ test('sub-prompt: a bad `input` argument is an error result naming the expected 
   assert.equal(systemOf(model.requests[1]), 'You are the main assistant.');
 });
 
+test('budget: a thread that spent its agent\'s max_cost_usd stops before the next model call with stopped_by "budget"', async (t) => {
+  // $2 per million input tokens: 500,000 tokens cost $1.00, the whole budget.
+  const d = await simpleAgent({
+    modelOpts: { input_price_per_mtok: 2, output_price_per_mtok: 0 },
+    agentOpts: { max_cost_usd: 1 },
+  });
+  const sock = await thread(t, d.agent);
+  model.push({ text: 'That was expensive.', usage: { prompt_tokens: 500000, completion_tokens: 5 } });
+  await turn(sock, 'Spend.', 1);
+  let s = await summary(sock.threadId);
+  assert.equal(s.tokens_used, 500005);
+  assert.ok(Math.abs(s.cost_usd - 1) < 1e-9, String(s.cost_usd));
+  assert.equal(s.status, 'idle');
+
+  const from = sock.frames.length;
+  await send(sock, 'Once more?');
+  await stopped(sock, from);
+  await noMoreRequests(1);
+  const budget = sock.frames.slice(from).find((f) => f.type === 'error' && f.code === 'budget');
+  assert.ok(budget, 'an error frame names the budget');
+  assert.match(budget.message, /spent \$1\.0000, its agent's budget is \$1\.0000 \(max_cost_usd\)/);
+  s = await summary(sock.threadId);
+  assert.equal(s.stopped_by, 'budget');
+  const r = await client.request('POST', `/api/threads/${sock.threadId}/messages`, { body: { content: 'and now?' } });
+  assert.equal(r.status, 409);
+});
+
 // ---------------------------------------------------------------------------------------------
 // 9-10. Agents as tools: dual_ai child threads and ai_human handoff
 // ---------------------------------------------------------------------------------------------

@@ -369,6 +369,28 @@ test('auth: a missing or wrong key is refused; the socket takes a header or ?tok
   await sock.waitFor((f) => f.type === 'pong');
 });
 
+test('a thread takes at most 64 sockets: one more is refused with 429, and closing one makes room', async (t) => {
+  const id = await client.createThread();
+  const socks = [];
+  for (let i = 0; i < 64; i++) socks.push(await open(t, id));
+  assert.equal(await refusedSocket(id), 429);
+  // The refusal touched nothing: the open sockets still get the thread's frames.
+  model.push({ text: 'Still here.' });
+  const from = socks[63].frames.length;
+  const r = await client.request('POST', `/api/threads/${id}/messages`, { body: { content: 'anyone?' } });
+  assert.equal(r.status, 202);
+  await idle(socks[63], 1, from);
+  socks[0].close();
+  // The close reaches the object asynchronously: the next connect succeeds once it has.
+  let again;
+  for (let i = 0; i < 50 && !again; i++) {
+    again = await client.connect(id).catch(() => null);
+    if (!again) await sleep(100);
+  }
+  assert.ok(again, 'a socket connects once one has closed');
+  again.close();
+});
+
 test('unknown threads are 404 everywhere, including the socket', async () => {
   for (const id of [randomUUID(), 'not-a-uuid', randomUUID().toUpperCase()]) {
     assertApiError(await client.request('GET', `/api/threads/${id}`), 404, 'not_found');

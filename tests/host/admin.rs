@@ -45,7 +45,8 @@ fn full_agent() -> Definition {
         "side_a": { "prompt": "helper", "label": "A", "stop_on_response": false,
                     "stop_tool": "send_notification", "stop_tool_response_property": "answer", "max_steps": 3 },
         "side_b": { "prompt": "helper" },
-        "max_turns": 7, "expose_as_tool": true, "tool_description": "Ask the duo.", "hooks": ["redact_emails"]
+        "max_turns": 7, "expose_as_tool": true, "tool_description": "Ask the duo.", "hooks": ["redact_emails"],
+        "max_tokens": 50000, "max_cost_usd": 1.5
     }))
 }
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use edgent::api::ops::ThreadOp;
 use edgent::engine::store::{Order, ThreadStatus};
 use edgent::engine::wake::WATCHDOG_MS;
-use edgent::llm::stream::ProviderError;
+use edgent::llm::stream::{ProviderError, StreamEvent};
 use edgent::prelude::*;
 use edgent::testing::{reply_events, TestHost};
 use edgent::values::message::Role;
@@ -693,4 +693,85 @@ fn an_agent_tool_past_the_nesting_limit_is_an_error_result_and_starts_no_child()
         .exec("SELECT COUNT(*) FROM child_threads", &[])
         .unwrap();
     assert_eq!(children[0].int(0).unwrap(), 0, "no child was recorded");
+}
+
+/// A reply with a usage report, as a provider streams it.
+fn reply_with_usage(text: &str, calls: &[(&str, &str, &str)], tokens: u64) -> Vec<StreamEvent> {
+    let mut events = reply_events(text, calls);
+    let done = events.pop();
+    events.push(StreamEvent::Usage {
+        input_tokens: tokens - 10,
+        output_tokens: 10,
+    });
+    events.extend(done);
+    events
+}
+
+/// An agent's `max_tokens` budget: once the thread's model calls have used it, the thread
+/// stops with `stopped_by: "budget"` before the next model call (a tool turn's second call
+/// here), parked work is cancelled, and nothing more is asked of the model.
+#[test]
+fn a_thread_that_spent_its_token_budget_stops_before_the_next_model_call() {
+    let mut config = edgent::testing::agent(&["echo"]);
+    config.agent.max_tokens = Some(1_500);
+    let h = TestHost::new(
+        edgent::tool::Registry::build(vec![("echo", echo())]).unwrap(),
+        T0,
+    )
+    .with_agent(config)
+    .into_rc();
+    let rt = h.runtime();
+    h.script(Ok(reply_with_usage("Hi.", &[], 1_000)));
+    h.run(rt.apply(send("Hello"))).unwrap();
+    h.run_spawned();
+    let summary = h.thread().summary().unwrap();
+    assert_eq!(summary.tokens_used, 1_000);
+    assert_eq!(
+        summary.status,
+        ThreadStatus::Idle,
+        "under budget: an ordinary turn"
+    );
+
+    // The second turn's first call takes it to 1,900 tokens: its tool runs, then the call
+    // that would send the result is not made.
+    h.script(Ok(reply_with_usage("", &[("c1", "echo", "{}")], 900)));
+    h.script(Ok(reply_events("never asked", &[])));
+    h.run(rt.apply(send("Again"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(h.model_requests().len(), 2);
+    let summary = h.thread().summary().unwrap();
+    assert_eq!(summary.status, ThreadStatus::Stopped);
+    assert_eq!(summary.stopped_by.as_deref(), Some("budget"));
+    assert_eq!(summary.tokens_used, 1_900);
+    assert_eq!(
+        record(&h, "c1").status,
+        "success",
+        "the tool's result is kept"
+    );
+    assert_eq!(
+        errors(&h).last().unwrap(),
+        &(
+            "budget".to_owned(),
+            "the thread used 1900 tokens, its agent's budget is 1500 (max_tokens)".to_owned()
+        )
+    );
+    // A stopped thread refuses new messages: no model call, whatever a client sends.
+    assert!(h.run(rt.apply(send("More?"))).is_err());
+    assert_eq!(h.model_requests().len(), 2);
+}
+
+#[test]
+fn a_cost_budget_counts_dollars_and_no_budget_never_stops() {
+    use edgent::engine::thread::TurnRules;
+    let rules = TurnRules {
+        max_cost_usd: Some(0.25),
+        ..TurnRules::default()
+    };
+    assert_eq!(rules.over_budget(1_000_000, 0.2499), None);
+    assert_eq!(
+        rules.over_budget(0, 0.25).as_deref(),
+        Some("the thread spent $0.2500, its agent's budget is $0.2500 (max_cost_usd)")
+    );
+    assert_eq!(TurnRules::default().over_budget(i64::MAX, f64::MAX), None);
 }

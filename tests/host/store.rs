@@ -1,6 +1,6 @@
 //! Schema creation, migration and message paging.
 
-use edgent::engine::schema::{migrate, SCHEMA_VERSION};
+use edgent::engine::schema::{migrate, MIGRATIONS, SCHEMA_VERSION};
 use edgent::engine::store::{Order, Store};
 use edgent::values::message::{Message, MessageStatus, Role};
 use edgent::values::sql::Sql;
@@ -246,19 +246,21 @@ fn a_migration_that_fails_part_way_leaves_the_thread_on_its_old_version() {
         &[],
     )
     .unwrap();
-    // v6 creates the triggers `attempt_started`, then `attempt_finished`.
+    // v6 creates the triggers `attempt_started`, then `attempt_finished`. A v5 database
+    // (migrations 1-5 as an old build left it), with an object in the way of v6's second
+    // statement: its first succeeds, then it fails.
     let before = 5;
-    replay(&db, 0).unwrap();
-    // Back to v5, with an object in the way of v6's second statement: its first succeeds,
-    // then it fails.
-    db.exec("DROP TRIGGER attempt_started", &[]).unwrap();
-    db.exec("ALTER TABLE thread DROP COLUMN nesting", &[])
-        .unwrap(); // v7's
+    for statements in &MIGRATIONS[..5] {
+        for statement in *statements {
+            db.exec(statement, &[]).unwrap();
+        }
+    }
     db.exec(
-        "UPDATE edgent_meta SET value = ? WHERE key = 'schema_version'",
+        "INSERT INTO edgent_meta (key, value) VALUES ('schema_version', ?)",
         &[before.into()],
     )
     .unwrap();
+    db.exec(MIGRATIONS[5][1], &[]).unwrap(); // the obstacle: v6's own trigger, already there
     let version = || {
         db.exec(
             "SELECT value FROM edgent_meta WHERE key = 'schema_version'",
@@ -289,4 +291,54 @@ fn a_migration_that_fails_part_way_leaves_the_thread_on_its_old_version() {
     assert_eq!(migrate(&db).unwrap(), before);
     assert_eq!(version(), SCHEMA_VERSION);
     assert!(trigger("attempt_started") && trigger("attempt_finished"));
+}
+
+#[test]
+fn a_page_of_large_messages_stops_at_the_byte_budget_and_paging_goes_on() {
+    use edgent::values::limits::MAX_PAGE_BYTES;
+    let db = Sqlite::memory();
+    migrate(&db).unwrap();
+    let store = Store::new(&db);
+    store.create_thread(0, "t", "a", &[]).unwrap();
+    let big = usize::try_from(MAX_PAGE_BYTES / 4).unwrap() - 10; // four fit, a fifth does not
+    for i in 0..6 {
+        let mut m = msg(i, 0);
+        m.content = "x".repeat(big);
+        store.append_message(&m).unwrap();
+    }
+    store.append_message(&msg(6, 0)).unwrap();
+    let ids = |p: &edgent::engine::store::MessagePage| {
+        p.messages.iter().map(|m| m.id.clone()).collect::<Vec<_>>()
+    };
+
+    let p = store.messages_page(50, 0, Order::Asc, false).unwrap();
+    assert_eq!(ids(&p), ["m0", "m1", "m2", "m3"]);
+    assert!(p.has_more, "a cut page says there is more");
+    assert_eq!(p.total, 7);
+    let p = store.messages_page(50, 4, Order::Asc, false).unwrap();
+    assert_eq!(ids(&p), ["m4", "m5", "m6"]);
+    assert!(!p.has_more);
+    let p = store.messages_page(50, 0, Order::Desc, false).unwrap();
+    assert_eq!(
+        ids(&p),
+        ["m6", "m5", "m4", "m3", "m2"],
+        "the small one costs little"
+    );
+    // Small pages are not affected; the depth listing obeys the same budget.
+    assert_eq!(
+        store
+            .messages_page(2, 1, Order::Asc, false)
+            .unwrap()
+            .messages
+            .len(),
+        2
+    );
+    for i in 0..5 {
+        let mut m = msg(10 + i, 1);
+        m.content = "y".repeat(big);
+        store.append_message(&m).unwrap();
+    }
+    let p = store.messages_at_depth(1, 50, 0, Order::Asc).unwrap();
+    assert_eq!(p.messages.len(), 4);
+    assert!(p.has_more);
 }

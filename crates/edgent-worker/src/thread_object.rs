@@ -23,6 +23,7 @@ use edgent::api::{ApiError, CreateThread};
 use edgent::engine::thread::ParentLink;
 use edgent::runtime::ThreadRuntime;
 use edgent::tool::RegistryError;
+use edgent::values::limits::MAX_SOCKETS_PER_THREAD;
 use edgent::values::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
 };
@@ -244,6 +245,16 @@ impl ThreadObject {
     /// A client's socket; when the router asks (`x-edgent-create`), the thread is created
     /// first, so one request creates a thread and connects to it.
     async fn accept_socket(&self, req: &Request) -> Result<Response> {
+        if self.state.get_websockets().len() >= MAX_SOCKETS_PER_THREAD {
+            return error(&ApiError::new(
+                429,
+                "too_many_sockets",
+                format!(
+                    "this thread has {MAX_SOCKETS_PER_THREAD} open sockets, the most it takes; \
+                     close one and connect again"
+                ),
+            ));
+        }
         if let Err(e) = self.create_for_socket(req).await {
             return error(&e);
         }

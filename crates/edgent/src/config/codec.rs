@@ -64,6 +64,8 @@ pub const AGENT_COLUMNS: &[&str] = &[
     "expose_as_tool",
     "tool_description",
     "hooks",
+    "max_tokens",
+    "max_cost_usd",
 ];
 
 impl Kind {

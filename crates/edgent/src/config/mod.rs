@@ -312,6 +312,14 @@ pub struct AgentDef {
     /// Hook names (files in `agents/hooks/`), run for every prompt of this agent.
     #[serde(default)]
     pub hooks: Vec<String>,
+    /// A thread's spending budget in tokens (input and output of every model attempt over the
+    /// thread's life, sub-prompts' included): once used, the thread stops with
+    /// `stopped_by: "budget"` before its next model call. No budget when unset.
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// The same budget in US dollars, at the models' configured prices.
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
 }
 
 impl AgentDef {
@@ -341,6 +349,14 @@ impl AgentDef {
         }
         if self.max_turns == 0 || self.max_turns > 10_000 {
             return Err("max_turns must be between 1 and 10000".into());
+        }
+        if self.max_tokens == Some(0) {
+            return Err("max_tokens must be at least 1 (leave it out for no budget)".into());
+        }
+        if let Some(usd) = self.max_cost_usd {
+            if !(usd.is_finite() && usd > 0.0) {
+                return Err("max_cost_usd must be a positive number of dollars (leave it out for no budget)".into());
+            }
         }
         for h in &self.hooks {
             check_name("hook name", h)?;
@@ -481,9 +497,20 @@ mod tests {
             expose_as_tool: false,
             tool_description: String::new(),
             hooks: vec![],
+            max_tokens: None,
+            max_cost_usd: None,
         };
         assert!(a.check().unwrap_err().message().contains("side_b"));
         a.side_b = Some(side("q"));
+        assert!(a.check().is_ok());
+        a.max_tokens = Some(0);
+        assert!(a.check().unwrap_err().message().contains("max_tokens"));
+        a.max_tokens = Some(1);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            a.max_cost_usd = Some(bad);
+            assert!(a.check().unwrap_err().message().contains("max_cost_usd"));
+        }
+        a.max_cost_usd = Some(0.01);
         assert!(a.check().is_ok());
         a.max_turns = 0;
         assert!(a.check().is_err());
@@ -540,7 +567,9 @@ pub mod rows {
                 (k, Value::Number(n)) if BOOL_COLUMNS.contains(&k) => {
                     Value::Bool(n.as_f64().is_some_and(|f| f != 0.0))
                 }
-                (k, Value::Number(n)) if k.ends_with("_ms") || k.starts_with("max_") => {
+                (k, Value::Number(n))
+                    if (k.ends_with("_ms") || k.starts_with("max_")) && !k.ends_with("_usd") =>
+                {
                     // D1 hands integers back as floats.
                     n.as_f64()
                         .map_or(Value::Null, |f| Value::from(f.max(0.0) as u64))

@@ -123,6 +123,13 @@ const TRIGGER_ATTEMPT_STARTED: &str =
             INSERT INTO tool_attempts (call_id, name, attempt, started_at)
             VALUES (NEW.id, NEW.name, NEW.attempts, NEW.started_at);
         END";
+// Every logged model attempt (sub-prompts' included) adds its tokens and cost to the thread's
+// totals: the budget check reads them with the row.
+const TRIGGER_USAGE_COUNTED: &str = "CREATE TRIGGER usage_counted AFTER INSERT ON model_requests
+        BEGIN
+            UPDATE thread SET tokens_used = tokens_used + NEW.input_tokens + NEW.output_tokens,
+                cost_usd = cost_usd + NEW.cost;
+        END";
 const TRIGGER_ATTEMPT_FINISHED: &str =
     "CREATE TRIGGER attempt_finished AFTER UPDATE OF result_message_id ON tool_calls
         WHEN OLD.result_message_id IS NULL AND NEW.result_message_id IS NOT NULL
@@ -263,6 +270,13 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // v7: how many child threads deep this thread is (0 for one a client created), so an
     // agent that calls itself ends at a limit instead of recursing without bound.
     &["ALTER TABLE thread ADD COLUMN nesting INTEGER NOT NULL DEFAULT 0"],
+    // v8: what the thread's model calls used in all, kept by a trigger on the request log, so
+    // an agent's spending budget is checked from the row each step already reads.
+    &[
+        "ALTER TABLE thread ADD COLUMN tokens_used INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE thread ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0",
+        TRIGGER_USAGE_COUNTED,
+    ],
 ];
 
 /// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
@@ -291,7 +305,9 @@ pub const CURRENT: &[&str] = &[
             hook_config TEXT,
             public_url TEXT,
             history_version INTEGER NOT NULL DEFAULT 0,
-            nesting INTEGER NOT NULL DEFAULT 0
+            nesting INTEGER NOT NULL DEFAULT 0,
+            tokens_used INTEGER NOT NULL DEFAULT 0,
+            cost_usd REAL NOT NULL DEFAULT 0
         )",
     "CREATE TABLE messages (
             seq INTEGER PRIMARY KEY,
@@ -355,6 +371,7 @@ pub const CURRENT: &[&str] = &[
     TRIGGER_HISTORY_INSERTED_BEFORE,
     TRIGGER_ATTEMPT_STARTED,
     TRIGGER_ATTEMPT_FINISHED,
+    TRIGGER_USAGE_COUNTED,
 ];
 
 /// The schema version this build expects.

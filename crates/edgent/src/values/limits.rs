@@ -27,6 +27,14 @@ pub const MAX_STEP_VALUE_BYTES: usize = 1024 * 1024;
 /// Most tool calls in one model reply: a reply with more fails the model call
 /// (`model_reply_too_large`) instead of fanning out without bound.
 pub const MAX_TOOL_CALLS_PER_REPLY: usize = 128;
+/// Most bytes of message content, tool calls and parts in one page of messages: a page of
+/// large messages holds fewer than its `limit` (and says `has_more`), so a page of 200 replies
+/// of 1 MiB is never built in memory.
+pub const MAX_PAGE_BYTES: i64 = 4 * 1024 * 1024;
+/// Most sockets open on one thread at once: one more is refused (429 `too_many_sockets`)
+/// before it is accepted, so a client looping on connect cannot grow a thread's fan-out (every
+/// frame goes to every socket) without bound.
+pub const MAX_SOCKETS_PER_THREAD: usize = 64;
 /// Deepest chain of child threads (an agent tool's conversation is one level below its
 /// caller's): an agent that calls itself, directly or through others, gets an error result
 /// at this depth instead of recursing without bound.

@@ -1,6 +1,7 @@
 //! Messages: appending, inserting, paging through the indexes, model history within a budget.
 
 use super::*;
+use crate::values::limits::MAX_PAGE_BYTES;
 
 /// A message's final form: content, tool calls (JSON), status, by id.
 const UPDATE_REPLY: &str =
@@ -196,11 +197,8 @@ impl Store<'_> {
             "depth = 0 AND silent = 0"
         };
         let rows = self.sql.exec(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE {filter}
-                 ORDER BY position {direction} LIMIT ? OFFSET ?"
-            ),
-            &[limit.into(), offset.into()],
+            &page_query(filter, direction),
+            &[limit.into(), offset.into(), MAX_PAGE_BYTES.into()],
         )?;
         let messages = rows
             .iter()
@@ -254,11 +252,13 @@ impl Store<'_> {
             Order::Desc => "DESC",
         };
         let rows = self.sql.exec(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE depth = ?
-                 ORDER BY position {direction} LIMIT ? OFFSET ?"
-            ),
-            &[depth.into(), limit.into(), offset.into()],
+            &page_query("depth = ?", direction),
+            &[
+                depth.into(),
+                limit.into(),
+                offset.into(),
+                MAX_PAGE_BYTES.into(),
+            ],
         )?;
         let messages = rows
             .iter()
@@ -289,4 +289,32 @@ impl Store<'_> {
         )?;
         rows.iter().map(message_from_row).collect()
     }
+}
+
+/// A page of messages matching `filter` (its parameters first, then limit, offset and the byte
+/// budget), in `direction`, cut after the message that would take it past
+/// [`MAX_PAGE_BYTES`] of content, tool calls and parts (the first message always comes, so
+/// paging goes on). Sizes are summed over the page's rows only (never the whole thread), and
+/// only the rows kept are read whole. A cut page has `has_more`.
+fn page_query(filter: &str, direction: &str) -> String {
+    format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages JOIN (
+             SELECT page_seq, page_row,
+                 SUM(size) OVER (ORDER BY page_row ROWS UNBOUNDED PRECEDING) AS page_bytes
+             FROM (
+                 SELECT seq AS page_seq, size,
+                     ROW_NUMBER() OVER (ORDER BY position {direction}) AS page_row
+                 FROM (
+                     SELECT seq, position,
+                         length(CAST(content AS BLOB))
+                             + ifnull(length(CAST(tool_calls AS BLOB)), 0)
+                             + ifnull(length(CAST(parts AS BLOB)), 0) AS size
+                     FROM messages
+                     WHERE {filter} ORDER BY position {direction} LIMIT ? OFFSET ?
+                 )
+             )
+         ) ON seq = page_seq
+         WHERE page_bytes <= ? OR page_row = 1
+         ORDER BY page_row"
+    )
 }

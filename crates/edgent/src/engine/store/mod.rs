@@ -56,6 +56,13 @@ pub struct ThreadSummary {
     /// For a child thread (an agent called as a tool): the thread that called it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_thread_id: Option<String>,
+    /// Tokens (input and output) of every model attempt logged in this thread, sub-prompts'
+    /// included: what an agent's `max_tokens` budget counts.
+    #[serde(default)]
+    pub tokens_used: i64,
+    /// Their cost in US dollars at the models' configured prices: what `max_cost_usd` counts.
+    #[serde(default)]
+    pub cost_usd: f64,
 }
 
 /// One page of messages with what a client needs to fetch the next.

@@ -258,8 +258,8 @@ impl Store<'_> {
 /// The thread row's columns as [`summary_from_row`] reads them.
 const THREAD_COLUMNS: &str = "id, agent_id, tags, created_at, updated_at, turn_count, status,
     current_side, steps, stopped_by, last_error, message_count, needs_model, ending, result,
-    parent_thread_id";
-const THREAD_COLUMN_COUNT: usize = 16;
+    parent_thread_id, tokens_used, cost_usd";
+const THREAD_COLUMN_COUNT: usize = 18;
 
 fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
     Ok(ThreadSummary {
@@ -279,6 +279,8 @@ fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
         ending: row.opt_text(13)?,
         result: row.opt_text(14)?,
         parent_thread_id: row.opt_text(15)?,
+        tokens_used: row.int(16)?,
+        cost_usd: row.real(17)?,
     })
 }
 

@@ -25,6 +25,10 @@ pub struct TurnRules {
     /// The side these rules are for, when known (from the loaded configuration): the side a
     /// tool result belongs to, without reading the thread row.
     pub side: Option<Side>,
+    /// The agent's spending budget over the thread's life: tokens, US dollars.
+    pub max_tokens: Option<u64>,
+    /// See `max_tokens`.
+    pub max_cost_usd: Option<f64>,
 }
 
 impl Default for TurnRules {
@@ -39,6 +43,8 @@ impl Default for TurnRules {
             max_history_tokens: DEFAULT_MAX_HISTORY_TOKENS,
             other_label: None,
             side: None,
+            max_tokens: None,
+            max_cost_usd: None,
         }
     }
 }
@@ -64,7 +70,26 @@ impl TurnRules {
                 .unwrap_or(DEFAULT_MAX_HISTORY_TOKENS),
             other_label: other.and_then(|o| o.label.clone()),
             side: Some(config.side),
+            max_tokens: config.agent.max_tokens,
+            max_cost_usd: config.agent.max_cost_usd,
         }
+    }
+
+    /// Why a thread that has used `tokens` and `cost_usd` may not call the model again, if
+    /// its budget is spent.
+    pub fn over_budget(&self, tokens: i64, cost_usd: f64) -> Option<String> {
+        let tokens = u64::try_from(tokens).unwrap_or(0);
+        if let Some(max) = self.max_tokens.filter(|max| tokens >= *max) {
+            return Some(format!(
+                "the thread used {tokens} tokens, its agent's budget is {max} (max_tokens)"
+            ));
+        }
+        if let Some(max) = self.max_cost_usd.filter(|max| cost_usd >= *max) {
+            return Some(format!(
+                "the thread spent ${cost_usd:.4}, its agent's budget is ${max:.4} (max_cost_usd)"
+            ));
+        }
+        None
     }
 }
 
@@ -202,6 +227,14 @@ impl<'a> Thread<'a> {
                 self.store.set_status(now, ThreadStatus::Idle, Some(&why))?;
             }
             return Ok(action);
+        }
+        if let Some(why) = self.rules.over_budget(t.tokens_used, t.cost_usd) {
+            // Spent: the conversation ends here, as it would at max_turns (parked calls get
+            // their cancellation results; a client may read everything but no model is asked).
+            self.frames
+                .push_back(ServerFrame::error("budget", why.clone(), None));
+            self.conclude(now, "budget")?;
+            return Ok(Action::Idle);
         }
         // Also clears `needs_model`: set again by a reply with tool calls, a user message or a
         // forced turn arriving while the model streams.
