@@ -433,3 +433,45 @@ fn a_budget_smaller_than_the_newest_exchange_still_sends_that_exchange_whole() {
         "the call and its result, nothing older"
     );
 }
+
+#[test]
+fn a_reply_with_many_calls_runs_them_in_batches_of_the_concurrency_cap() {
+    use edgent::values::limits::MAX_CONCURRENT_TOOL_RUNS;
+    crate::install_app();
+    let db = Sqlite::memory();
+    let mut t = thread(
+        &db,
+        TurnRules {
+            parallel_tool_calls: true,
+            ..TurnRules::default()
+        },
+    );
+    t.post_user_message(T0, "many").unwrap();
+    let Action::CallModel(call) = t.next_action(T0, 10).unwrap() else {
+        panic!()
+    };
+    let names: Vec<String> = (0..MAX_CONCURRENT_TOOL_RUNS + 4)
+        .map(|i| format!("t{i:02}"))
+        .collect();
+    let calls: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "{}")).collect();
+    reply(&mut t, call, "", &calls);
+    let mut seen = Vec::new();
+    for expected in [MAX_CONCURRENT_TOOL_RUNS, 4] {
+        let Action::RunTools(batch) = t.next_action(T0, 10).unwrap() else {
+            panic!("expected a batch")
+        };
+        assert_eq!(batch.len(), expected);
+        for c in &batch {
+            t.start_tool(T0, c, true).unwrap();
+        }
+        for c in &batch {
+            t.finish_tool(T0, c, &CallToolResult::text("ok")).unwrap();
+            seen.push(c.call.name.clone());
+        }
+    }
+    assert_eq!(seen, names, "every call ran once, in call order");
+    assert!(matches!(
+        t.next_action(T0, 10).unwrap(),
+        Action::CallModel(_)
+    ));
+}

@@ -31,6 +31,10 @@ pub const MAX_TOOL_CALLS_PER_REPLY: usize = 128;
 /// large messages holds fewer than its `limit` (and says `has_more`), so a page of 200 replies
 /// of 1 MiB is never built in memory.
 pub const MAX_PAGE_BYTES: i64 = 4 * 1024 * 1024;
+/// Most tool calls of one reply run at once: a reply with more (up to
+/// [`MAX_TOOL_CALLS_PER_REPLY`]) runs them in batches of this many, in call order, so one
+/// reply cannot open a hundred fetches and timers together.
+pub const MAX_CONCURRENT_TOOL_RUNS: usize = 16;
 /// Most sockets open on one thread at once: one more is refused (429 `too_many_sockets`)
 /// before it is accepted, so a client looping on connect cannot grow a thread's fan-out (every
 /// frame goes to every socket) without bound.

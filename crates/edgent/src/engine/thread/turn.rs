@@ -2,6 +2,7 @@
 //! calls, and how a turn and a conversation end.
 
 use super::*;
+use crate::values::limits::MAX_CONCURRENT_TOOL_RUNS;
 
 /// The rules a side's turn runs under, from the agent's configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -340,6 +341,10 @@ impl<'a> Thread<'a> {
             }
             let mut batch = vec![call.clone()];
             for other in pending {
+                if batch.len() >= MAX_CONCURRENT_TOOL_RUNS {
+                    // The rest run in the next batch, once these have their results.
+                    break;
+                }
                 let due =
                     other.status == CallStatus::Queued || other.wake_at.is_some_and(|w| w <= now);
                 if other.call.id != call.call.id
