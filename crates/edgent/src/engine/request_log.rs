@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::ModelConfig;
 use crate::engine::store::Order;
 use crate::llm::stream::Completion;
+use crate::values::redact::redact_secrets;
 use crate::values::sql::{Row, Sql, SqlError};
 
 /// One attempt at a model call.
@@ -148,13 +149,12 @@ fn from_row(r: &Row) -> Result<ModelRequestLog, SqlError> {
     })
 }
 
-/// Removes a secret from text bound for logs or clients: the key itself, and anything shaped
-/// like a provider key (`sk-…`, `sk_…`), which some providers echo back partly masked.
+/// Removes a secret from text bound for logs or clients: the key itself in any of the forms
+/// [`redact_secrets`] knows (percent-encoded too), and anything shaped like a provider key
+/// (`sk-…`, `sk_…`), which some providers echo back partly masked.
 pub fn redact(text: &str, secret: Option<&str>) -> String {
-    let mut out = match secret {
-        Some(s) if s.len() >= 4 => text.replace(s, "[redacted]"),
-        _ => text.to_owned(),
-    };
+    let secrets: Vec<String> = secret.map(str::to_owned).into_iter().collect();
+    let mut out = redact_secrets(text, &secrets).into_owned();
     let mut i = 0;
     while let Some(found) = out[i..].find("sk") {
         let start = i + found;
@@ -191,5 +191,10 @@ mod tests {
         );
         assert_eq!(redact("risk-free ask_me", None), "risk-free ask_me");
         assert_eq!(redact("sk_live_1234567", None), "[redacted]");
+        // A key an error echoes inside a URL is percent-encoded there.
+        assert_eq!(
+            redact("GET /v1?key=a%2Fb%2Bc%3D%3D failed", Some("a/b+c==")),
+            "GET /v1?key=[redacted] failed"
+        );
     }
 }

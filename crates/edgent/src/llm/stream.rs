@@ -232,13 +232,17 @@ impl Completion {
         }
         if matches!(
             ev,
-            StreamEvent::TextDelta(_) | StreamEvent::ToolCallDelta { .. }
+            StreamEvent::TextDelta(_)
+                | StreamEvent::ToolCallDelta { .. }
+                | StreamEvent::ToolCallStart { .. }
         ) {
+            // Ids and names count too: a provider may send a huge one in a call's start. (At
+            // most 128 calls: the sum is bounded work.)
             let size = self.text.len()
                 + self
                     .tool_calls
                     .iter()
-                    .map(|c| c.arguments.len())
+                    .map(|c| c.arguments.len() + c.id.len() + c.name.len())
                     .sum::<usize>();
             if size > MAX_REPLY_BYTES {
                 // What is kept of it (the failed message clients saw streaming) stays within
@@ -315,5 +319,17 @@ mod limits_tests {
             .unwrap_err();
         assert_eq!(e.code(), "model_reply_too_large");
         assert!(c.text.len() <= MAX_REPLY_BYTES);
+
+        // A call's name counts: one huge name in its start is refused like huge arguments.
+        let mut c = Completion::default();
+        let e = c
+            .apply(&StreamEvent::ToolCallStart {
+                index: 0,
+                id: "call_1".into(),
+                name: "n".repeat(MAX_REPLY_BYTES + 1),
+            })
+            .unwrap_err();
+        assert_eq!(e.code(), "model_reply_too_large");
+        assert!(c.tool_calls.is_empty());
     }
 }
