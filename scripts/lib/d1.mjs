@@ -66,7 +66,8 @@ export function toDefinitions(root) {
 
 // The fields each kind accepts (the Rust definitions in src/core/config.rs refuse others too).
 const MODEL_FIELDS = ['name', 'provider', 'model', 'base_url', 'api_key_secret', 'fallbacks', 'input_price_per_mtok',
-  'output_price_per_mtok', 'first_chunk_timeout_ms', 'stall_timeout_ms', 'max_history_tokens', 'max_output_tokens'];
+  'output_price_per_mtok', 'first_chunk_timeout_ms', 'stall_timeout_ms', 'total_timeout_ms', 'max_history_tokens',
+  'max_output_tokens'];
 const PROMPT_FIELDS = ['name', 'system', 'model', 'tools', 'tool_choice', 'parallel_tool_calls', 'include_chat',
   'description', 'hooks', 'tool_bindings'];
 const AGENT_FIELDS = ['id', 'kind', 'description', 'side_a', 'side_b', 'max_turns', 'expose_as_tool',
@@ -105,6 +106,7 @@ export function toRows(defs) {
       output_price_per_mtok: d.output_price_per_mtok ?? 0,
       first_chunk_timeout_ms: d.first_chunk_timeout_ms ?? null,
       stall_timeout_ms: d.stall_timeout_ms ?? null,
+      total_timeout_ms: d.total_timeout_ms ?? null,
       max_history_tokens: d.max_history_tokens ?? null,
       max_output_tokens: d.max_output_tokens ?? null,
     };

@@ -775,3 +775,31 @@ fn a_cost_budget_counts_dollars_and_no_budget_never_stops() {
     );
     assert_eq!(TurnRules::default().over_budget(i64::MAX, f64::MAX), None);
 }
+
+/// A stream that sends a little and then never ends (a slow drip never trips the stall
+/// timeout) is ended by the attempt's overall deadline; the next attempt answers.
+#[test]
+fn an_attempt_that_never_ends_is_cut_at_its_total_deadline_and_retried() {
+    let mut config = edgent::testing::agent(&[]);
+    config.models[0].total_timeout_ms = Some(5_000);
+    let h = TestHost::new(edgent::tool::Registry::build(vec![]).unwrap(), T0)
+        .with_agent(config)
+        .into_rc();
+    let rt = h.runtime();
+    h.script_endless(vec![StreamEvent::TextDelta("drip".into())]);
+    h.script(Ok(reply_events("Whole this time.", &[])));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(transcript(&h).last().unwrap().1, "Whole this time.");
+    assert_eq!(h.model_requests().len(), 2);
+    assert!(h.now() >= T0 + 5_000, "the deadline passed on the clock");
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(
+        log.logs[0].error.as_deref(),
+        Some("model timed out: the reply took longer than 5000 ms (total_timeout_ms)")
+    );
+    let retries = errors(&h);
+    assert_eq!(retries[0].0, "model_retry", "{retries:?}");
+}

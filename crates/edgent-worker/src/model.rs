@@ -203,6 +203,16 @@ impl ModelStream {
     }
 }
 
+impl Drop for ModelStream {
+    /// A stream dropped before its end (the attempt's overall deadline, a stopped turn) aborts
+    /// its request, so the connection is not left open.
+    fn drop(&mut self) {
+        if !self.finished {
+            self.cancel();
+        }
+    }
+}
+
 /// Opens one model attempt's reply: a streamed HTTP response, or a Workers AI answer (the
 /// binding does not stream tool-call deltas, so its whole reply is one batch of events).
 pub(crate) async fn open(

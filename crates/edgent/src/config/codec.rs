@@ -35,6 +35,7 @@ pub const MODEL_COLUMNS: &[&str] = &[
     "output_price_per_mtok",
     "first_chunk_timeout_ms",
     "stall_timeout_ms",
+    "total_timeout_ms",
     "max_history_tokens",
     "max_output_tokens",
 ];

@@ -23,6 +23,9 @@ use crate::values::Invalid;
 pub const DEFAULT_FIRST_CHUNK_TIMEOUT_MS: u32 = 60_000;
 /// Default time allowed between two stream chunks before the stream counts as stalled.
 pub const DEFAULT_STALL_TIMEOUT_MS: u32 = 60_000;
+/// Default time allowed for a whole model attempt, from the request to the stream's end: a
+/// stream that drips a byte at a time never stalls, and this ends it.
+pub const DEFAULT_TOTAL_TIMEOUT_MS: u32 = 600_000;
 /// Default token budget for the history sent to a model.
 pub const DEFAULT_MAX_HISTORY_TOKENS: u32 = 100_000;
 
@@ -57,6 +60,9 @@ pub struct ModelConfig {
     /// Time allowed between chunks.
     #[serde(default)]
     pub stall_timeout_ms: Option<u32>,
+    /// Time allowed for a whole attempt, request to the end of the stream.
+    #[serde(default)]
+    pub total_timeout_ms: Option<u32>,
     /// Token budget for the history sent to this model (oldest messages are dropped first).
     #[serde(default)]
     pub max_history_tokens: Option<u32>,
@@ -111,10 +117,14 @@ impl ModelConfig {
         if self.input_price_per_mtok < 0.0 || self.output_price_per_mtok < 0.0 {
             return Err("prices must not be negative".into());
         }
-        if [self.first_chunk_timeout_ms, self.stall_timeout_ms]
-            .iter()
-            .flatten()
-            .any(|ms| *ms < 100 || *ms > MAX_MODEL_TIMEOUT_MS)
+        if [
+            self.first_chunk_timeout_ms,
+            self.stall_timeout_ms,
+            self.total_timeout_ms,
+        ]
+        .iter()
+        .flatten()
+        .any(|ms| *ms < 100 || *ms > MAX_MODEL_TIMEOUT_MS)
         {
             return Err(format!(
                 "timeouts are in milliseconds, from 100 to {MAX_MODEL_TIMEOUT_MS} (one hour)"

@@ -2,11 +2,12 @@
 //! delay, fallbacks to the next model), each streamed from the platform into a sink.
 
 use crate::config::policy::ModelPolicy;
-use crate::config::{AgentConfig, ModelConfig, ToolSpec};
+use crate::config::{AgentConfig, ModelConfig, ToolSpec, DEFAULT_TOTAL_TIMEOUT_MS};
 use crate::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
 use crate::engine::request_log::ModelRequestLog;
 use crate::llm::stream::{ProviderError, StreamEvent};
 use crate::llm::{request_body, ModelRequest};
+use crate::tool::nested::with_timeout;
 use crate::values::message::Message;
 
 use super::Platform;
@@ -127,16 +128,29 @@ async fn attempt_once(
     policy
         .check(model)
         .map_err(|why| ProviderError::Config(format!("model {:?}: {why}", model.name)))?;
-    let mut reply = platform.open_model(model, body).await?;
-    while let Some(events) = reply.next_events().await? {
-        if first_chunk_at.is_none() {
-            *first_chunk_at = Some(platform.now_ms());
+    // The whole attempt has a deadline: the first-chunk and stall timeouts never end a stream
+    // that drips a byte at a time.
+    let total = model.total_timeout_ms.unwrap_or(DEFAULT_TOTAL_TIMEOUT_MS);
+    let stream = async {
+        let mut reply = platform.open_model(model, body).await?;
+        while let Some(events) = reply.next_events().await? {
+            if first_chunk_at.is_none() {
+                *first_chunk_at = Some(platform.now_ms());
+            }
+            sink.events(events)?;
+            if sink.stopped() {
+                reply.cancel();
+                break;
+            }
         }
-        sink.events(events)?;
-        if sink.stopped() {
-            reply.cancel();
-            break;
-        }
-    }
-    Ok(200)
+        Ok(200)
+    };
+    // A reply dropped at the deadline aborts its request (the driver's stream is dropped).
+    with_timeout(stream, platform.sleep(u64::from(total)))
+        .await
+        .unwrap_or_else(|| {
+            Err(ProviderError::Timeout(format!(
+                "the reply took longer than {total} ms (total_timeout_ms)"
+            )))
+        })
 }

@@ -14,7 +14,7 @@ use crate::engine::durable::Ran;
 use crate::engine::store::{StoredToolCall, ThreadSummary};
 use crate::engine::thread::Thread;
 use crate::engine::tool_runs::{Admission, ToolRun};
-use crate::tool::nested::with_timeout;
+use crate::tool::nested::{millis, with_timeout};
 use crate::tool::offer::{callee, Callee};
 use crate::tool::policy::policy_for;
 use crate::tool::{run_until_suspended, FlowState};
@@ -96,7 +96,7 @@ impl ThreadRuntime {
                 let state = flow.run_state().clone();
                 let attempt = tool.attempt(flow, &call.call.arguments);
                 let suspended = run_until_suspended(attempt, &state);
-                with_timeout(&*self.tool_host, suspended, policy.timeout)
+                with_timeout(suspended, self.platform.sleep(millis(policy.timeout)))
                     .await
                     .unwrap_or(Ran::TimedOut)
             }

@@ -30,6 +30,13 @@ const MAX_DRIVE_STEPS: usize = 10_000;
 /// wait on real I/O, so a future still pending after these waits for a sleep or nothing).
 const POLLS_BEFORE_TIME_PASSES: usize = 1_000;
 
+/// One scripted model attempt.
+pub(super) enum Scripted {
+    /// Its events at once (or its failure to open).
+    Answer(Result<Vec<StreamEvent>, ProviderError>),
+    /// Its events, then a stream that never ends.
+    Endless(Vec<StreamEvent>),
+}
 /// A thread's database, the tools, a virtual clock and the world outside, as one
 /// [`FlowHost`](crate::tool::FlowHost) and [`Platform`](crate::runtime::Platform). Thread
 /// `thread-1` of agent `support` exists from the start.
@@ -60,7 +67,7 @@ pub struct TestHost {
     /// What the runtime logged for the operator.
     pub(super) errors: RefCell<Vec<String>>,
     /// The model's answers, one per attempt, in order (see [`TestHost::script`]).
-    pub(super) script: RefCell<VecDeque<Result<Vec<StreamEvent>, ProviderError>>>,
+    pub(super) script: RefCell<VecDeque<Scripted>>,
     /// The request bodies the model was sent.
     pub(super) requests: RefCell<Vec<Value>>,
 }
@@ -240,7 +247,15 @@ impl TestHost {
     /// Queues the model's answer to its next attempt: the events of a whole reply
     /// ([`reply_events`]) or a provider error.
     pub fn script(&self, answer: Result<Vec<StreamEvent>, ProviderError>) {
-        self.script.borrow_mut().push_back(answer);
+        self.script.borrow_mut().push_back(Scripted::Answer(answer));
+    }
+
+    /// Queues a model attempt that sends `events` and then never ends (a stream that drips
+    /// forever): only the attempt's overall deadline ends it, on the virtual clock.
+    pub fn script_endless(&self, events: Vec<StreamEvent>) {
+        self.script
+            .borrow_mut()
+            .push_back(Scripted::Endless(events));
     }
 
     /// The request bodies the model was sent so far.

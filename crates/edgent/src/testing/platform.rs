@@ -8,11 +8,11 @@ use std::task::{Context, Poll};
 
 use serde_json::{Map, Value};
 
-use super::host::TestHost;
+use super::host::{Scripted, TestHost};
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::durable::Window;
 use crate::engine::store::Side;
-use crate::llm::stream::ProviderError;
+use crate::llm::stream::{ProviderError, StreamEvent};
 use crate::runtime::{ModelReply, Platform, WholeReply};
 use crate::tool::{BoxFuture, FlowHost, HostError, HttpRequest, HttpResponse, Registry};
 use crate::values::protocol::ServerFrame;
@@ -39,6 +39,20 @@ impl Future for VirtualSleep {
         }
         Poll::Pending
     }
+}
+
+/// A reply that sends its events, then never ends.
+struct EndlessReply(Option<Vec<StreamEvent>>);
+
+impl ModelReply for EndlessReply {
+    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
+        match self.0.take() {
+            Some(events) => Box::pin(async move { Ok(Some(events)) }),
+            None => Box::pin(std::future::pending()),
+        }
+    }
+
+    fn cancel(&mut self) {}
 }
 
 impl Platform for TestHost {
@@ -98,12 +112,17 @@ impl Platform for TestHost {
         let body = serde_json::from_str(&body).unwrap_or(Value::String(body));
         self.requests.borrow_mut().push(body);
         let answer = self.script.borrow_mut().pop_front().unwrap_or_else(|| {
-            Err(ProviderError::Config(
+            Scripted::Answer(Err(ProviderError::Config(
                 "the test scripted no model reply".into(),
-            ))
+            )))
         });
         Box::pin(async move {
-            answer.map(|events| Box::new(WholeReply::new(events)) as Box<dyn ModelReply>)
+            match answer {
+                Scripted::Answer(answer) => {
+                    answer.map(|events| Box::new(WholeReply::new(events)) as Box<dyn ModelReply>)
+                }
+                Scripted::Endless(events) => Ok(Box::new(EndlessReply(Some(events))) as _),
+            }
         })
     }
 

@@ -12,23 +12,26 @@ use std::time::Duration;
 use futures_util::future::{select, Either};
 
 use super::policy::policy_for;
-use super::{run_until_suspended, CallToolResult, FlowHost, FlowState, Tool, ToolError};
+use super::{run_until_suspended, BoxFuture, CallToolResult, FlowState, Tool, ToolError};
 use crate::engine::durable::{Ran, Window, WINDOW_MS};
 use crate::engine::store::Store;
 use crate::values::limits::{truncated, MAX_ERROR_TEXT_BYTES};
 use crate::values::policy::{LimitScope, WhenLimited};
 
-/// Runs `work` with a deadline on the host's clock; `None` when the deadline won.
+/// Runs `work` until `timer` (a host's sleep) resolves; `None` when the timer won.
 pub(crate) async fn with_timeout<F: Future>(
-    host: &dyn FlowHost,
     work: F,
-    limit: Duration,
+    timer: BoxFuture<'static, ()>,
 ) -> Option<F::Output> {
-    let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
-    match select(Box::pin(work), host.sleep(ms)).await {
+    match select(Box::pin(work), timer).await {
         Either::Left((out, _)) => Some(out),
         Either::Right(_) => None,
     }
+}
+
+/// A duration as the milliseconds a host's `sleep` takes.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Runs the registered tool `name` (already looked up as `tool`) once with `args`, nested in
@@ -74,7 +77,7 @@ pub(crate) async fn run_nested(
     store.begin_nested_attempt(host.now_ms(), log_key, name)?;
     let state = flow.run_state().clone();
     let attempt = run_until_suspended(tool.attempt(flow, args), &state);
-    let ran = with_timeout(&*host, attempt, policy.timeout).await;
+    let ran = with_timeout(attempt, host.sleep(millis(policy.timeout))).await;
     let (label, outcome) = match ran {
         Some(Ran::Done(Ok(result))) if result.is_error() => ("error", Ok(result)),
         Some(Ran::Done(Ok(result))) => ("success", Ok(result)),
