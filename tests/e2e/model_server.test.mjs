@@ -6,6 +6,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startModelServer } from '../support/model-server.mjs';
 
 /** Starts a server that the test closes when it ends, whatever happens. */
@@ -15,11 +16,12 @@ async function serve(t, options) {
   return server;
 }
 
-function chat(server, body, headers = {}) {
+function chat(server, body, headers = {}, signal = undefined) {
   return fetch(`${server.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
+    signal,
   });
 }
 
@@ -181,6 +183,55 @@ test('a raw step writes exactly the given body', async (t) => {
   assert.equal(res.headers.get('x-scenario'), 'malformed');
   assert.equal(res.headers.get('content-type'), 'text/event-stream');
   assert.equal(await res.text(), frames.join(''));
+});
+
+test('a largeBody step streams exactly its bytes, records them, and stops when the client hangs up', async (t) => {
+  const server = await serve(t, { script: [
+    { largeBody: { status: 502, bytes: 200_000, prefix: '{"error":"', suffix: '"}', headers: { 'content-type': 'application/json' } } },
+    { largeBody: { bytes: 500 * 1024 * 1024 } },
+  ] });
+  const res = await chat(server, streamRequest());
+  assert.equal(res.status, 502);
+  assert.equal(res.headers.get('content-length'), null);
+  const body = await res.text();
+  assert.equal(body.length, 200_000);
+  assert.ok(body.startsWith('{"error":"xxx') && body.endsWith('xx"}'));
+  await sleep(50);
+  assert.equal(server.requests[0].bytesSent, 200_000);
+  assert.equal(server.requests[0].finished, true);
+
+  // 500 MB, of which the client reads one chunk and hangs up: the server stops writing.
+  const abort = new AbortController();
+  const big = await chat(server, streamRequest(), {}, abort.signal);
+  await big.body.getReader().read();
+  abort.abort();
+  await sleep(200);
+  const [, second] = server.requests;
+  assert.equal(second.finished, false);
+  assert.ok(second.closedAt >= second.at);
+  const sent = second.bytesSent;
+  assert.ok(sent < 64 * 1024 * 1024, `${sent} bytes written`);
+  await sleep(100);
+  assert.equal(server.requests[1].bytesSent, sent, 'nothing written after the hang-up');
+});
+
+test('a drip step sends one character at a time, forever, until the client hangs up', async (t) => {
+  const server = await serve(t, { script: [{ drip: { data: 'ab', everyMs: 20 } }] });
+  const abort = new AbortController();
+  const res = await chat(server, streamRequest(), {}, abort.signal);
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  const reader = res.body.getReader();
+  let text = '';
+  while (text.length < 5) text += new TextDecoder().decode((await reader.read()).value);
+  abort.abort();
+  assert.ok(text.startsWith('ababa'), text);
+  await sleep(100);
+  const [request] = server.requests;
+  assert.equal(request.finished, false);
+  const sent = request.bytesSent;
+  assert.ok(sent >= 5);
+  await sleep(100);
+  assert.equal(request.bytesSent, sent, 'nothing written after the hang-up');
 });
 
 test('a midStreamError step sends text then an error frame and ends', async (t) => {

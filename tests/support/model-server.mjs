@@ -271,6 +271,49 @@ function checkStallAfter(step) {
   throw new Error(`model-server: stallAfter must be a whole number of frames, got ${JSON.stringify(step.stallAfter)}`);
 }
 
+// `drip: { data, everyMs = 1000, status = 200, headers }`: the response headers, then one character
+// of `data` every `everyMs` ms, from its start again when it runs out, forever: until the client
+// hangs up or close(). Bytes keep coming, so no stall timer ever fires; only an overall deadline
+// ends it. Counts what it wrote in `request.bytesSent`.
+async function writeDrip(res, { data, everyMs = 1000, status = 200, headers }, request, signal) {
+  if (typeof data !== 'string' || !data.length) throw new Error('model-server: drip needs a non-empty `data` string');
+  res.writeHead(status, { ...SSE_HEADERS, ...headers });
+  res.flushHeaders();
+  for (let i = 0; !res.destroyed; i = (i + 1) % data.length) {
+    await new Promise((resolve) => res.write(data[i], resolve));
+    request.bytesSent += Buffer.byteLength(data[i]);
+    await sleep(everyMs, undefined, { signal });
+  }
+}
+
+// `largeBody: { bytes, status = 200, prefix = '', fill = 'x', suffix = '', chunkSize = 65536, headers }`:
+// a body of `bytes` bytes (`prefix`, `fill` repeated, `suffix`) sent without Content-Length, one
+// chunk at a time as the client reads it, for bodies far larger than a client should read (a
+// 50 MB error page, an SSE line that never ends). Nothing that size is held in memory; it stops
+// as soon as the client hangs up. Counts what it wrote in `request.bytesSent`.
+async function writeLargeBody(res, spec, request) {
+  const { bytes, status = 200, prefix = '', fill = 'x', suffix = '', chunkSize = 65536, headers } = spec;
+  if (!Number.isInteger(bytes) || bytes < 0 || !fill.length) {
+    throw new Error(`model-server: largeBody needs a whole number of bytes and a non-empty fill, got ${JSON.stringify(spec)}`);
+  }
+  res.writeHead(status, { ...SSE_HEADERS, ...headers });
+  res.flushHeaders();
+  const chunk = Buffer.from(fill.repeat(Math.ceil(chunkSize / fill.length))).subarray(0, chunkSize);
+  const write = (piece) => new Promise((resolve) => {
+    if (res.destroyed) return resolve(false);
+    res.write(piece, () => resolve(true));
+  }).then((ok) => { if (ok) request.bytesSent += piece.length; return ok; });
+  const head = Buffer.from(prefix);
+  const tail = Buffer.from(suffix);
+  let left = bytes - head.length - tail.length;
+  if (!(await write(head))) return;
+  while (left > 0) {
+    if (!(await write(left >= chunk.length ? chunk : chunk.subarray(0, left)))) return;
+    left -= chunk.length;
+  }
+  if (await write(tail)) res.end();
+}
+
 async function readBody(req) {
   const parts = [];
   for await (const part of req) parts.push(part);
@@ -286,6 +329,9 @@ async function play(format, step, request, res, signal) {
     const { status = 500, message = `model-server: scripted ${status} error`, type, code, headers } = step.error;
     return sendJson(res, status, format.error(status, message, type, code), headers);
   }
+
+  if (step.drip) return writeDrip(res, step.drip, request, signal);
+  if (step.largeBody) return writeLargeBody(res, step.largeBody, request);
 
   if (step.raw) {
     res.writeHead(step.status ?? 200, { ...SSE_HEADERS, ...step.headers });
@@ -339,6 +385,10 @@ export async function startModelServer({ port = 0, script = [], fallback = EXHAU
     const path = req.url.split('?')[0];
     const [name, format] = formatFor(path);
     const request = { method: req.method, path, format: name, headers: { ...req.headers }, body, rawBody, at: Date.now() };
+    // When the response's connection closed, and whether the whole response had been written
+    // by then (false: the client hung up part way).
+    res.on('close', () => { request.closedAt = Date.now(); request.finished = res.writableFinished; });
+    request.bytesSent = 0;
     record(request);
 
     if (req.method === 'GET' && path === '/v1/models') return sendJson(res, 200, openai.models());
