@@ -36,6 +36,7 @@ mod model;
 mod rate_limiter;
 #[cfg(target_arch = "wasm32")]
 mod router;
+mod socket;
 #[cfg(target_arch = "wasm32")]
 mod thread_object;
 
@@ -44,6 +45,11 @@ pub use edgent;
 pub use rate_limiter::RateLimiter;
 #[cfg(target_arch = "wasm32")]
 pub use thread_object::ThreadObject;
+
+/// The handler `serve!` exports for a client socket's frame (measured before it is copied).
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub use socket::websocket_message;
 
 /// The Worker's `fetch` entry point: the public HTTP API (and webhooks), routed to the
 /// threads' objects. Install the app's catalogue first (what [`serve!`] does).
@@ -87,8 +93,80 @@ macro_rules! serve {
             }
 
             /// The Durable Object holding one conversation thread (bound as `THREADS`).
-            #[::worker::durable_object]
+            /// `#[durable_object(alarm)]` exports `fetch` and `alarm`; the socket handlers are
+            /// exported below: the `worker` crate's own copy every frame whole into the
+            /// module's memory before any check (see `edgent_worker::socket`).
+            #[::worker::durable_object(alarm)]
             pub struct DurableThread($crate::ThreadObject);
+
+            const _: () = {
+                use ::worker::wasm_bindgen::prelude::*;
+
+                #[wasm_bindgen(
+                                    wasm_bindgen = ::worker::wasm_bindgen,
+                                    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+                                    js_sys = ::worker::js_sys
+                                )]
+                impl DurableThread {
+                    #[wasm_bindgen(js_name = webSocketMessage)]
+                    pub async fn websocket_message(
+                        &self,
+                        ws: ::worker::worker_sys::web_sys::WebSocket,
+                        message: ::worker::wasm_bindgen::JsValue,
+                    ) -> ::std::result::Result<
+                        ::worker::wasm_bindgen::JsValue,
+                        ::worker::wasm_bindgen::JsValue,
+                    > {
+                        ::std::panic::AssertUnwindSafe(async move {
+                            $crate::websocket_message(&self.0, ws.into(), message)
+                                .await
+                                .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
+                                .map_err(::worker::wasm_bindgen::JsValue::from)
+                        })
+                        .await
+                    }
+
+                    #[wasm_bindgen(js_name = webSocketClose)]
+                    pub async fn websocket_close(
+                        &self,
+                        ws: ::worker::worker_sys::web_sys::WebSocket,
+                        code: usize,
+                        reason: String,
+                        was_clean: bool,
+                    ) -> ::std::result::Result<
+                        ::worker::wasm_bindgen::JsValue,
+                        ::worker::wasm_bindgen::JsValue,
+                    > {
+                        ::std::panic::AssertUnwindSafe(async move {
+                            self.0
+                                .websocket_close(ws.into(), code, reason, was_clean)
+                                .await
+                                .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
+                                .map_err(::worker::wasm_bindgen::JsValue::from)
+                        })
+                        .await
+                    }
+
+                    #[wasm_bindgen(js_name = webSocketError)]
+                    pub async fn websocket_error(
+                        &self,
+                        ws: ::worker::worker_sys::web_sys::WebSocket,
+                        error: ::worker::wasm_bindgen::JsValue,
+                    ) -> ::std::result::Result<
+                        ::worker::wasm_bindgen::JsValue,
+                        ::worker::wasm_bindgen::JsValue,
+                    > {
+                        ::std::panic::AssertUnwindSafe(async move {
+                            self.0
+                                .websocket_error(ws.into(), error.into())
+                                .await
+                                .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
+                                .map_err(::worker::wasm_bindgen::JsValue::from)
+                        })
+                        .await
+                    }
+                }
+            };
 
             impl ::worker::DurableObject for DurableThread {
                 fn new(state: ::worker::State, env: ::worker::Env) -> Self {
@@ -105,32 +183,6 @@ macro_rules! serve {
 
                 async fn alarm(&self) -> ::worker::Result<::worker::Response> {
                     self.0.alarm().await
-                }
-
-                async fn websocket_message(
-                    &self,
-                    ws: ::worker::WebSocket,
-                    message: ::worker::WebSocketIncomingMessage,
-                ) -> ::worker::Result<()> {
-                    self.0.websocket_message(ws, message).await
-                }
-
-                async fn websocket_close(
-                    &self,
-                    ws: ::worker::WebSocket,
-                    code: usize,
-                    reason: String,
-                    was_clean: bool,
-                ) -> ::worker::Result<()> {
-                    self.0.websocket_close(ws, code, reason, was_clean).await
-                }
-
-                async fn websocket_error(
-                    &self,
-                    ws: ::worker::WebSocket,
-                    error: ::worker::Error,
-                ) -> ::worker::Result<()> {
-                    self.0.websocket_error(ws, error).await
                 }
             }
         }
