@@ -94,7 +94,7 @@ macro_rules! serve {
 
             /// The Durable Object holding one conversation thread (bound as `THREADS`).
             /// `#[durable_object(alarm)]` exports `fetch` and `alarm`; the socket handlers are
-            /// exported below: the `worker` crate's own copy every frame whole into the
+            /// exported below, because the `worker` crate's own copy every frame whole into the
             /// module's memory before any check (see `edgent_worker::socket`).
             #[::worker::durable_object(alarm)]
             pub struct DurableThread($crate::ThreadObject);
@@ -103,10 +103,10 @@ macro_rules! serve {
                 use ::worker::wasm_bindgen::prelude::*;
 
                 #[wasm_bindgen(
-                                    wasm_bindgen = ::worker::wasm_bindgen,
-                                    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
-                                    js_sys = ::worker::js_sys
-                                )]
+                    wasm_bindgen = ::worker::wasm_bindgen,
+                    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+                    js_sys = ::worker::js_sys
+                )]
                 impl DurableThread {
                     #[wasm_bindgen(js_name = webSocketMessage)]
                     pub async fn websocket_message(
