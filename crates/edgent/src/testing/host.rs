@@ -58,8 +58,8 @@ pub struct TestHost {
     cache: Rc<ThreadCache>,
     /// The backoff jitter the runtime uses (set by [`TestHost::drive`]).
     pub(super) jitter: Cell<f64>,
-    /// Deadlines of the virtual sleeps that are waiting.
-    pub(super) timers: Rc<RefCell<Vec<i64>>>,
+    /// Deadlines of the virtual sleeps that are waiting, with the waker of each.
+    pub(super) timers: Rc<RefCell<Vec<(i64, Waker)>>>,
     /// When the thread's alarm is set to fire (`None`: not set).
     pub(super) alarm: Cell<Option<i64>>,
     /// Work the runtime spawned to run after its handler answered.
@@ -287,13 +287,19 @@ impl TestHost {
                     return out;
                 }
             }
-            let next = self.timers.borrow().iter().copied().min();
+            let next = self.timers.borrow().iter().map(|(t, _)| *t).min();
             let Some(next) = next else {
                 panic!("the work waits for something that never comes (no sleep is pending)");
             };
             self.set_now(next.max(self.now()));
             let now = self.now();
-            self.timers.borrow_mut().retain(|&t| t > now);
+            let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut *self.timers.borrow_mut())
+                .into_iter()
+                .partition(|(t, _)| *t <= now);
+            *self.timers.borrow_mut() = later;
+            for (_, waker) in due {
+                waker.wake();
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value};
 
@@ -19,23 +19,28 @@ use crate::values::protocol::ServerFrame;
 use crate::values::sql::{Sql, SqlValue};
 
 /// A sleep on the host's virtual clock: ready once the clock reaches `until` (the harness
-/// moves the clock when every future waits, see [`TestHost::run`]).
+/// moves the clock when every future waits, see [`TestHost::run`], and wakes the sleeps that
+/// fell due: a combinator that polls only woken futures, such as `join_all` over more than
+/// 30 of them, polls this one again).
 struct VirtualSleep {
     until: i64,
     clock: Rc<std::cell::Cell<i64>>,
-    timers: Rc<std::cell::RefCell<Vec<i64>>>,
+    timers: Rc<std::cell::RefCell<Vec<(i64, Waker)>>>,
 }
 
 impl Future for VirtualSleep {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.clock.get() >= self.until {
             return Poll::Ready(());
         }
         let mut timers = self.timers.borrow_mut();
-        if !timers.contains(&self.until) {
-            timers.push(self.until);
+        let known = timers
+            .iter()
+            .any(|(t, w)| *t == self.until && w.will_wake(cx.waker()));
+        if !known {
+            timers.push((self.until, cx.waker().clone()));
         }
         Poll::Pending
     }
