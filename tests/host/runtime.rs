@@ -803,3 +803,47 @@ fn an_attempt_that_never_ends_is_cut_at_its_total_deadline_and_retried() {
     let retries = errors(&h);
     assert_eq!(retries[0].0, "model_retry", "{retries:?}");
 }
+
+/// A call of a parallel batch that finished is stored at once, while its sibling still runs:
+/// a crash then cannot run it again (its outcome no longer waits for the whole batch).
+#[test]
+fn a_finished_call_of_a_parallel_batch_is_stored_while_its_sibling_still_runs() {
+    let seen = Rc::new(std::cell::RefCell::new(None));
+    let saw = seen.clone();
+    let fast =
+        Tool::new("Fast.").handler(|_flow: FlowState| async { CallToolResult::text("quick") });
+    let slow = Tool::new("Slow.").handler(move |flow: FlowState| {
+        let saw = saw.clone();
+        async move {
+            flow.host().sleep(1_000).await;
+            let store = edgent::engine::store::Store::new(flow.host().sql());
+            *saw.borrow_mut() = store.tool_call("c_fast").unwrap().map(|c| c.status);
+            CallToolResult::text("late")
+        }
+    });
+    let h = host(vec![("fast", fast), ("slow", slow)]);
+    let rt = h.runtime();
+    h.script(Ok(reply_events(
+        "",
+        &[("c_slow", "slow", "{}"), ("c_fast", "fast", "{}")],
+    )));
+    h.script(Ok(reply_events("Both done.", &[])));
+    h.run(rt.apply(send("Go"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(
+        seen.borrow().map(|s| s.as_str()),
+        Some("success"),
+        "stored before the batch ended"
+    );
+    assert_eq!(transcript(&h).last().unwrap().1, "Both done.");
+    // The model reads the results in call order all the same.
+    let second = h.model_requests()[1]["messages"].clone();
+    let ids: Vec<&str> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["c_slow", "c_fast"]);
+}

@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use futures_util::future::join_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::ThreadRuntime;
 use crate::config::{AgentConfig, Delegate};
@@ -20,8 +20,8 @@ use crate::tool::policy::policy_for;
 use crate::tool::{run_until_suspended, FlowState};
 
 impl ThreadRuntime {
-    /// Runs calls of one reply (concurrently when there are several) and hands their
-    /// outcomes to the engine in call order. (Public for the test harness, which steps the
+    /// Runs calls of one reply (concurrently when there are several) and hands each outcome
+    /// to the engine as soon as its run ends. (Public for the test harness, which steps the
     /// engine itself and runs tool calls through this.)
     pub async fn run_tool_calls(
         &self,
@@ -59,17 +59,20 @@ impl ThreadRuntime {
         if runs.is_empty() {
             return;
         }
-        let ends = join_all(
-            runs.iter()
-                .map(|run| self.execute_tool(config, summary, run)),
-        )
-        .await;
-        for (run, ran) in runs.iter().zip(ends) {
+        // Each outcome is stored as its run ends, not when the whole batch has: a call that
+        // finished must never run again because a sibling was still running at a crash. (The
+        // model still reads the results in call order: the history pairs each call with its
+        // result.)
+        let mut ends: FuturesUnordered<_> = runs
+            .iter()
+            .map(|run| async move { (run, self.execute_tool(config, summary, run).await) })
+            .collect();
+        while let Some((run, ran)) = ends.next().await {
             if let Err(e) = thread.handle_tool_outcome(self.now(), run, ran, platform.jitter()) {
                 platform.log_error(&format!("could not store a tool outcome: {e}"));
             }
+            self.flush(thread);
         }
-        self.flush(thread);
     }
 
     /// Runs one call: a registered tool (with its timeout, parking on sleeps and webhooks),
