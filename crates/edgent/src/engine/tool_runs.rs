@@ -175,7 +175,7 @@ impl Thread<'_> {
                 Ok(Admission::Run(ToolRun { call, policy }))
             }
             Gate::Suspend(s) => {
-                self.suspend_tool(&call, &s, None)?;
+                self.park_unstarted(&call, &s)?;
                 Ok(Admission::Settled)
             }
             Gate::Finish(result) => {

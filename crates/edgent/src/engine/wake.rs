@@ -35,8 +35,9 @@ pub const CONFIG_RETRY_MS: i64 = 60_000;
 
 impl Thread<'_> {
     /// Whether the driver should take a step now: the thread is running, or it is idle with a
-    /// parked call that has fallen due (which starts a turn). `false` for a stopped thread or
-    /// an object without a thread.
+    /// parked call that has fallen due (which starts a turn). `false` for an object without a
+    /// thread, and for a stopped thread unless a crash left it something to settle (a reply
+    /// still pending, a call without a result: see `Thread::next_action`).
     pub fn wants_step(&self, now: i64) -> Result<bool, ThreadError> {
         Ok(self.step_wanted(now)?.is_some())
     }
@@ -57,7 +58,8 @@ impl Thread<'_> {
         let wanted = match summary.status {
             ThreadStatus::Running => true,
             ThreadStatus::Idle => open_calls > 0 && self.store().next_tool_call(now)?.is_some(),
-            ThreadStatus::Stopped => false,
+            // Only to settle what a crash left (a pending reply, a call without a result).
+            ThreadStatus::Stopped => self.stopped_with_leftovers(open_calls)?,
         };
         Ok(wanted.then_some(summary))
     }
@@ -80,15 +82,18 @@ impl Thread<'_> {
     }
 
     /// Whether work is waiting that nobody will start unless the driver does now: a running
-    /// thread whose model call is owed (not one blocked on a parked call of its reply), or a
-    /// parked call that has fallen due.
+    /// thread whose model call is owed (not one blocked on a parked call of its reply), a
+    /// parked call that has fallen due, or what a crash left on a stopped thread.
     pub fn has_work(&self, now: i64) -> Result<bool, ThreadError> {
         let status = self.summary()?.status;
         let due = self.store().next_tool_call(now)?.is_some();
         Ok(match status {
             ThreadStatus::Running => !self.store().has_pending_model_calls()? || due,
             ThreadStatus::Idle => due,
-            ThreadStatus::Stopped => false,
+            ThreadStatus::Stopped => {
+                let open = self.store().thread_and_open_calls()?.map_or(0, |(_, n)| n);
+                self.stopped_with_leftovers(open)?
+            }
         })
     }
 }

@@ -76,37 +76,76 @@ impl Store<'_> {
         position: Option<f64>,
         condition: &'static str,
     ) -> Result<Option<f64>, SqlError> {
-        let tool_calls = json_column(&m.tool_calls)?;
-        let parts = json_column(&m.parts)?;
-        let inserted = self.sql.exec(
-            &format!(
-                "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
-                                       created_at, silent, depth, status, parts, side,
-                                       parent_message_id, parent_tool_call_id)
-                 SELECT ?, COALESCE(?, (SELECT COALESCE(MAX(position), 0) + 1 FROM messages)),
-                        ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
-                 WHERE {condition}
-                 RETURNING position"
-            ),
-            &[
-                m.id.as_str().into(),
-                position.into(),
-                m.role.as_str().into(),
-                m.content.as_str().into(),
-                m.name.clone().into(),
-                tool_calls.into(),
-                m.tool_call_id.clone().into(),
-                m.created_at.into(),
-                m.silent.into(),
-                m.depth.into(),
-                m.status.as_str().into(),
-                parts.into(),
-                m.side.map(Side::as_str).into(),
-                m.parent_message_id.clone().into(),
-                m.parent_tool_call_id.clone().into(),
-            ],
-        )?;
+        let (statement, params) = insert_statement(m, position, condition)?;
+        let inserted = self.sql.exec(&statement, &params)?;
         inserted.first().map(|r| r.real(0)).transpose()
+    }
+
+    /// Appends `m` with the statements that belong to it (`then`) as one transaction: all of
+    /// them or none, so a failing statement (or a crash between two) never leaves half of it.
+    /// The position `m` was given.
+    fn append_message_with(
+        &self,
+        m: &Message,
+        then: &[(&str, &[SqlValue])],
+    ) -> Result<f64, SqlError> {
+        let (statement, params) = insert_statement(m, None, "1")?;
+        let mut batch: Vec<(&str, &[SqlValue])> = vec![(&statement, &params)];
+        batch.extend_from_slice(then);
+        let rows = self.sql.batch(&batch)?;
+        rows.first()
+            .and_then(|r| r.first())
+            .map(|r| r.real(0))
+            .transpose()?
+            .ok_or_else(|| SqlError("the message was not stored".into()))
+    }
+
+    /// Appends an assistant message holding calls queued by the application (not a model's
+    /// reply) and queues them, with the caller's `bindings` for each, as one transaction: a
+    /// call is never stored without the message that holds it, nor the message without its
+    /// calls. The message's position.
+    pub fn append_queued_calls(
+        &self,
+        now: i64,
+        m: &Message,
+        bindings: Option<&Value>,
+    ) -> Result<f64, SqlError> {
+        let inserts = call_rows(now, m, CallOrigin::Queue);
+        let bindings: Vec<[SqlValue; 2]> = match bindings {
+            Some(b) => m
+                .tool_calls
+                .iter()
+                .map(|c| [b.to_string().into(), c.id.as_str().into()])
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut then: Vec<(&str, &[SqlValue])> = Vec::new();
+        for values in &inserts {
+            then.push((INSERT_TOOL_CALL, values));
+        }
+        for values in &bindings {
+            then.push(("UPDATE tool_calls SET bindings = ? WHERE id = ?", values));
+        }
+        self.append_message_with(m, &then)
+    }
+
+    /// Appends a call's result message and closes the call with it (`status`: `success` or
+    /// `error`) as one transaction: a call never has a result it does not point at, so a
+    /// crash in between cannot make it run again and get a second one. The message's position.
+    pub fn append_result(
+        &self,
+        now: i64,
+        m: &Message,
+        call_id: &str,
+        status: &str,
+    ) -> Result<f64, SqlError> {
+        let close = [
+            SqlValue::from(status),
+            now.into(),
+            m.id.as_str().into(),
+            call_id.into(),
+        ];
+        self.append_message_with(m, &[(FINISH_TOOL_CALL, &close)])
     }
 
     /// Whether a message with this id exists.
@@ -146,20 +185,7 @@ impl Store<'_> {
             m.status.as_str().into(),
             m.id.as_str().into(),
         ];
-        let inserts: Vec<[SqlValue; 6]> = m
-            .tool_calls
-            .iter()
-            .map(|call| {
-                [
-                    call.id.as_str().into(),
-                    m.id.as_str().into(),
-                    call.name.as_str().into(),
-                    call.arguments.as_str().into(),
-                    now.into(),
-                    origin.as_str().into(),
-                ]
-            })
-            .collect();
+        let inserts = call_rows(now, m, origin);
         let mut batch: Vec<(&str, &[SqlValue])> = vec![(UPDATE_REPLY, &update)];
         for values in &inserts {
             batch.push((INSERT_TOOL_CALL, values));
@@ -317,4 +343,58 @@ fn page_query(filter: &str, direction: &str) -> String {
          WHERE page_bytes <= ? OR page_row = 1
          ORDER BY page_row"
     )
+}
+
+/// The statement inserting `m` (see `Store::insert_message`) and its parameters.
+fn insert_statement(
+    m: &Message,
+    position: Option<f64>,
+    condition: &'static str,
+) -> Result<(String, Vec<SqlValue>), SqlError> {
+    let tool_calls = json_column(&m.tool_calls)?;
+    let parts = json_column(&m.parts)?;
+    let statement = format!(
+        "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
+                               created_at, silent, depth, status, parts, side,
+                               parent_message_id, parent_tool_call_id)
+         SELECT ?, COALESCE(?, (SELECT COALESCE(MAX(position), 0) + 1 FROM messages)),
+                ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+         WHERE {condition}
+         RETURNING position"
+    );
+    let params = vec![
+        m.id.as_str().into(),
+        position.into(),
+        m.role.as_str().into(),
+        m.content.as_str().into(),
+        m.name.clone().into(),
+        tool_calls.into(),
+        m.tool_call_id.clone().into(),
+        m.created_at.into(),
+        m.silent.into(),
+        m.depth.into(),
+        m.status.as_str().into(),
+        parts.into(),
+        m.side.map(Side::as_str).into(),
+        m.parent_message_id.clone().into(),
+        m.parent_tool_call_id.clone().into(),
+    ];
+    Ok((statement, params))
+}
+
+/// The `INSERT_TOOL_CALL` parameters of each call `m` holds.
+fn call_rows(now: i64, m: &Message, origin: CallOrigin) -> Vec<[SqlValue; 6]> {
+    m.tool_calls
+        .iter()
+        .map(|call| {
+            [
+                call.id.as_str().into(),
+                m.id.as_str().into(),
+                call.name.as_str().into(),
+                call.arguments.as_str().into(),
+                now.into(),
+                origin.as_str().into(),
+            ]
+        })
+        .collect()
 }

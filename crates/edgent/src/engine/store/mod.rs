@@ -208,6 +208,12 @@ const INSERT_TOOL_CALL: &str =
     "INSERT INTO tool_calls (id, message_id, seq, name, arguments, created_at, origin)
      VALUES (?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM tool_calls), ?, ?, ?, ?)";
 
+/// Closes a call with its result: status, finish time, result message, by id.
+const FINISH_TOOL_CALL: &str =
+    "UPDATE tool_calls SET status = ?, finished_at = ?, result_message_id = ?,
+         wake_at = NULL, detail = NULL
+     WHERE id = ?";
+
 fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
     Ok(StoredToolCall {
         call: ToolCall {

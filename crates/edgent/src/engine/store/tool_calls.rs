@@ -179,25 +179,29 @@ impl Store<'_> {
     }
 
     /// Suspends a call: `status` until `wake_at` (none: until something outside wakes it),
-    /// with `detail` saying why.
+    /// with `detail` saying why. `after_run`: the call ran since it was due, so a wake time
+    /// it holds is not the one that made it due.
     pub fn suspend_tool_call(
         &self,
         call_id: &str,
         status: &str,
         wake_at: Option<i64>,
+        after_run: bool,
         detail: Option<&Value>,
         last_error: Option<&str>,
     ) -> Result<(), SqlError> {
         self.sql.exec(
-            // A wake time already set came from a webhook delivered while the run was going
-            // (`start_tool_call` clears it): the earlier one wins, or the body would wait.
+            // After a run, a wake time already set came from a webhook delivered while the run
+            // was going (`start_tool_call` clears it): the earlier one wins, or the body would
+            // wait. Without a run it is the spent one that made the call due: replaced.
             "UPDATE tool_calls SET status = ?,
-                 wake_at = CASE WHEN wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?)
+                 wake_at = CASE WHEN ? AND wake_at IS NOT NULL AND (? IS NULL OR wake_at < ?)
                            THEN wake_at ELSE ? END,
                  detail = ?, last_error = COALESCE(?, last_error)
              WHERE id = ?",
             &[
                 status.into(),
+                after_run.into(),
                 wake_at.into(),
                 wake_at.into(),
                 wake_at.into(),
@@ -214,6 +218,28 @@ impl Store<'_> {
         self.sql.exec(
             &format!("UPDATE tool_calls SET wake_at = ? WHERE id = ? AND status IN ({PENDING})"),
             &[now.into(), call_id.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Records a client's decision on a call waiting for approval and makes it due now, in
+    /// one statement: a decision is never stored without the wake-up that acts on it (the
+    /// call would wait for good, and a second decision is refused). `reason` (a rejection's)
+    /// becomes the call's last error.
+    pub fn decide_approval(
+        &self,
+        now: i64,
+        call_id: &str,
+        approval: &str,
+        reason: Option<&str>,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            &format!(
+                "UPDATE tool_calls SET approval = ?, last_error = COALESCE(?, last_error),
+                     wake_at = CASE WHEN status IN ({PENDING}) THEN ? ELSE wake_at END
+                 WHERE id = ?"
+            ),
+            &[approval.into(), reason.into(), now.into(), call_id.into()],
         )?;
         Ok(())
     }
@@ -270,9 +296,7 @@ impl Store<'_> {
         result_message_id: &str,
     ) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE tool_calls SET status = ?, finished_at = ?, result_message_id = ?,
-                 wake_at = NULL, detail = NULL
-             WHERE id = ?",
+            FINISH_TOOL_CALL,
             &[
                 status.into(),
                 now.into(),

@@ -175,17 +175,13 @@ impl<'a> Thread<'a> {
             side: None,
             ..Message::new(Role::Assistant, "", now)
         };
-        self.append(&message)?;
-        self.store.queue_tool_calls(
-            now,
-            &message.id,
-            std::slice::from_ref(&call),
-            CallOrigin::Queue,
-        )?;
-        if let Some(b) = bindings.filter(|b| !b.is_empty()) {
-            self.store
-                .set_tool_call_bindings(&call.id, &Value::Object(b.clone()))?;
-        }
+        let bindings = bindings
+            .filter(|b| !b.is_empty())
+            .map(|b| Value::Object(b.clone()));
+        let position = self
+            .store
+            .append_queued_calls(now, &message, bindings.as_ref())?;
+        self.note_appended(position, &message);
         self.frames.push_back(ServerFrame::Message { message });
         self.frames
             .push_back(ServerFrame::tool(&call.id, &call.name, CallStatus::Queued));
@@ -300,19 +296,14 @@ impl<'a> Thread<'a> {
                 call.status.as_str()
             )));
         }
-        self.store.set_approval(
-            call_id,
-            if approved {
-                Approval::Approved
-            } else {
-                Approval::Rejected
-            }
-            .as_str(),
-        )?;
-        if let Some(reason) = reason.filter(|r| !approved && !r.trim().is_empty()) {
-            self.store.set_tool_call_error(call_id, reason)?;
-        }
-        self.store.wake_tool_call(now, call_id)?;
+        let decision = if approved {
+            Approval::Approved
+        } else {
+            Approval::Rejected
+        };
+        let reason = reason.filter(|r| !approved && !r.trim().is_empty());
+        self.store
+            .decide_approval(now, call_id, decision.as_str(), reason)?;
         Ok(())
     }
 }

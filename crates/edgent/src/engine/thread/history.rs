@@ -1,6 +1,8 @@
-//! Shaping a history for a model: repairing tool-call pairs and the `dual_ai` side views.
+//! Shaping a history for a model: repairing tool-call pairs, the `dual_ai` side views, and
+//! the calls of a reply every provider can take back.
 
 use super::*;
+use crate::values::tool_name::MAX_TOOL_NAME;
 
 /// Makes a history valid for every provider: each assistant tool call is followed by exactly
 /// its result (a missing one becomes an error result saying so), and results whose call is
@@ -93,4 +95,31 @@ pub fn view_for_side(history: Vec<Message>, side: Side, other_label: Option<&str
             }
         })
         .collect()
+}
+
+/// Why a reply's calls cannot be stored, if one names a tool longer than any tool's name: no
+/// tool or delegate is named like that, providers refuse such a name in the history, and its
+/// result would repeat it (name and error text) past the row limit.
+pub(super) fn unfit_call_name(calls: &[ToolCall]) -> Option<ProviderError> {
+    let long = calls.iter().find(|c| c.name.len() > MAX_TOOL_NAME)?;
+    Some(ProviderError::Malformed(format!(
+        "a tool call names a tool of {} bytes; tool names have at most {MAX_TOOL_NAME}",
+        long.name.len()
+    )))
+}
+
+/// Whether a provider's call id can go back to any provider as it is (a fallback model may
+/// get the history): 1-40 of `A-Z a-z 0-9 _ -`. The Messages API allows no other characters
+/// (it would get two ids that differ only there as one, and refuse the request), and chat
+/// completions refuses ids over 40 characters. Ours fit (`call_` and 32 hex digits).
+pub(super) fn fits_every_wire(id: &str) -> bool {
+    (1..=40).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// A tool call id of ours, for a call whose provider id cannot name it in this thread.
+pub(super) fn internal_call_id() -> String {
+    format!("call_{}", crate::values::ids::new_id().replace('-', ""))
 }

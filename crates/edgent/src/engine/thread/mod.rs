@@ -116,8 +116,10 @@ impl From<ThreadError> for crate::values::ToolError {
 pub const MAX_TOOL_INTERRUPTIONS: i64 = 3;
 
 pub use client::InjectMessage;
+use history::{
+    fits_every_wire, internal_call_id, stop_answer, unfit_call_name, without_calls, worn_out,
+};
 pub use history::{repair_history, view_for_side};
-use history::{stop_answer, without_calls, worn_out};
 pub use records::ParentLink;
 pub use sub_prompt::{SubPrompt, SubStep, SubToolCall, SUB_PROMPT_MAX_STEPS};
 pub use turn::{Action, ModelCall, TurnRules};
@@ -202,10 +204,15 @@ impl<'a> Thread<'a> {
     /// [`ThreadCache`]), so the next model call need not read it back.
     fn append(&mut self, m: &Message) -> Result<(), ThreadError> {
         let position = self.store.append_message(m)?;
+        self.note_appended(position, m);
+        Ok(())
+    }
+
+    /// Tells the cache about a message this view stored at `position`.
+    fn note_appended(&self, position: f64, m: &Message) {
         if let Some(cache) = &self.cache {
             cache.note_appended(position, m);
         }
-        Ok(())
     }
 
     /// Rewrites a message's content, tool calls and status, telling the cache likewise.

@@ -1,5 +1,6 @@
 //! Tool calls in a thread: starting, parking and finishing them (hooks over results
-//! included), and cancelling what a stopped thread would park.
+//! included), cancelling what a stopped thread would park, and settling what a crash left on
+//! a stopped thread.
 
 use super::*;
 
@@ -37,13 +38,36 @@ impl<'a> Thread<'a> {
         Ok(())
     }
 
-    /// Parks a call (retrying, sleeping, waiting or rate limited) until its wake time.
-    /// `failure` is why the attempt that just ran failed (for `retrying`).
+    /// Parks a call after a run (retrying, sleeping, waiting or rate limited) until its wake
+    /// time. `failure` is why the attempt that just ran failed (for `retrying`).
     pub fn suspend_tool(
         &mut self,
         call: &StoredToolCall,
         suspension: &Suspension,
         failure: Option<(i64, &str, &str)>,
+    ) -> Result<(), ThreadError> {
+        self.park(call, suspension, failure, true)
+    }
+
+    /// Parks a due call the gate did not start (approval, a rate limit still full): the wake
+    /// time that made it due is spent, and the new one replaces it. (Kept, it would leave the
+    /// call due at once again: a driver stepping it without end until the window frees.)
+    pub(crate) fn park_unstarted(
+        &mut self,
+        call: &StoredToolCall,
+        suspension: &Suspension,
+    ) -> Result<(), ThreadError> {
+        self.park(call, suspension, None, false)
+    }
+
+    /// `after_run`: an earlier wake time the call holds came from a webhook delivered while
+    /// the run went on, and wins.
+    fn park(
+        &mut self,
+        call: &StoredToolCall,
+        suspension: &Suspension,
+        failure: Option<(i64, &str, &str)>,
+        after_run: bool,
     ) -> Result<(), ThreadError> {
         let detail = (!suspension.detail.is_null()).then_some(&suspension.detail);
         let error = failure.map(|(_, _, e)| e);
@@ -51,6 +75,7 @@ impl<'a> Thread<'a> {
             &call.call.id,
             suspension.status.as_str(),
             suspension.wake_at,
+            after_run,
             detail,
             error,
         )?;
@@ -104,16 +129,19 @@ impl<'a> Thread<'a> {
             ..Message::tool_result(&call.call, result.to_model_text(), now)
         };
         let message = self.before_create(message);
-        self.append(&message)?;
-        self.after_create(&message);
         let status = if result.is_error() {
             CallStatus::Error
         } else {
             CallStatus::Success
         };
-        // Also closes the running attempt with this outcome (trigger `attempt_finished`).
-        self.store
-            .finish_tool_call(now, &call.call.id, status.as_str(), &message.id)?;
+        // The result and the call's closing in one transaction (a call never has a result it
+        // does not point at). Closing also ends the running attempt with this outcome (trigger
+        // `attempt_finished`).
+        let position = self
+            .store
+            .append_result(now, &message, &call.call.id, status.as_str())?;
+        self.note_appended(position, &message);
+        self.after_create(&message);
         let is_stop_tool = call.origin == CallOrigin::Model
             && self.rules.stop_tool.as_deref() == Some(call.call.name.as_str());
         if is_stop_tool && !result.is_error() {
@@ -135,5 +163,31 @@ impl<'a> Thread<'a> {
             message: message.clone(),
         });
         Ok(message)
+    }
+
+    /// What a crash left behind on a stopped thread, which takes no step of its own: a reply
+    /// still `pending` is failed, and a call without a result (one that was running when the
+    /// Worker stopped, or one a stop cut short before it cancelled it) gets the stop's
+    /// cancellation as its result. The driver steps a stopped thread only for these
+    /// ([`Thread::step_wanted`]), never while a step of its own runs.
+    pub(super) fn settle_stopped(
+        &mut self,
+        now: i64,
+        t: &ThreadSummary,
+    ) -> Result<(), ThreadError> {
+        self.fail_interrupted_replies()?;
+        let by = t.stopped_by.as_deref().unwrap_or("user");
+        for call in self.store.pending_tool_calls()? {
+            let why = format!("cancelled: the thread was stopped (by {by})");
+            self.finish_tool(now, &call, &CallToolResult::error(why))?;
+        }
+        Ok(())
+    }
+
+    /// Whether a stopped thread holds what [`Thread::settle_stopped`] settles (`open_calls`:
+    /// the calls without a result, counted with the thread row).
+    pub(crate) fn stopped_with_leftovers(&self, open_calls: i64) -> Result<bool, ThreadError> {
+        let settled = self.cache.as_ref().is_some_and(|c| c.replies_settled());
+        Ok(open_calls > 0 || (!settled && !self.store.pending_messages()?.is_empty()))
     }
 }

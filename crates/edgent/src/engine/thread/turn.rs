@@ -191,28 +191,19 @@ impl<'a> Thread<'a> {
             self.push_status()?;
             t.status = ThreadStatus::Running;
         }
+        if t.status == ThreadStatus::Stopped {
+            self.settle_stopped(now, &t)?;
+            return Ok(Action::Idle);
+        }
         if t.status != ThreadStatus::Running {
             return Ok(Action::Idle);
         }
         // A model call cut short by eviction or a crash left its message pending: it is
-        // marked failed and the call is owed again. (An object that saw every reply it began
-        // stored as final knows there is none: see `ThreadCache`.)
-        let settled = self.cache.as_ref().is_some_and(|c| c.replies_settled());
-        let interrupted = if settled {
-            Vec::new()
-        } else {
-            self.store.pending_messages()?
-        };
-        let recovered = !interrupted.is_empty();
-        for mut m in interrupted {
-            m.status = MessageStatus::Failed;
-            self.update(&m)?;
-            self.frames.push_back(ServerFrame::Message { message: m });
-        }
+        // marked failed and the call is owed again.
+        let recovered = self.fail_interrupted_replies()?;
         if recovered {
             self.store.set_needs_model(true)?;
         }
-        self.note_replies_settled(true);
         if let Some(action) = self.next_tools(now, none_open)? {
             return Ok(action);
         }
@@ -284,6 +275,26 @@ impl<'a> Thread<'a> {
             created_at: now,
             side: t.current_side,
         }))
+    }
+
+    /// Marks failed the replies a crash or an eviction left `pending` (kept for clients, never
+    /// sent to a model); whether there were any. An object that saw every reply it began
+    /// stored as final knows there is none (see `ThreadCache`).
+    pub(super) fn fail_interrupted_replies(&mut self) -> Result<bool, ThreadError> {
+        let settled = self.cache.as_ref().is_some_and(|c| c.replies_settled());
+        let interrupted = if settled {
+            Vec::new()
+        } else {
+            self.store.pending_messages()?
+        };
+        let recovered = !interrupted.is_empty();
+        for mut m in interrupted {
+            m.status = MessageStatus::Failed;
+            self.update(&m)?;
+            self.frames.push_back(ServerFrame::Message { message: m });
+        }
+        self.note_replies_settled(true);
+        Ok(recovered)
     }
 
     /// The next tool call(s) to run, abandoning calls that keep killing the Worker. With
@@ -477,15 +488,19 @@ impl<'a> Thread<'a> {
         if let Err(e) = call.completion.validate() {
             return self.fail_model_call(now, call, &e);
         }
+        if let Some(why) = unfit_call_name(&call.completion.tool_calls) {
+            return self.fail_model_call(now, call, &why);
+        }
         let message = self.reply_message(&call, MessageStatus::Completed, true);
         let mut message = self.before_create(message);
-        // Provider ids name calls in this thread only when they are unique in it: an empty or
-        // repeated one gets an id of ours at once, and one the thread already holds (a
-        // provider reusing `call_1`) fails the atomic store, which changed nothing, and the
-        // reply's calls are stored under ids of ours.
+        // Provider ids name calls in this thread only when they are unique in it and every
+        // wire format takes them as they are: an empty, repeated or unfit one gets an id of
+        // ours at once, and one the thread already holds (a provider reusing `call_1`) fails
+        // the atomic store, which changed nothing, and the reply's calls are stored under ids
+        // of ours.
         let mut seen = std::collections::HashSet::new();
         for c in &mut message.tool_calls {
-            if c.id.is_empty() || !seen.insert(c.id.clone()) {
+            if !fits_every_wire(&c.id) || !seen.insert(c.id.clone()) {
                 c.id = internal_call_id();
             }
         }
@@ -576,9 +591,4 @@ impl<'a> Thread<'a> {
             None => Ok(self.summary()?.status == ThreadStatus::Stopped),
         }
     }
-}
-
-/// A tool call id of ours, for a call whose provider id cannot name it in this thread.
-fn internal_call_id() -> String {
-    format!("call_{}", crate::values::ids::new_id().replace('-', ""))
 }
