@@ -18,6 +18,7 @@ mod discovery;
 mod docs_examples;
 mod durable;
 mod engine;
+mod engine_props;
 mod flow_host;
 mod history_budget;
 mod history_cache;
