@@ -103,10 +103,10 @@ macro_rules! serve {
                 use ::worker::wasm_bindgen::prelude::*;
 
                 #[wasm_bindgen(
-                            wasm_bindgen = ::worker::wasm_bindgen,
-                            wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
-                            js_sys = ::worker::js_sys
-                        )]
+                                    wasm_bindgen = ::worker::wasm_bindgen,
+                                    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+                                    js_sys = ::worker::js_sys
+                                )]
                 impl DurableThread {
                     #[wasm_bindgen(js_name = webSocketMessage)]
                     pub async fn websocket_message(
