@@ -1,44 +1,76 @@
-// Layer: real `wrangler dev` (workerd with persisted Durable Objects and D1), SIGKILLed while
-// durable tools run, sleep and wait for webhooks, then started again on the same state dir.
-// Proves: after a kill the thread finishes by itself (the watchdog alarm resumes an interrupted
-// run, a sleep's alarm wakes it, a webhook resumes it); a step that completed before a kill is
-// never run again (counted at the step server); an in-flight step runs once more and the call
-// records the interruption; every call has exactly one result, no message is lost or stored
-// twice, and no call is interrupted often enough to be abandoned.
-// No request is needed to resume a thread after a restart: the first two scenarios leave their
-// thread untouched until the rerun is seen at the step server (a watchdog due after the restart,
-// and a sleep that fell due while the Worker was down, which workerd fires as it starts).
-// Does not prove: behaviour on Cloudflare's network (eviction, deploys, regional failover).
-// Run alone: node --test --test-concurrency=1 tests/e2e/reliability.test.mjs (about 2 minutes).
+// Layer: the built Worker in workerd with persisted Durable Objects and D1 (configured from
+// wrangler.toml as `wrangler dev` configures it), SIGKILLed while durable tools run, sleep and
+// wait for webhooks, while models stream, while a parallel batch runs, while a thread stops
+// with 1,000 parked calls and while a child thread's conversation runs, then started again on
+// the same state directory (tests/support/crash-worker.mjs).
+// Proves: after a kill the thread finishes by itself (a request resumes an interrupted run at
+// once, the watchdog alarm when nobody asks, a sleep's alarm wakes it, a webhook resumes it); a
+// step that completed before a kill is never run again (counted at the step server); an
+// in-flight step runs once more and the call records the interruption; every call has exactly
+// one result, every call the model sees is paired with its result, no message is lost or stored
+// twice, a stop is all or nothing, a child conversation is one conversation, and no call is
+// interrupted often enough to be abandoned.
+// The first two scenarios leave their thread untouched until the rerun is seen at the step
+// server (a watchdog due after the restart, and a sleep that fell due while the Worker was
+// down, which workerd fires as it starts): no request is needed to resume a thread.
+// The loop draws its kinds of kill point, their order and each kill's moment inside its
+// window at random: it prints its seed, and RELIABILITY_SEED=<n> draws the same again (the
+// machine's timing still varies). RELIABILITY_KILLS=<n> sets the number of kills in the loop
+// (50 by default); RELIABILITY_ONLY='<kind>;<kind>' keeps some kinds (for debugging).
+// It prints kills, lost, duplicated and unpaired calls, and restart-to-finish p50/p90/max.
+// Known defect, stated by the todo test at the end: a finished call of a parallel batch whose
+// siblings still run is run again after a kill.
+// Does not prove: behaviour on Cloudflare's network (eviction, deploys, regional failover),
+// kills inside Cloudflare's storage layer, `wrangler dev` itself (tests/e2e/wrangler.test.mjs).
+// Run alone: node --test --test-concurrency=1 tests/e2e/reliability.test.mjs (about 2.5 minutes).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync, readdirSync, cpSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
-import { parse as parseToml } from 'smol-toml';
 import { ROOT } from '../support/worker.mjs';
 import { freePort } from '../support/net.mjs';
 import { EdgentClient } from '../support/client.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { startStepServer, temperatureOf } from '../support/step-server.mjs';
-import { loadDefinitions, seedLocal } from '../../scripts/lib/d1.mjs';
+import { CrashableWorker, optionsFromWranglerToml } from '../support/crash-worker.mjs';
+import { applyMigrations, loadDefinitions, seed } from '../../scripts/lib/d1.mjs';
 
 const KEY = 'reliability-key-0123456789abcdef';
-const WRANGLER = join(ROOT, 'node_modules', '.bin', 'wrangler');
 /** The turn watchdog (crates/edgent/src/engine/wake.rs): an interrupted run nobody touches resumes this long after it started (a request to the thread resumes it at once). */
 const WATCHDOG_MS = 5_000;
 const FINISHED = new Set(['success', 'error']);
+/** How long the step server holds an answer the loop kills in flight: far past any kill point. */
+const HOLD_MS = 8_000;
+/** Kills in the loop (each at a random point). */
+const LOOP_KILLS = Number(process.env.RELIABILITY_KILLS ?? 50);
+/** The seed of the loop's draws (kinds, order, kill moments): printed, and replayable. */
+const SEED = Number(process.env.RELIABILITY_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const t0 = Date.now();
 const log = (...args) => console.log(`[reliability +${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...args);
 
+/** mulberry32: a small seeded generator, so a failing run's kill points can be drawn again. */
+function seeded(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const rng = seeded(SEED);
+/** A whole number from `lo` to `hi`, both included. */
+const rand = (lo, hi) => lo + Math.floor(rng() * (hi - lo + 1));
+const sleepUntil = (at) => sleep(Math.max(0, at - Date.now()));
+
 /**
- * Copies build/ to `to` once no build is writing it, and checks the copy is whole. wrangler dev
- * watches its `main`: a rebuild of /work/main/build during the run (another test run's
- * `npm test`) would reload or crash it, an unplanned restart in the middle of the kills.
+ * Copies build/ to `to` once no build is writing it, and checks the copy is whole. A rebuild
+ * of the repository's build/ during the run (another test run's `npm test`) must not change the
+ * Worker under the kills.
  */
 async function snapshotBuild(to) {
   const from = join(ROOT, 'build');
@@ -63,200 +95,67 @@ async function snapshotBuild(to) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// wrangler dev under our control: its own process group, so a SIGKILL takes workerd with it.
-// ---------------------------------------------------------------------------------------------
-
-/** Whether nothing listens on 127.0.0.1:`port` (we can bind it). */
-function portFree(port) {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
-}
-
-/** Live (non-zombie) processes, from /proc: `{ pid, ppid, pgrp }`. */
-function processes() {
-  const out = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat;
-    try {
-      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (fields[0] !== 'Z') out.push({ pid: Number(name), ppid: Number(fields[1]), pgrp: Number(fields[2]) });
-  }
-  return out;
-}
-
-/** `pid` and every live process below it. */
-function descendants(pid) {
-  const all = processes();
-  const found = new Set([pid]);
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const p of all) {
-      if (!found.has(p.pid) && found.has(p.ppid)) {
-        found.add(p.pid);
-        grew = true;
-      }
-    }
-  }
-  return [...found];
-}
-
-/** Which of `pids`, or of process group `pgid`, are still alive. */
-function survivors(pgid, pids) {
-  return processes().filter((p) => p.pgrp === pgid || pids.includes(p.pid)).map((p) => p.pid);
-}
-
-class Wrangler {
-  constructor({ dir, port, vars }) {
-    Object.assign(this, { dir, port, vars });
-    this.proc = null;
-    this.output = '';
-    this.crashed = null;
-    this.starts = 0;
-    this.kills = 0;
-    this.errors = [];
-  }
-
-  get base() {
-    return `http://127.0.0.1:${this.port}`;
-  }
-
-  async start() {
-    const began = Date.now();
-    // An inspector port of its own: wrangler's default (9229) is taken by any other `wrangler
-    // dev` running at the same time (the e2e files run in parallel), and wrangler then exits.
-    const args = ['dev', '--config', join(this.dir, 'wrangler.toml'), '--ip', '127.0.0.1', '--port', String(this.port),
-      '--inspector-port', String(await freePort()),
-      '--persist-to', join(this.dir, 'state'), '--show-interactive-dev-session=false'];
-    for (const [k, v] of Object.entries(this.vars)) args.push('--var', `${k}:${v}`);
-    const proc = spawn(WRANGLER, args, {
-      cwd: this.dir,
-      detached: true, // a process group of its own: wrangler, its node child and workerd
-      env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    this.proc = proc;
-    this.starts += 1;
-    const n = this.starts;
-    let partial = '';
-    const keep = (d) => {
-      this.output = (this.output + d).slice(-200_000);
-      // Errors the Worker or the runtime logged, and 5xx answers, in every start's output.
-      const lines = (partial + d).split('\n');
-      partial = lines.pop();
-      for (const line of lines) {
-        if (/ENOTFOUND workers\.cloudflare\.com|Request\.cf|GetAddrInfoReqWrap/.test(line)) continue;
-        if (/error|uncaught|panick/i.test(line) || /\s5\d\d [A-Z][\w ]*\(\d+ms\)/.test(line)) this.errors.push(`start #${n}: ${line.trim()}`);
-      }
-    };
-    proc.stdout.on('data', keep);
-    proc.stderr.on('data', keep);
-    this.output += `\n===== wrangler start #${n} (pid ${proc.pid}) =====\n`;
-    proc.on('exit', (code, signal) => {
-      if (proc.killedByUs) return;
-      this.crashed = `wrangler start #${n} exited by itself (code ${code}, signal ${signal})`;
-      log(this.crashed);
-    });
-    const deadline = Date.now() + 90_000;
-    for (;;) {
-      this.check();
-      try {
-        const r = await fetch(`${this.base}/api/health`);
-        if (r.ok) break;
-      } catch {}
-      if (Date.now() > deadline) throw new Error(`wrangler dev did not come up:\n${this.tail()}`);
-      await sleep(100);
-    }
-    this.readyAt = Date.now();
-    return this.readyAt - began;
-  }
-
-  /** SIGKILLs the whole process group, then waits until none of it is alive and the port is free. */
-  async kill() {
-    const proc = this.proc;
-    proc.killedByUs = true;
-    // wrangler's node child and workerd: all must die with it, even one that left the group.
-    const tree = descendants(proc.pid);
-    this.killedProcesses = (this.killedProcesses ?? 0) + tree.length;
-    const exited = proc.exitCode !== null || proc.signalCode !== null
-      ? Promise.resolve()
-      : new Promise((resolve) => proc.once('exit', resolve));
-    try {
-      process.kill(-proc.pid, 'SIGKILL');
-    } catch (e) {
-      if (e.code !== 'ESRCH') throw e;
-    }
-    this.kills += 1;
-    const killedAt = Date.now();
-    await Promise.race([exited, sleep(10_000)]);
-    const deadline = Date.now() + 10_000;
-    while (survivors(proc.pid, tree).length) {
-      if (Date.now() > deadline) throw new Error(`processes of wrangler ${proc.pid} survived SIGKILL: ${survivors(proc.pid, tree)}`);
-      await sleep(50);
-    }
-    while (!(await portFree(this.port))) {
-      if (Date.now() > deadline) {
-        // Someone else took the port meanwhile: move on. Webhook URLs are rebuilt from their path.
-        this.port = await freePort();
-        break;
-      }
-      await sleep(100);
-    }
-    return killedAt;
-  }
-
-  /** Throws if wrangler died without us killing it. */
-  check() {
-    if (this.crashed) throw new Error(`${this.crashed}\n${this.tail()}`);
-  }
-
-  tail(n = 6000) {
-    return this.output.slice(-n);
-  }
-
-  async stop() {
-    if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    await this.kill();
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // The world: servers, the thread bookkeeping and the invariants.
 // ---------------------------------------------------------------------------------------------
 
 let dir, wr, client, steps, model;
-/** Threads the test created: id → { sent: [user message texts], reminders: [texts], untouched }. */
+/**
+ * Threads the test created: id → { sent: [user message texts], reminders: [texts], untouched,
+ * settled (verified finished: only the final check reads it again), end ('idle' | 'stopped'),
+ * checks: [(view) → problems] run once its calls are finished }.
+ */
 const threads = new Map();
-/** Calls the test tracks, with what they must end as. */
+/** Calls (and turns) the test tracks, with what they must end as. */
 const tracked = [];
-/** Every kill: { n, name, loop, killedAt, readyAt, pending: [call ids not finished at the kill] }. */
+/** Every kill: { n, name, kind, loop, killedAt, readyAt, pending: [keys not finished at the kill] }. */
 const kills = [];
 /** Steps seen `done` before a kill: `${call}/${step}` → finished_at. They must never run again. */
 const doneSteps = new Map();
-const modelCalls = {}; // tag → how many model requests carried it
+/** Restart-to-finish samples a round measures itself (the stop of 1,000 parked calls). */
+const extraSamples = [];
+/** Problems a round found after its kill (counted in the figures, then asserted). */
+const counted = { lost: 0, duplicated: 0, unpaired: 0 };
+/**
+ * Calls of a parallel batch whose tool had answered well before the kill and that ran again
+ * after it: a known defect (see the todo test at the end), counted apart from the loop's figures.
+ */
+const batchReruns = [];
 
-/** The scripted model: answers by the `[Mn]` tag of the conversation's first user message. */
+/** The scripted model: answers by the `[Tag]` of the conversation's first user message. */
+const scripts = new Map(); // tag → (request, n, messages) → step
+const modelLog = {}; // tag → [{ at, n, end, ... }]
 function modelAnswer(request) {
   const msgs = request.body?.messages ?? [];
   const text = (m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? ''));
-  const tag = /\[(M\d+)\]/.exec(text(msgs.find((m) => m.role === 'user') ?? {}))?.[1] ?? 'none';
-  const n = (modelCalls[tag] = (modelCalls[tag] ?? 0) + 1);
-  const last = msgs.at(-1);
-  if (tag === 'M6') {
-    // A long answer streamed slowly: the kill lands mid-stream. The second call answers at once.
-    return n === 1 ? { text: 'Once upon a time, in a data centre far away, '.repeat(12), chunkSize: 6, chunkDelayMs: 150 } : { text: 'M6 done.' };
+  const tag = /\[([A-Z]+\d+)\]/.exec(text(msgs.find((m) => m.role === 'user') ?? {}))?.[1] ?? 'none';
+  const entry = { at: Date.now(), n: (modelLog[tag] ??= []).length + 1, end: Date.now() };
+  modelLog[tag].push(entry);
+  const step = scripts.get(tag)?.(request, entry.n, msgs, entry) ?? { text: 'ok' };
+  if (step.text && step.chunkDelayMs) entry.end = entry.at + Math.ceil(step.text.length / (step.chunkSize ?? 8)) * step.chunkDelayMs;
+  return step;
+}
+const modelCalls = (tag) => modelLog[tag]?.length ?? 0;
+/** A long answer streamed slowly (about 11 s): a kill in its first seconds lands mid-stream. */
+const LONG_STREAM = { text: 'Once upon a time, in a data centre far away, '.repeat(12), chunkSize: 6, chunkDelayMs: 120 };
+
+/** Pairs in a provider request: every call followed by exactly one result, every result after its call. */
+function unpairedIn(messages) {
+  let bad = 0;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (m.role === 'assistant' && m.tool_calls?.length) {
+      const want = new Set(m.tool_calls.map((c) => c.id));
+      const got = [];
+      let j = i + 1;
+      while (j < messages.length && messages[j].role === 'tool') got.push(messages[j++].tool_call_id);
+      for (const id of want) if (got.filter((g) => g === id).length !== 1) bad += 1;
+      bad += got.filter((g) => !want.has(g)).length;
+      i = j - 1;
+    } else if (m.role === 'tool') {
+      bad += 1;
+    }
   }
-  if (tag === 'M11') {
-    return last?.role === 'tool' ? { text: 'M11 done.' } : { toolCalls: [{ name: 'get_weather', arguments: { city: 'Loop-11' } }] };
-  }
-  return { text: 'ok' };
+  return bad;
 }
 
 async function until(fn, { timeout = 20_000, every = 150, what = 'a condition' } = {}) {
@@ -271,18 +170,37 @@ async function until(fn, { timeout = 20_000, every = 150, what = 'a condition' }
   }
 }
 
+/** The API client; a 5xx answer is a Worker error, collected for the final assertion. */
+class CheckedClient extends EdgentClient {
+  async request(method, path, opts) {
+    const r = await super.request(method, path, opts);
+    if (r.status >= 500) wr.errors.push(`${method} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
+    return r;
+  }
+}
+
 async function get(path) {
   const r = await client.request('GET', path);
   assert.equal(r.status, 200, `GET ${path}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body;
 }
 
-const toolCalls = async (id) => (await get(`/api/threads/${id}/tool-calls?limit=200`)).tool_calls;
-const messagesOf = async (id) => (await get(`/api/threads/${id}/messages?limit=200&include_silent=true`)).messages;
+/** Every row of a paged listing (`key`: tool_calls or messages). */
+async function pages(path, key) {
+  const all = [];
+  for (;;) {
+    const body = await get(`${path}${path.includes('?') ? '&' : '?'}limit=200&offset=${all.length}`);
+    all.push(...body[key]);
+    if (!body.has_more) return all;
+  }
+}
+const toolCalls = (id) => pages(`/api/threads/${id}/tool-calls`, 'tool_calls');
+const messagesOf = (id) => pages(`/api/threads/${id}/messages?include_silent=true`, 'messages');
+const summaryOf = (id) => get(`/api/threads/${id}`);
 
-async function newThread({ untouched = false } = {}) {
-  const id = await client.createThread('support');
-  threads.set(id, { sent: [], reminders: [], untouched });
+async function newThread({ untouched = false, agent = 'support' } = {}) {
+  const id = await client.createThread(agent);
+  threads.set(id, { sent: [], reminders: [], untouched, settled: false, end: 'idle', checks: [] });
   return id;
 }
 
@@ -312,15 +230,21 @@ async function postWebhook(url, body) {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
+  if (res.status >= 500) wr.errors.push(`POST webhook: ${res.status}`);
   return { status: res.status, body: await res.json().catch(() => null) };
 }
 
 /**
- * Registers a call to check after every restart. `kind`: weather | compare | webhook | reminder.
- * `interruptions`: the exact count, or [min, max] when the kill point races the start.
+ * Registers a call (or a turn) to check after every restart. `kind`: weather | compare |
+ * webhook | reminder | agent | turn. `interruptions`: the exact count, or [min, max] when the kill
+ * point races the start. `io`: 'exact' (each interruption cut exactly one request, the answers
+ * the call needed were all it got) or 'loose' (a kill between an answer and its stored result
+ * runs the plain tool again: at least once). `key`: what a kill's `pending` list names it by.
+ * `dueAt`: the earliest it could finish without any kill (a sleep's wake time).
  */
 function track(spec) {
-  const entry = { finishedBy: 'itself', ...spec };
+  const entry = { finishedBy: 'itself', io: 'exact', ...spec };
+  entry.key ??= entry.callId ?? (entry.kind === 'turn' ? `turn:${entry.thread}` : `${entry.tool}:${entry.city ?? ''}@${entry.thread}`);
   tracked.push(entry);
   return entry;
 }
@@ -331,37 +255,38 @@ const carries = (m, callId) => (m.tool_calls ?? []).some((c) => c.id === callId)
 /** Resolves a tracked call's id (model-made calls are found by tool and city). */
 function resolveCall(entry, calls) {
   if (entry.callId) return calls.find((c) => c.id === entry.callId);
-  const found = calls.find((c) => c.tool === entry.tool && c.arguments?.city === entry.city);
+  const found = calls.find((c) => c.tool === entry.tool && (entry.city === undefined || c.arguments?.city === entry.city));
   if (found) entry.callId = found.id;
   return found;
 }
 
+/** One consistent view of a thread: the calls read before and after the messages agree. */
+async function viewOf(id) {
+  for (let tries = 0; ; tries++) {
+    const calls = await toolCalls(id);
+    const messages = await messagesOf(id);
+    const again = await toolCalls(id);
+    if (JSON.stringify(calls) === JSON.stringify(again) || tries >= 50) return { calls, messages, summary: await summaryOf(id) };
+    await sleep(100);
+  }
+}
+
 /**
- * Checks every invariant over every thread and call so far; `final` also requires every call
- * finished. Returns counters for the summary. Threads marked untouched are skipped.
+ * Checks every invariant over every thread not yet settled (`final`: every thread, and every
+ * call must be finished). Returns counters for the summary. Threads marked untouched are skipped.
  */
 async function verify(label, { final = false } = {}) {
   const problems = [];
   const fail = (msg) => problems.push(`${label}: ${msg}`);
   const view = new Map();
   for (const [id, t] of threads) {
-    if (t.untouched) continue;
-    // One consistent view: the calls read before and after the messages must agree (a resumed
-    // call may finish between two reads; a request resumes an interrupted turn at once).
-    for (let tries = 0; ; tries++) {
-      const calls = await toolCalls(id);
-      const messages = await messagesOf(id);
-      const again = await toolCalls(id);
-      if (JSON.stringify(calls) === JSON.stringify(again) || tries >= 50) {
-        view.set(id, { calls, messages, summary: await get(`/api/threads/${id}`) });
-        break;
-      }
-      await sleep(100);
-    }
+    if (t.untouched || (t.settled && !final)) continue;
+    view.set(id, await viewOf(id));
   }
   let duplicated = 0;
   let lost = 0;
-  for (const [id, { calls, messages }] of view) {
+  let unpaired = 0;
+  for (const [id, { calls, messages, summary }] of view) {
     const t = threads.get(id);
     const ids = messages.map((m) => m.id);
     if (new Set(ids).size !== ids.length) {
@@ -394,10 +319,28 @@ async function verify(label, { final = false } = {}) {
       for (const s of c.steps) {
         const seen = doneSteps.get(`${c.id}/${s.name}`);
         if (seen !== undefined && (s.status !== 'done' || s.finished_at !== seen)) {
+          duplicated += 1;
           fail(`call ${c.id}: step ${s.name} was done (finished ${seen}) before a kill and ran again (now ${s.status}, ${s.finished_at})`);
         }
       }
       if (final && !FINISHED.has(c.status)) fail(`call ${c.id} (${c.tool}) is still ${c.status}`);
+    }
+    // Pairs in the stored history: a result names a call some assistant message carries, and
+    // (once everything finished) every carried call has its result.
+    const carried = new Set(messages.flatMap((m) => (m.tool_calls ?? []).map((c) => c.id)));
+    for (const m of messages) {
+      if (m.role === 'tool' && m.depth === 0 && !carried.has(m.tool_call_id)) {
+        unpaired += 1;
+        fail(`thread ${id}: result ${m.id} names call ${m.tool_call_id}, which no message carries`);
+      }
+    }
+    if (final) {
+      for (const callId of carried) {
+        if (!messages.some((m) => isTool(m, callId))) {
+          unpaired += 1;
+          fail(`thread ${id}: call ${callId} has no result at the end`);
+        }
+      }
     }
     for (const text of t.reminders) {
       const n = messages.filter((m) => m.content === `Reminder: ${text}`).length;
@@ -410,16 +353,31 @@ async function verify(label, { final = false } = {}) {
   for (const entry of tracked) {
     const v = view.get(entry.thread);
     if (!v) continue;
+    if (entry.kind === 'turn') {
+      // A turn the kill cut short ends after the restart with its final answer, once.
+      const done = v.summary.status === 'idle' && v.messages.filter((m) => m.role === 'assistant' && m.status === 'completed').at(-1)?.content === entry.finalText;
+      if (done) entry.finishedAt = v.summary.updated_at;
+      else if (final) fail(`${entry.label}: the turn did not end with ${JSON.stringify(entry.finalText)} (status ${v.summary.status})`);
+      const n = v.messages.filter((m) => m.role === 'assistant' && m.content === entry.finalText).length;
+      if (n > 1) {
+        duplicated += n - 1;
+        fail(`${entry.label}: the final answer is stored ${n} times`);
+      }
+      continue;
+    }
     const call = resolveCall(entry, v.calls);
     if (!call) {
-      if (final || entry.callId) fail(`${entry.label}: call not found`);
+      if (final || entry.callId) {
+        lost += 1;
+        fail(`${entry.label}: call not found`);
+      }
       continue;
     }
     const io = entry.city ? steps.count(entry.city) : null;
     const [lo, hi] = Array.isArray(entry.interruptions) ? entry.interruptions : [entry.interruptions, entry.interruptions];
     if (call.interruptions > hi) fail(`${entry.label}: ${call.interruptions} interruptions, at most ${hi} planned`);
     const answersWanted = entry.kind === 'compare' ? 2 : entry.kind === 'weather' ? 1 : 0;
-    if (io && io.answered > answersWanted) fail(`${entry.label}: the step server answered ${io.answered} requests, want ${answersWanted}`);
+    if (io && entry.io === 'exact' && io.answered > answersWanted) fail(`${entry.label}: the step server answered ${io.answered} requests, want ${answersWanted}`);
     if (!FINISHED.has(call.status)) continue;
     entry.finishedAt = call.finished_at;
     if (call.status !== 'success') {
@@ -429,21 +387,25 @@ async function verify(label, { final = false } = {}) {
     if (call.interruptions < lo) fail(`${entry.label}: ${call.interruptions} interruptions, at least ${lo} planned`);
     entry.interrupted = call.interruptions;
     if (io) {
-      // Each interrupted run cut exactly one request short; the finished call needed `answersWanted`.
       if (io.pending !== 0) fail(`${entry.label}: ${io.pending} requests still pending after it finished`);
-      if (io.answered !== answersWanted) fail(`${entry.label}: ${io.answered} answered requests, want ${answersWanted}`);
-      if (entry.kind !== 'weather' || !Array.isArray(entry.interruptions)) {
+      if (entry.io === 'exact') {
+        // Each interrupted run cut exactly one request short; the finished call needed `answersWanted`.
+        if (io.answered !== answersWanted) fail(`${entry.label}: ${io.answered} answered requests, want ${answersWanted}`);
         if (io.aborted !== call.interruptions) fail(`${entry.label}: ${io.aborted} requests cut by kills but ${call.interruptions} interruptions recorded`);
-      } else if (io.aborted > call.interruptions) {
-        fail(`${entry.label}: ${io.aborted} requests cut by kills but only ${call.interruptions} interruptions recorded`);
+      } else {
+        if (io.aborted > call.interruptions) fail(`${entry.label}: ${io.aborted} requests cut by kills but only ${call.interruptions} interruptions recorded`);
+        if (io.answered < answersWanted || io.answered > answersWanted + call.interruptions) {
+          fail(`${entry.label}: ${io.answered} answered requests for ${call.interruptions} interruptions, want ${answersWanted} (+1 per interruption at most)`);
+        }
       }
     }
     const result = call.result ?? '';
     const answered = entry.city ? steps.of(entry.city).filter((r) => r.state === 'answered') : [];
     if (entry.kind === 'weather') {
+      // The answer of the run that finished: the last answered request.
       const w = JSON.parse(result);
-      if (w.city !== entry.city || w.temperature !== temperatureOf(answered[0]?.index)) {
-        fail(`${entry.label}: result ${result} is not the answer to request ${answered[0]?.index}`);
+      if (w.city !== entry.city || w.temperature !== temperatureOf(answered.at(-1)?.index)) {
+        fail(`${entry.label}: result ${result} is not the answer to request ${answered.at(-1)?.index}`);
       }
     } else if (entry.kind === 'compare') {
       const r = JSON.parse(result);
@@ -468,12 +430,42 @@ async function verify(label, { final = false } = {}) {
       if (names !== 'wait:sleep:done,post:step:done') fail(`${entry.label}: steps ${names}`);
     }
   }
-  if (final) {
-    for (const [id, { summary }] of view) {
-      if (summary.status !== 'idle') fail(`thread ${id} is ${summary.status} at the end, want idle`);
+  // Round-specific checks, once a thread's calls are all finished (and again at the end).
+  for (const [id, v] of view) {
+    const t = threads.get(id);
+    const open = v.calls.some((c) => !FINISHED.has(c.status)) || v.messages.some((m) => m.status === 'pending') || v.summary.status === 'running';
+    if (open && !final) continue;
+    for (const check of t.checks) {
+      const out = await check(v, { final });
+      for (const p of out.problems ?? []) fail(p);
+      lost += out.lost ?? 0;
+      duplicated += out.duplicated ?? 0;
+      unpaired += out.unpaired ?? 0;
     }
   }
-  return { problems, duplicated, lost, view };
+  if (final) {
+    for (const [id, { summary }] of view) {
+      const want = threads.get(id).end;
+      if (summary.status !== want) fail(`thread ${id} is ${summary.status} at the end, want ${want}`);
+    }
+    // Every request any model received pairs each call with exactly one result.
+    for (const r of model.requests) {
+      const n = unpairedIn(r.body?.messages ?? []);
+      if (n) {
+        unpaired += n;
+        fail(`a model request has ${n} unpaired calls or results: ${JSON.stringify(r.body.messages).slice(0, 600)}`);
+      }
+    }
+  }
+  // A thread whose calls and turn all ended (and whose tracked entries are done) is settled:
+  // no kill can change it, so only the final check reads it again.
+  for (const [id, v] of view) {
+    const t = threads.get(id);
+    const open = v.calls.some((c) => !FINISHED.has(c.status)) || v.messages.some((m) => m.status === 'pending') || v.summary.status === 'running';
+    const waiting = tracked.some((e) => e.thread === id && !e.finishedAt);
+    if (!open && !waiting && !t.hold) t.settled = true;
+  }
+  return { problems, duplicated, lost, unpaired, view };
 }
 
 async function assertInvariants(label, opts) {
@@ -482,11 +474,20 @@ async function assertInvariants(label, opts) {
   return out;
 }
 
-/** Tool calls (of threads we may touch) not finished, with their state: used at each kill. */
+/** Records the steps already done in `ids` (they must never run again after the kill). */
+async function recordDoneSteps(ids) {
+  for (const id of ids) {
+    for (const c of await toolCalls(id)) {
+      for (const s of c.steps) if (s.status === 'done') doneSteps.set(`${c.id}/${s.name}`, s.finished_at);
+    }
+  }
+}
+
+/** Keys of the calls (and turns) of touched threads not finished now: used by the scenarios. */
 async function snapshot() {
   const pending = [];
   for (const [id, t] of threads) {
-    if (t.untouched) continue;
+    if (t.untouched || t.settled) continue;
     for (const c of await toolCalls(id)) {
       for (const s of c.steps) if (s.status === 'done') doneSteps.set(`${c.id}/${s.name}`, s.finished_at);
       if (!FINISHED.has(c.status)) pending.push(c.id);
@@ -502,7 +503,7 @@ async function snapshot() {
 async function upcoming(exceptThreads = []) {
   const events = [];
   for (const [id, t] of threads) {
-    if (t.untouched || exceptThreads.includes(id)) continue;
+    if (t.untouched || t.settled || exceptThreads.includes(id)) continue;
     for (const c of await toolCalls(id)) {
       if (c.status === 'running') events.push({ at: (c.attempt_log.at(-1)?.started_at ?? c.created_at) + WATCHDOG_MS, what: `${c.tool} ${c.id} resumes` });
       else if (!FINISHED.has(c.status) && c.wake_at) events.push({ at: c.wake_at, what: `${c.tool} ${c.id} wakes` });
@@ -529,58 +530,73 @@ async function quietFor(horizon, exceptThreads = []) {
   return soon.length === 0 && flying.length === 0 ? true : { soon, flying };
 }
 
-/** SIGKILLs wrangler (counted), restarts it on the same state, and checks every invariant. */
-async function killAndRestart(name, { loop = false, pending, downMs = 0 } = {}) {
-  const kill = { n: kills.length + 1, name, loop, pending };
+/** SIGKILLs workerd (counted), starts it again on the same state. */
+async function killAndRestart(name, { loop = false, kind = null, pending = [], downMs = 0 } = {}) {
+  const kill = { n: kills.length + 1, name, kind, loop, pending };
   const killedAt = await wr.kill();
   if (downMs) await sleep(Math.max(0, downMs - (Date.now() - killedAt)));
   const down = Date.now() - killedAt;
   const startup = await wr.start();
+  client = new CheckedClient(wr.base, KEY); // the port may have moved
   Object.assign(kill, { killedAt, readyAt: wr.readyAt });
   kills.push(kill);
-  client = new EdgentClient(wr.base, KEY);
-  log(`kill #${kill.n}${loop ? ` (loop ${kills.filter((k) => k.loop).length})` : ''}: ${name} — down ${down} ms, wrangler ready in ${startup} ms`);
+  log(`kill #${kill.n}${loop ? ` (loop ${kills.filter((k) => k.loop).length})` : ''}: ${name} — down ${down} ms, workerd ready in ${startup} ms`);
   return kill;
 }
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'edgent-reliability-'));
-  const config = parseToml(readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'));
-  const d1 = config.d1_databases.find((d) => d.binding === 'DB');
   model = await startModelServer({ fallback: modelAnswer });
   steps = await startStepServer();
-  const defs = loadDefinitions(join(ROOT, 'agents'));
-  for (const m of defs.models) m.base_url = `${model.url}/v1`;
-  await seedLocal({ persistTo: join(dir, 'state'), databaseId: d1.database_id, migrationsDir: join(ROOT, 'migrations'), defs });
-  // The project's config without [build] (the Worker is already built), in a folder of its own,
-  // running a copy of the build that no concurrent rebuild can change under it.
+  // A copy of the build that no concurrent rebuild can change under the kills.
   await snapshotBuild(join(dir, 'build'));
-  const toml = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8')
-    .replace(/^\[build\][^\[]*/m, '')
-    .replace(/^main = .*$/m, `main = ${JSON.stringify(join(dir, 'build', 'index.js'))}`)
-    .replace(/^migrations_dir = .*$/m, `migrations_dir = ${JSON.stringify(join(ROOT, 'migrations'))}`);
-  writeFileSync(join(dir, 'wrangler.toml'), toml);
-  wr = new Wrangler({
-    dir,
+  const options = optionsFromWranglerToml(join(ROOT, 'wrangler.toml'), {
+    buildDir: join(dir, 'build'),
+    persistTo: join(dir, 'state'),
     port: await freePort(),
-    vars: { EDGENT_API_KEY: KEY, OPENAI_API_KEY: 'sk-reliability', EDGENT_ALLOW_HTTP_MODELS: '1', WEATHER_API_URL: steps.url, WEATHER_API_KEY: 'k' },
+    vars: {
+      EDGENT_API_KEY: KEY, OPENAI_API_KEY: 'sk-reliability', EDGENT_ALLOW_HTTP_MODELS: '1',
+      WEATHER_API_URL: steps.url, WEATHER_API_KEY: 'k',
+      // The loop calls get_weather far more than its deployment limit of 60 a minute allows.
+      TOOL_GET_WEATHER_RATE_PER_MINUTE: '100000',
+    },
   });
-  // Never leave a wrangler of ours behind, even when the test process is interrupted.
-  const killGroup = () => {
+  wr = new CrashableWorker(options, { log });
+  // Never leave a workerd of ours behind, even when the test process is interrupted.
+  const killRuntime = () => {
     try {
-      if (wr.proc && wr.proc.exitCode === null && wr.proc.signalCode === null) process.kill(-wr.proc.pid, 'SIGKILL');
+      if (wr.pid) process.kill(wr.pid, 'SIGKILL');
     } catch {}
   };
-  process.once('exit', killGroup);
-  for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => { killGroup(); process.exit(130); });
-  log(`wrangler ready in ${await wr.start()} ms on ${wr.base}`);
-  client = new EdgentClient(wr.base, KEY);
+  process.once('exit', killRuntime);
+  for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => { killRuntime(); process.exit(130); });
+  log(`workerd ready in ${await wr.start()} ms on ${wr.base}; loop seed ${SEED}`);
+  const db = await wr.db();
+  await applyMigrations(db, join(ROOT, 'migrations'));
+  const defs = loadDefinitions(join(ROOT, 'agents'));
+  for (const m of defs.models) m.base_url = `${model.url}/v1`;
+  await seed(db, defs);
+  client = new CheckedClient(wr.base, KEY);
+  // The child-run rounds' agents, written through the configuration API: a dual_ai agent
+  // exposed as a tool, and an ai_human agent whose prompt may call it.
+  const put = async (path, body) => {
+    const r = await client.request('PUT', path, { body });
+    assert.ok(r.status === 201 || r.status === 200, `PUT ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+  };
+  await put('/api/prompts/rel-duo-a', { model: 'default', system: 'You argue for A.' });
+  await put('/api/prompts/rel-duo-b', { model: 'default', system: 'You argue for B.' });
+  await put('/api/agents/rel-duo', {
+    kind: 'dual_ai', max_turns: 4, expose_as_tool: true, tool_description: 'Two sides debate `input` for four turns.',
+    side_a: { prompt: 'rel-duo-a', label: 'A' }, side_b: { prompt: 'rel-duo-b', label: 'B' },
+  });
+  await put('/api/prompts/rel-parent', { model: 'default', system: 'You delegate debates.', tools: ['rel-duo'] });
+  await put('/api/agents/rel-parent', { kind: 'ai_human', side_a: { prompt: 'rel-parent' } });
 });
 
 after(async () => {
-  await wr?.stop();
-  // RELIABILITY_WRANGLER_LOG=<file> keeps wrangler's output (every start) for a post-mortem.
-  if (wr && process.env.RELIABILITY_WRANGLER_LOG) writeFileSync(process.env.RELIABILITY_WRANGLER_LOG, wr.output);
+  await wr?.dispose();
+  // RELIABILITY_WORKERD_LOG=<file> keeps workerd's output (every start) for a post-mortem.
+  if (wr && process.env.RELIABILITY_WORKERD_LOG) writeFileSync(process.env.RELIABILITY_WORKERD_LOG, wr.output);
   await model?.close();
   await steps?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
@@ -676,338 +692,672 @@ test('a kill while a workflow waits for a webhook: the POST after the restart re
 });
 
 // ---------------------------------------------------------------------------------------------
-// The loop: kills at varying points across threads, every invariant checked after each restart.
+// The loop: kills at random points across threads, every invariant checked after each restart.
 // ---------------------------------------------------------------------------------------------
 
+/** Webhook POSTs that come some kills after their round: { afterKills, run }. */
+const deferred = [];
+/** Request `index` of `city` at the step server, once it arrived. */
+const request = (city, index = 0) => until(() => steps.of(city)[index], { what: `request ${index} of ${city}` });
+const toolFrame = (sock, callId, status) => sock.waitFor((f) => f.type === 'tool' && f.tool_call_id === callId && f.status === status, { timeout: 15_000 });
+/** The request of the last model call carrying `[tag]`. */
+const lastRequestOf = (tag) => model.requests.filter((r) => JSON.stringify(r.body?.messages ?? []).includes(`[${tag}]`)).at(-1);
+const CANCELLED = 'Error: cancelled: the thread was stopped (by user)';
+
 /**
- * A round sets up one situation on a thread of its own and returns at its kill point with
- * `{ threads, check, pending? }` (`check()`: still at the kill point); `after` runs once the
- * Worker is back. A triggered round waits for something the Worker does by itself (a watchdog
- * rerun): `due()` says when, and the loop runs it then.
+ * The kinds of kill point. Each makes a round: `prepare(ctx)` sets up one situation on a thread
+ * of its own, calls `ctx.ready(threads)` just before the action that opens its window (nothing
+ * else may be due while it runs), waits a random time inside the window and returns
+ * `{ threads, pending, check, observe?, downMs? }`: `check()` says the kill point still holds,
+ * `observe()` reads what the kill will cut (synchronously, just before the SIGKILL), `pending`
+ * names what lives through the kill. `after(kill)` runs once the Worker is back; `next` is a
+ * second round on the same call.
  */
-function loopRounds() {
-  const r2 = {};
-  const ids = {}; // threads the final checks look at
-  const deferred = []; // { afterKills, run }
-  const rounds = [
-    {
-      name: 'step: get_weather waiting for its answer',
-      async prepare() {
-        const city = 'Loop-1';
-        steps.delay(city, [4000]);
-        const id = await newThread();
-        const callId = await queue(await socket(id), 'get_weather', { city });
-        track({ label: 'L1 get_weather', thread: id, callId, kind: 'weather', city, interruptions: 1 });
-        await until(() => steps.of(city)[0]?.state === 'pending' && Date.now() - steps.of(city)[0].at > 600, { what: 'L1 in flight' });
-        return { threads: [id], check: () => steps.of(city)[0].state === 'pending' };
-      },
+const KINDS = {
+  'mid-step': (i) => ({
+    name: `R${i} mid-step: get_weather waiting for its answer`,
+    async prepare(ctx) {
+      const city = `R${i}-step`;
+      steps.delay(city, [HOLD_MS]);
+      const id = await newThread();
+      const sock = await socket(id);
+      await ctx.ready([id]);
+      const callId = await queue(sock, 'get_weather', { city });
+      track({ label: `R${i} get_weather (mid-step)`, thread: id, callId, kind: 'weather', city, interruptions: 1 });
+      const req = await request(city);
+      await sleepUntil(req.at + rand(50, 2500));
+      return { threads: [id], pending: [callId], check: () => req.state === 'pending' };
     },
-    {
-      name: 'step: get_weather waiting for its answer (1st of 2 kills of this call)',
-      async prepare() {
-        const city = 'Loop-2';
-        steps.delay(city, [4000, 7000]);
-        const id = await newThread();
-        const callId = await queue(await socket(id), 'get_weather', { city });
-        Object.assign(r2, { id, callId, city });
-        track({ label: 'L2 get_weather (killed twice)', thread: id, callId, kind: 'weather', city, interruptions: 2 });
-        await until(() => steps.of(city)[0]?.state === 'pending' && Date.now() - steps.of(city)[0].at > 600, { what: 'L2 in flight' });
-        return { threads: [id], check: () => steps.of(city)[0].state === 'pending' };
-      },
-    },
-    {
-      name: 'workflow step in flight: compare_weather "before"',
-      async prepare() {
-        const city = 'Loop-7';
-        steps.delay(city, [4000]);
-        const id = await newThread();
-        const callId = await queue(await socket(id), 'compare_weather', { city, wait_seconds: 2 });
-        track({ label: 'L7 compare_weather (kill in "before")', thread: id, callId, kind: 'compare', city, interruptions: 1 });
-        await until(() => steps.of(city)[0]?.state === 'pending' && Date.now() - steps.of(city)[0].at > 600, { what: 'L7 "before" in flight' });
-        return { threads: [id], check: () => steps.of(city)[0].state === 'pending' };
-      },
-    },
-    {
-      name: 'model turn: get_weather called by the model, in flight',
-      horizon: 7000,
-      async prepare() {
-        const city = 'Loop-11';
-        steps.delay(city, [4000]);
-        const id = await newThread();
-        const sock = await socket(id);
-        track({ label: 'L11 get_weather from the model', thread: id, tool: 'get_weather', kind: 'weather', city, interruptions: 1 });
-        await say(sock, id, '[M11] What is the weather in Loop-11?');
-        await until(() => steps.of(city)[0]?.state === 'pending' && Date.now() - steps.of(city)[0].at > 600, { what: 'L11 in flight' });
-        return { threads: [id], check: () => steps.of(city)[0].state === 'pending' };
-      },
-    },
-    {
-      name: 'workflow step in flight: compare_weather "after" (once "before" is done and the sleep woke)',
-      horizon: 8000,
-      async prepare() {
-        const city = 'Loop-12';
-        steps.delay(city, [0, 4000]);
-        const id = await newThread();
-        const callId = await queue(await socket(id), 'compare_weather', { city, wait_seconds: 1 });
-        track({ label: 'L12 compare_weather (kill in "after")', thread: id, callId, kind: 'compare', city, interruptions: 1 });
-        await until(() => steps.of(city)[1]?.state === 'pending' && Date.now() - steps.of(city)[1].at > 600, { what: 'L12 "after" in flight' });
-        return { threads: [id], check: () => steps.of(city)[1].state === 'pending' };
-      },
-    },
-    {
-      name: 'model call streaming its answer',
-      horizon: 7000,
-      async prepare() {
-        const id = await newThread();
-        const sock = await socket(id);
-        await say(sock, id, '[M6] Tell me a long story.');
-        await until(() => modelCalls.M6 === 1, { what: 'the M6 model request' });
-        const asked = Date.now();
-        const chunk = await sock.waitFor((f) => f.type === 'message_chunk', { timeout: 10_000 });
-        await sleep(500);
-        // The scripted stream lasts ~13 s: the kill lands while it streams into a pending message.
-        const pendingMessage = sock.frames.find((f) => f.type === 'message' && f.message.id === chunk.message_id && f.message.status === 'pending');
-        assert.ok(pendingMessage, 'the answer streams into a pending message');
-        ids.m6 = id;
-        return { threads: [id], check: () => Date.now() - asked < 8000 && modelCalls.M6 === 1 };
-      },
-    },
-    {
-      name: 'right after queueing get_weather',
+  }),
+
+  'mid-step (twice)': (i) => {
+    const s = { city: `R${i}-twice` };
+    return {
+      kills: 2,
+      name: `R${i} mid-step: get_weather waiting for its answer (1st of 2 kills of this call)`,
       async prepare(ctx) {
-        const city = 'Loop-5';
-        steps.delay(city, [4000]);
+        // The rerun's answer is held long enough for a guard's wait, under the tool's 15 s timeout.
+        steps.delay(s.city, [HOLD_MS, 12_000]);
+        s.id = await newThread();
+        const sock = await socket(s.id);
+        await ctx.ready([s.id]);
+        s.callId = await queue(sock, 'get_weather', { city: s.city });
+        track({ label: `R${i} get_weather (killed twice)`, thread: s.id, callId: s.callId, kind: 'weather', city: s.city, interruptions: 2 });
+        const req = await request(s.city);
+        await sleepUntil(req.at + rand(50, 2500));
+        return { threads: [s.id], pending: [s.callId], check: () => req.state === 'pending' };
+      },
+      next: {
+        name: `R${i} mid-step: the rerun after the restart, waiting for its answer (2nd kill of this call)`,
+        async prepare(ctx) {
+          // The check after the restart touched the thread, which resumed the call at once.
+          const req = await request(s.city, 1);
+          await ctx.ready([s.id]);
+          await sleepUntil(req.at + rand(50, 2500));
+          return { threads: [s.id], pending: [s.callId], check: () => req.state === 'pending' };
+        },
+      },
+    };
+  },
+
+  'mid-step (model turn)': (i) => ({
+    name: `R${i} mid-step of a model turn: get_weather called by the model, in flight`,
+    async prepare(ctx) {
+      const tag = `T${i}`;
+      const city = `R${i}-model`;
+      steps.delay(city, [HOLD_MS]);
+      scripts.set(tag, (req, n, msgs) => (msgs.at(-1)?.role === 'tool' ? { text: `${tag} done.` } : { toolCalls: [{ name: 'get_weather', arguments: { city } }] }));
+      const id = await newThread();
+      const sock = await socket(id);
+      const entry = track({ label: `${tag} get_weather from the model`, thread: id, tool: 'get_weather', kind: 'weather', city, interruptions: 1 });
+      track({ label: `${tag} turn (a model-made call killed mid-step)`, thread: id, kind: 'turn', finalText: `${tag} done.` });
+      threads.get(id).checks.push(() => {
+        // The model saw exactly one result for its call, once before and once after the tool.
+        const problems = [];
+        const seen = lastRequestOf(tag).body.messages.filter((m) => m.role === 'tool' && m.tool_call_id === entry.callId).length;
+        if (seen !== 1) problems.push(`${tag}: the model saw ${seen} results of its call`);
+        if (modelCalls(tag) !== 2) problems.push(`${tag}: ${modelCalls(tag)} model calls, want 2`);
+        return { problems, lost: seen < 1 ? 1 : 0, duplicated: Math.max(0, seen - 1) };
+      });
+      await ctx.ready([id]);
+      await say(sock, id, `[${tag}] What is the weather in ${city}?`);
+      const req = await request(city);
+      await sleepUntil(req.at + rand(50, 2500));
+      return { threads: [id], pending: [entry.key, `turn:${id}`], check: () => req.state === 'pending' };
+    },
+  }),
+
+  'mid-step (workflow before)': (i) => ({
+    name: `R${i} mid-step of a workflow: compare_weather "before" in flight`,
+    async prepare(ctx) {
+      const city = `R${i}-before`;
+      steps.delay(city, [HOLD_MS]);
+      const id = await newThread();
+      const sock = await socket(id);
+      await ctx.ready([id]);
+      const callId = await queue(sock, 'compare_weather', { city, wait_seconds: 1 });
+      track({ label: `R${i} compare_weather (kill in "before")`, thread: id, callId, kind: 'compare', city, interruptions: 1 });
+      const req = await request(city);
+      await sleepUntil(req.at + rand(50, 2500));
+      return { threads: [id], pending: [callId], check: () => req.state === 'pending' };
+    },
+  }),
+
+  'mid-step (workflow after)': (i) => ({
+    name: `R${i} mid-step of a workflow: compare_weather "after" in flight ("before" done, the sleep woke)`,
+    async prepare(ctx) {
+      const city = `R${i}-after`;
+      steps.delay(city, [0, HOLD_MS]);
+      const id = await newThread();
+      const sock = await socket(id);
+      await ctx.ready([id]);
+      const callId = await queue(sock, 'compare_weather', { city, wait_seconds: 1 });
+      track({ label: `R${i} compare_weather (kill in "after")`, thread: id, callId, kind: 'compare', city, interruptions: 1 });
+      const req = await request(city, 1);
+      await sleepUntil(req.at + rand(50, 2500));
+      return { threads: [id], pending: [callId], check: () => req.state === 'pending' };
+    },
+  }),
+
+  'mid-sleep (workflow)': (i) => ({
+    name: `R${i} mid-sleep: compare_weather sleeping`,
+    async prepare(ctx) {
+      const city = `R${i}-sleep`;
+      const id = await newThread();
+      const sock = await socket(id);
+      await ctx.ready([id]);
+      const callId = await queue(sock, 'compare_weather', { city, wait_seconds: 3 });
+      const sleeping = await toolFrame(sock, callId, 'sleeping');
+      track({ label: `R${i} compare_weather (kill while sleeping)`, thread: id, callId, kind: 'compare', city, interruptions: 0, dueAt: sleeping.wake_at });
+      // Now and then the Worker stays down past the wake time: the alarm is overdue when it starts.
+      const overdue = rng() < 0.3;
+      const extra = rand(100, 800);
+      await sleepUntil(Date.now() + rand(0, Math.max(0, sleeping.wake_at - 1200 - Date.now())));
+      return {
+        threads: [id], pending: [callId],
+        check: () => Date.now() < sleeping.wake_at - 500 && steps.count(city).total === 1,
+        downMs: overdue ? sleeping.wake_at - Date.now() + extra : 0,
+      };
+    },
+  }),
+
+  'mid-sleep (reminder)': (i) => ({
+    name: `R${i} mid-sleep: remind_later sleeping`,
+    async prepare(ctx) {
+      const id = await newThread();
+      const sock = await socket(id);
+      const text = `R${i} stand up`;
+      threads.get(id).reminders.push(text);
+      await ctx.ready([id]);
+      const callId = await queue(sock, 'remind_later', { text, in_seconds: 3 });
+      const sleeping = await toolFrame(sock, callId, 'sleeping');
+      track({ label: `R${i} remind_later (kill while sleeping)`, thread: id, callId, kind: 'reminder', text, interruptions: 0, dueAt: sleeping.wake_at });
+      const overdue = rng() < 0.3;
+      const extra = rand(100, 800);
+      await sleepUntil(Date.now() + rand(0, Math.max(0, sleeping.wake_at - 1200 - Date.now())));
+      return {
+        threads: [id], pending: [callId],
+        check: () => Date.now() < sleeping.wake_at - 500,
+        downMs: overdue ? sleeping.wake_at - Date.now() + extra : 0,
+      };
+    },
+  }),
+
+  'mid-stream': (i) => ({
+    name: `R${i} mid-stream: a model answer streaming`,
+    async prepare(ctx) {
+      const tag = `S${i}`;
+      scripts.set(tag, (req, n) => (n === 1 ? LONG_STREAM : { text: `${tag} done.` }));
+      const id = await newThread();
+      const sock = await socket(id);
+      track({ label: `${tag} turn (mid-stream)`, thread: id, kind: 'turn', finalText: `${tag} done.` });
+      threads.get(id).checks.push((v) => {
+        // The cut answer is kept as failed, the call was made again, and answered once.
+        const problems = [];
+        const answers = v.messages.filter((m) => m.role === 'assistant');
+        const failed = answers.filter((m) => m.status === 'failed').length;
+        if (failed !== 1) problems.push(`${tag}: ${failed} failed answers, want the interrupted one`);
+        const done = answers.filter((m) => m.status === 'completed').map((m) => m.content);
+        if (!isDeepStrictEqual(done, [`${tag} done.`])) problems.push(`${tag}: completed answers ${JSON.stringify(done)}`);
+        if (modelCalls(tag) !== 2) problems.push(`${tag}: ${modelCalls(tag)} model calls, want 2`);
+        return { problems, duplicated: Math.max(0, done.length - 1) };
+      });
+      await ctx.ready([id]);
+      await say(sock, id, `[${tag}] Tell me a long story.`);
+      const req = await until(() => modelLog[tag]?.[0], { what: `the ${tag} model request` });
+      await sleepUntil(req.at + rand(100, 2500));
+      return { threads: [id], pending: [`turn:${id}`], check: () => modelCalls(tag) === 1 && Date.now() < req.end - 1000 };
+    },
+  }),
+
+  'after queueing': (i) => {
+    const s = {};
+    return {
+      name: `R${i} right after queueing get_weather`,
+      async prepare(ctx) {
+        const city = `R${i}-queued`;
+        steps.delay(city, [HOLD_MS]);
         const id = await newThread();
         const sock = await socket(id);
         await ctx.ready([id]);
         const callId = await queue(sock, 'get_weather', { city });
-        // Killed before the Worker started it, or just after: both are fine; the final check
-        // tells them apart by the first attempt's start time.
-        track({ label: 'L5 get_weather (kill right after queueing)', thread: id, callId, kind: 'weather', city, interruptions: [0, 1] });
-        return { threads: [id], check: () => true, pending: [callId] };
-      },
-    },
-    {
-      name: 'compare_weather sleeping',
-      async prepare() {
-        const city = 'Loop-3';
-        const id = await newThread();
-        const sock = await socket(id);
-        const callId = await queue(sock, 'compare_weather', { city, wait_seconds: 9 });
-        track({ label: 'L3 compare_weather (kill while sleeping)', thread: id, callId, kind: 'compare', city, interruptions: 0 });
-        const sleeping = await sock.waitFor((f) => f.type === 'tool' && f.tool_call_id === callId && f.status === 'sleeping', { timeout: 10_000 });
-        return { threads: [id], check: () => Date.now() < sleeping.wake_at - 1000 && steps.count(city).total === 1 };
-      },
-    },
-    {
-      name: 'wait_for_callback waiting (the POST comes 3 kills later)',
-      async prepare() {
-        const id = await newThread();
-        const sock = await socket(id);
-        const callId = await queue(sock, 'wait_for_callback', { purpose: 'L4 approval', timeout_seconds: 600 });
-        const body = { loop: 4, ok: true };
-        track({ label: 'L4 wait_for_callback (kill while waiting)', thread: id, callId, kind: 'webhook', body, interruptions: 0, finishedBy: 'webhook' });
-        const waiting = await sock.waitFor((f) => f.type === 'tool' && f.tool_call_id === callId && f.status === 'waiting', { timeout: 10_000 });
-        deferred.push({
-          afterKills: kills.length + 4,
-          async run() {
-            const [c] = await toolCalls(id);
-            assert.equal(c.status, 'waiting', 'L4 still waits after 3 more kills');
-            const posted = await postWebhook(waiting.waiting_for.url, body);
-            assert.equal(posted.status, 202, JSON.stringify(posted.body));
-            log('L4: webhook posted');
-          },
+        // Killed before the Worker started it, or just after: the final check tells them apart
+        // by the first attempt's start time.
+        track({ label: `R${i} get_weather (kill right after queueing)`, thread: id, callId, kind: 'weather', city, interruptions: [0, 1], io: 'loose' });
+        threads.get(id).checks.push((v) => {
+          const c = v.calls.find((x) => x.id === callId);
+          const started = c.attempt_log[0].started_at - s.kill.killedAt;
+          // Interrupted exactly when its first attempt had started (a few ms either way: two clocks' reads).
+          const want = started < -5 ? [1] : started > 5 ? [0] : [0, 1];
+          return { problems: want.includes(c.interruptions) ? [] : [`R${i}: ${c.interruptions} interruptions, first attempt started ${started} ms from the kill`] };
         });
-        return { threads: [id], check: () => !sock.frames.some((f) => f.type === 'tool' && f.tool_call_id === callId && FINISHED.has(f.status)) };
+        await sleep(rand(0, 150));
+        return { threads: [id], pending: [callId], check: () => true };
       },
-    },
-    {
-      name: 'remind_later sleeping',
-      async prepare() {
-        const id = await newThread();
-        const sock = await socket(id);
-        const text = 'Loop-8 stand up';
-        threads.get(id).reminders.push(text);
-        const callId = await queue(sock, 'remind_later', { text, in_seconds: 8 });
-        track({ label: 'L8 remind_later (kill while sleeping)', thread: id, callId, kind: 'reminder', text, interruptions: 0 });
-        const sleeping = await sock.waitFor((f) => f.type === 'tool' && f.tool_call_id === callId && f.status === 'sleeping', { timeout: 10_000 });
-        return { threads: [id], check: () => Date.now() < sleeping.wake_at - 1000 };
+      after(kill) {
+        s.kill = kill;
       },
+    };
+  },
+
+  'mid-webhook (waiting)': (i) => ({
+    name: `R${i} mid-webhook: wait_for_callback waiting (the POST comes 0-3 kills later)`,
+    async prepare(ctx) {
+      const id = await newThread();
+      const sock = await socket(id);
+      await ctx.ready([id]);
+      const callId = await queue(sock, 'wait_for_callback', { purpose: `R${i} approval`, timeout_seconds: 600 });
+      const body = { round: i, ok: true };
+      track({ label: `R${i} wait_for_callback (kill while waiting)`, thread: id, callId, kind: 'webhook', body, interruptions: 0, finishedBy: 'webhook' });
+      const waiting = await toolFrame(sock, callId, 'waiting');
+      deferred.push({
+        afterKills: kills.length + 1 + rand(0, 3),
+        async run() {
+          const [c] = await toolCalls(id);
+          assert.equal(c.status, 'waiting', `R${i} still waits after its kills`);
+          const posted = await postWebhook(waiting.waiting_for.url, body);
+          assert.equal(posted.status, 202, JSON.stringify(posted.body));
+        },
+      });
+      await sleep(rand(0, 1500));
+      return {
+        threads: [id], pending: [callId],
+        check: () => !sock.frames.some((f) => f.type === 'tool' && f.tool_call_id === callId && FINISHED.has(f.status)),
+      };
     },
-    {
-      name: 'right after a webhook was accepted (202)',
+  }),
+
+  'mid-webhook (after the 202)': (i) => {
+    const s = {};
+    return {
+      name: `R${i} mid-webhook: right after a webhook was accepted (202)`,
       async prepare(ctx) {
         const id = await newThread();
         const sock = await socket(id);
-        const callId = await queue(sock, 'wait_for_callback', { purpose: 'L9 delivery', timeout_seconds: 600 });
-        const body = { loop: 9, delivered: 'yes' };
+        const callId = await queue(sock, 'wait_for_callback', { purpose: `R${i} delivery`, timeout_seconds: 600 });
+        const body = { round: i, delivered: 'yes' };
         // The body is stored before the 202; the kill may come before the resumed run, or during it.
-        track({ label: 'L9 wait_for_callback (kill right after the POST)', thread: id, callId, kind: 'webhook', body, interruptions: [0, 1] });
-        const waiting = await sock.waitFor((f) => f.type === 'tool' && f.tool_call_id === callId && f.status === 'waiting', { timeout: 10_000 });
+        track({ label: `R${i} wait_for_callback (kill right after the POST)`, thread: id, callId, kind: 'webhook', body, interruptions: [0, 1] });
+        const waiting = await toolFrame(sock, callId, 'waiting');
+        s.url = waiting.waiting_for.url;
         await ctx.ready([id]);
-        const posted = await postWebhook(waiting.waiting_for.url, body);
+        const posted = await postWebhook(s.url, body);
         assert.equal(posted.status, 202, JSON.stringify(posted.body));
-        this.url = waiting.waiting_for.url;
-        return { threads: [id], check: () => true };
+        await sleep(rand(0, 200));
+        return { threads: [id], pending: [callId], check: () => true };
       },
       async after() {
         // The body was stored before the 202: after the kill a second POST is refused.
-        const again = await postWebhook(this.url, { again: true });
+        const again = await postWebhook(s.url, { again: true });
         assert.equal(again.status, 409, `a second POST after the kill: ${again.status} ${JSON.stringify(again.body)}`);
       },
+    };
+  },
+
+  'mid-parallel batch': (i) => ({
+    name: `R${i} mid-parallel batch: three get_weather calls of one reply, answered at 0 s, 1.2 s and later`,
+    async prepare(ctx) {
+      const tag = `B${i}`;
+      const cities = [1, 2, 3].map((k) => `R${i}-par${k}`);
+      steps.delay(cities[0], [0]);
+      steps.delay(cities[1], [1200]);
+      steps.delay(cities[2], [HOLD_MS]);
+      scripts.set(tag, (req, n, msgs) => (msgs.at(-1)?.role === 'tool' ? { text: `${tag} done.` } : { toolCalls: cities.map((city) => ({ name: 'get_weather', arguments: { city } })) }));
+      const id = await newThread();
+      const sock = await socket(id);
+      const entries = cities.map((city, k) => track({
+        label: `${tag} get_weather #${k + 1} of a parallel batch`, thread: id, tool: 'get_weather', kind: 'weather', city, interruptions: [0, 1], io: 'loose',
+      }));
+      track({ label: `${tag} turn (a parallel batch killed)`, thread: id, kind: 'turn', finalText: `${tag} done.` });
+      threads.get(id).checks.push(() => {
+        // The model's next call saw each of the three results once.
+        const problems = [];
+        const msgs = lastRequestOf(tag).body.messages;
+        let lost = 0;
+        let duplicated = 0;
+        for (const e of entries) {
+          const seen = msgs.filter((m) => m.role === 'tool' && m.tool_call_id === e.callId).length;
+          if (seen !== 1) problems.push(`${tag}: the model saw ${seen} results of ${e.city}`);
+          if (seen < 1) lost += 1;
+          duplicated += Math.max(0, seen - 1);
+        }
+        if (modelCalls(tag) !== 2) problems.push(`${tag}: ${modelCalls(tag)} model calls, want 2`);
+        // A call whose tool had returned (its answer sent 200 ms or more before the kill) but
+        // that ran again: its siblings were still running, so its result was not stored yet.
+        for (const e of entries) {
+          if (e.answeredAt !== null && e.killedAt - e.answeredAt >= 200 && steps.count(e.city).answered > 1 && !e.rerunNoted) {
+            e.rerunNoted = true;
+            batchReruns.push(`${e.label}: answered ${e.killedAt - e.answeredAt} ms before kill, ran ${steps.count(e.city).answered} times`);
+          }
+        }
+        return { problems, lost, duplicated };
+      });
+      await ctx.ready([id]);
+      await say(sock, id, `[${tag}] The weather in three cities?`);
+      const held = await request(cities[2]);
+      await sleepUntil(held.at + rand(100, 2500));
+      return {
+        threads: [id], pending: [...entries.map((e) => e.key), `turn:${id}`],
+        check: () => held.state === 'pending',
+        observe() {
+          // What the kill cuts: a call whose success frame arrived was stored and never runs
+          // again; a call whose request is held is interrupted exactly once; else either.
+          const reply = sock.frames.find((f) => f.type === 'message' && f.message.tool_calls?.length);
+          for (const e of entries) {
+            const call = reply?.message.tool_calls.find((c) => JSON.parse(c.arguments).city === e.city);
+            const r = steps.of(e.city)[0];
+            Object.assign(e, { killedAt: Date.now(), answeredAt: r?.state === 'answered' ? r.endedAt : null });
+            if (call && sock.frames.some((f) => f.type === 'tool' && f.tool_call_id === call.id && f.status === 'success')) {
+              Object.assign(e, { interruptions: 0, io: 'exact', observed: 'stored' });
+            } else if (r?.state === 'pending') {
+              Object.assign(e, { interruptions: 1, io: 'exact', observed: 'in flight' });
+            } else {
+              e.observed = r ? 'answered, not seen stored' : 'not started';
+            }
+          }
+          return `${tag} at the kill: ${entries.map((e) => e.observed).join(', ')}`;
+        },
+      };
     },
-  ];
-  // L2's second kill: the watchdog reruns it ~30 s after its first run began; kill that rerun too.
-  const second = {
-    name: 'step: the watchdog\'s rerun of L2, waiting for its answer (2nd kill of this call)',
-    async due() {
-      if (!r2.callId || second.done) return null;
-      const [c] = await toolCalls(r2.id);
-      if (c.status !== 'running' || c.attempts !== 1) return c.attempts > 1 && !second.done ? 0 : null;
-      return c.attempt_log[0].started_at + WATCHDOG_MS;
+  }),
+
+  'mid child run': (i) => ({
+    name: `R${i} mid child run: a dual_ai agent called as a tool, its child conversation running`,
+    horizon: 7000,
+    async prepare(ctx) {
+      const P = `P${i}`;
+      const C = `C${i}`;
+      const input = `[${C}] Debate round ${i}.`;
+      let killed = false;
+      let failedWanted = [0, 1];
+      scripts.set(P, (req, n, msgs) => (msgs.at(-1)?.role === 'tool' ? { text: `${P} done.` } : { toolCalls: [{ name: 'rel-duo', arguments: { input } }] }));
+      scripts.set(C, (req, n, msgs, entry) => {
+        const system = msgs.find((m) => m.role === 'system')?.content ?? '';
+        const side = system.includes('for A') ? 'a' : 'b';
+        const k = msgs.filter((m) => m.role !== 'system').length - 1; // turns before this one
+        Object.assign(entry, { side, k });
+        const text = `${C} turn ${k + 1} (${side})`;
+        // Slow (about 1.2 s a turn) until the kill, then at once.
+        return killed ? { text } : { text: `${text}: ${'well argued, '.repeat(5)}`, chunkSize: 6, chunkDelayMs: 90 };
+      });
+      const parent = await newThread({ agent: 'rel-parent' });
+      const sock = await socket(parent);
+      const callEntry = track({ label: `${P} rel-duo (kill mid child run)`, thread: parent, tool: 'rel-duo', kind: 'agent', interruptions: 1 });
+      track({ label: `${P} turn (a child run killed)`, thread: parent, kind: 'turn', finalText: `${P} done.` });
+      threads.get(parent).checks.push(async (v) => {
+        const problems = [];
+        let lost = 0;
+        let duplicated = 0;
+        const call = v.calls.find((c) => c.tool === 'rel-duo');
+        const childId = /child thread ([0-9a-f-]{36})/.exec(call?.result ?? '')?.[1];
+        if (!call || call.status !== 'success' || !childId) return { problems: [`${P}: the call ended ${call?.status}: ${call?.result}`] };
+        if (!call.result.startsWith(`${C} turn 4 (b)`)) problems.push(`${P}: result ${JSON.stringify(call.result)} is not the child's last turn`);
+        const seen = lastRequestOf(P).body.messages.filter((m) => m.role === 'tool' && m.tool_call_id === call.id).length;
+        if (seen !== 1) problems.push(`${P}: the parent's model saw ${seen} results of its call`);
+        if (modelCalls(P) !== 2) problems.push(`${P}: ${modelCalls(P)} parent model calls, want 2`);
+        // The child: one thread, one conversation. Its input once, four answers in turn, each
+        // stored once; a cut answer kept as failed.
+        const child = await viewOf(childId);
+        if (child.summary.parent_thread_id !== parent) problems.push(`${C}: parent ${child.summary.parent_thread_id}, want ${parent}`);
+        if (child.summary.status !== 'stopped' || child.summary.stopped_by !== 'max_turns' || child.summary.turn_count !== 4) {
+          problems.push(`${C}: ${child.summary.status} by ${child.summary.stopped_by} after ${child.summary.turn_count} turns, want stopped by max_turns after 4`);
+        }
+        const users = child.messages.filter((m) => m.role === 'user').map((m) => m.content);
+        if (!isDeepStrictEqual(users, [input])) problems.push(`${C}: user messages ${JSON.stringify(users)}, want the input once`);
+        const done = child.messages.filter((m) => m.role === 'assistant' && m.status === 'completed');
+        const want = ['a', 'b', 'a', 'b'].map((side, k) => `${C} turn ${k + 1} (${side})`);
+        const got = done.map((m) => m.content.split(':')[0]);
+        if (!isDeepStrictEqual(got, want) || !done.every((m, k) => m.side === want[k].at(-2))) {
+          problems.push(`${C}: completed answers ${JSON.stringify(done.map((m) => [m.side, m.content]))}`);
+          lost += Math.max(0, want.length - got.length);
+          duplicated += Math.max(0, got.length - want.length);
+        }
+        const failed = child.messages.filter((m) => m.status === 'failed').length;
+        if (!failedWanted.includes(failed)) problems.push(`${C}: ${failed} failed answers, want ${failedWanted.join(' or ')}`);
+        // The model's view: one chain of turns; a turn asked again only after a kill cut it.
+        const log = modelLog[C];
+        for (let k = 1; k < log.length; k++) {
+          const [a, b] = [log[k - 1], log[k]];
+          const cut = kills.some((x) => x.killedAt > a.at && x.killedAt < b.at);
+          if (!(b.k === a.k + 1 || (b.k === a.k && cut))) problems.push(`${C}: model request ${k + 1} is turn ${b.k + 1} after turn ${a.k + 1}`);
+        }
+        if (log.some((e) => e.side !== (e.k % 2 ? 'b' : 'a'))) problems.push(`${C}: a turn went to the wrong side: ${JSON.stringify(log)}`);
+        if (log.at(-1).k !== 3) problems.push(`${C}: the last model request is turn ${log.at(-1).k + 1}`);
+        if (!threads.has(childId)) threads.set(childId, { sent: [], reminders: [], untouched: false, settled: false, end: 'stopped', checks: [] });
+        return { problems, lost, duplicated };
+      });
+      await ctx.ready([parent]);
+      await say(sock, parent, `[${P}] Settle this with a debate.`);
+      const first = await until(() => modelLog[C]?.[0], { what: `${C}: the child's first model request` });
+      await sleepUntil(first.at + rand(200, 3000));
+      return {
+        threads: [parent], pending: [callEntry.key, `turn:${parent}`],
+        check: () => modelCalls(P) === 1 && !modelLog[C].some((e) => e.k === 3 && e.end <= Date.now()),
+        observe() {
+          killed = true;
+          // A child answer streaming now is cut: kept as failed. Between two turns: none.
+          const last = modelLog[C].at(-1);
+          if (last.end > Date.now() + 100) failedWanted = [1];
+          return `${C} at the kill: turn ${last.k + 1} (side ${last.side}) ${last.end > Date.now() ? `streaming, ${last.end - Date.now()} ms left` : 'answered'}`;
+        },
+      };
     },
-    async prepare() {
-      await until(() => {
-        const rerun = steps.of(r2.city)[1];
-        if (rerun && rerun.state !== 'pending') throw new Error(`L2's rerun was ${rerun.state} before its planned kill`);
-        return rerun && Date.now() - rerun.at > 600;
-      }, { timeout: 45_000, what: 'L2 rerun in flight' });
-      return { threads: [r2.id], check: () => steps.of(r2.city)[1].state === 'pending' };
-    },
+  }),
+
+  'stop with 1000 parked calls': (i) => {
+    const s = {};
+    return {
+      name: `R${i} during a stop that cancels 1,000 parked calls`,
+      async prepare(ctx) {
+        s.id = await newThread();
+        const t = threads.get(s.id);
+        Object.assign(t, { end: 'stopped', hold: true });
+        const sock = await socket(s.id);
+        const began = Date.now();
+        const ids = [];
+        // 50 rpcs in flight at a time: the thread takes them one by one, and each waits 5 s at most.
+        for (let k = 0; k < 1000; k += 50) {
+          ids.push(...(await Promise.all(Array.from({ length: 50 }, (_, j) => queue(sock, 'remind_later', { text: `R${i} parked ${k + j}`, in_seconds: 3600 })))));
+        }
+        const want = new Set(ids);
+        await until(() => new Set(sock.frames.filter((f) => f.type === 'tool' && f.status === 'sleeping' && want.has(f.tool_call_id)).map((f) => f.tool_call_id)).size === 1000,
+          { timeout: 90_000, every: 250, what: '1,000 parked calls' });
+        log(`R${i}: 1,000 remind_later calls queued and parked in ${Date.now() - began} ms`);
+        t.checks.push((v) => {
+          const problems = [];
+          const calls = v.calls.filter((c) => c.tool === 'remind_later');
+          const cancelled = calls.filter((c) => c.status === 'error' && c.result === CANCELLED).length;
+          if (calls.length !== 1000 || cancelled !== 1000) problems.push(`R${i}: ${cancelled} of ${calls.length} calls cancelled, want all 1000`);
+          if (v.summary.status !== 'stopped' || v.summary.stopped_by !== 'user') problems.push(`R${i}: ${v.summary.status} by ${v.summary.stopped_by}, want stopped by user`);
+          const reminders = v.messages.filter((m) => m.content?.startsWith('Reminder: ')).length;
+          if (reminders) problems.push(`R${i}: ${reminders} reminders posted by cancelled calls`);
+          return { problems, lost: 1000 - cancelled };
+        });
+        await ctx.ready([s.id]);
+        const sent = Date.now();
+        s.answer = client.request('POST', `/api/threads/${s.id}/stop`)
+          .then((res) => ({ status: res.status, at: Date.now() }), (e) => ({ error: String(e.cause?.code ?? e.message), at: Date.now() }));
+        // The stop's round trip takes about 200 ms here: a kill before, during or after it.
+        s.delay = rand(0, 250);
+        await sleepUntil(sent + s.delay);
+        s.woke = Date.now() - sent;
+        s.sent = sent;
+        // (No step of these calls is done: no need to read 1,000 calls before the kill.)
+        return {
+          threads: [s.id], pending: [`stop:${s.id}`], check: () => true, stepsDone: false,
+          observe: () => `R${i} at the kill: ${sock.frames.filter((f) => f.type === 'tool' && f.status === 'error').length} cancellations seen on the socket`,
+        };
+      },
+      async after(kill) {
+        const got = await s.answer;
+        const answered = got.status === 200 && got.at <= kill.killedAt;
+        const summary = await summaryOf(s.id);
+        const calls = await toolCalls(s.id);
+        const cancelled = calls.filter((c) => c.status === 'error' && c.result === CANCELLED).length;
+        const parked = calls.filter((c) => c.status === 'sleeping').length;
+        const when = `killed ${kill.killedAt - s.sent} ms after the POST (drawn ${s.delay}, woke ${s.woke}); ${answered ? 'answered 200 before the kill' : `no answer before the kill (${got.status ?? got.error})`}`;
+        s.outcome = `${summary.status} after the restart, ${cancelled} cancelled, ${parked} still parked (${when})`;
+        log(`R stop: ${s.outcome}`);
+        // All or nothing: a stop the client saw answered holds, and a stop never half-applies.
+        if (summary.status === 'stopped') {
+          if (cancelled !== 1000) {
+            counted.lost += 1000 - cancelled;
+            assert.fail(`DEFECT: the thread is stopped but ${1000 - cancelled} of its 1,000 parked calls have no result: ${s.outcome}`);
+          }
+        } else {
+          if (answered) {
+            counted.lost += 1;
+            assert.fail(`DEFECT: the stop was answered 200 before the kill but the thread is ${summary.status}: ${s.outcome}`);
+          }
+          assert.equal(parked, 1000, `a stop that did not happen cancelled nothing: ${s.outcome}`);
+          // The client's request failed with the kill: it stops again.
+          const again = await client.request('POST', `/api/threads/${s.id}/stop`);
+          assert.equal(again.status, 200, JSON.stringify(again.body));
+          extraSamples.push({ label: `stop of 1,000 parked calls, sent again after the restart`, ms: Date.now() - kill.readyAt });
+        }
+        threads.get(s.id).hold = false;
+      },
+    };
+  },
+};
+
+/** The loop's rounds: every kind a few times, then random kinds up to `LOOP_KILLS`, shuffled. */
+function schedule() {
+  const minimum = {
+    'mid-step': 4, 'mid-step (twice)': 2, 'mid-step (model turn)': 3, 'mid-step (workflow before)': 3,
+    'mid-step (workflow after)': 3, 'mid-sleep (workflow)': 3, 'mid-sleep (reminder)': 3, 'mid-stream': 4,
+    'after queueing': 3, 'mid-webhook (waiting)': 3, 'mid-webhook (after the 202)': 3, 'mid-parallel batch': 4,
+    'mid child run': 4, 'stop with 1000 parked calls': 1,
   };
-  return { rounds, triggered: [second], deferred, ids };
+  const only = process.env.RELIABILITY_ONLY?.split(';');
+  const kinds = Object.keys(minimum).filter((k) => !only || only.includes(k));
+  const killsOf = (k) => (k === 'mid-step (twice)' ? 2 : 1);
+  let list = kinds.flatMap((k) => Array(minimum[k]).fill(k));
+  const repeatable = kinds.filter((k) => k !== 'stop with 1000 parked calls');
+  let total = list.reduce((n, k) => n + killsOf(k), 0);
+  while (total < LOOP_KILLS) {
+    const k = repeatable[rand(0, repeatable.length - 1)];
+    list.push(k);
+    total += killsOf(k);
+  }
+  for (let j = list.length - 1; j > 0; j--) {
+    const x = rand(0, j);
+    [list[j], list[x]] = [list[x], list[j]];
+  }
+  if (total > LOOP_KILLS && LOOP_KILLS < 45) {
+    // A shorter loop asked for by RELIABILITY_KILLS (for debugging): the first rounds drawn.
+    let n = 0;
+    list = list.filter((k) => (n += killsOf(k)) <= LOOP_KILLS);
+  }
+  return list.map((kind, j) => ({ kind, ...KINDS[kind](j + 1) }));
 }
 
-test('the loop: ≥10 SIGKILLs at varying points; after every restart nothing is lost, duplicated or run twice', { timeout: 240_000 }, async () => {
-  // A round starts only if nothing unplanned falls due while it sets up and kills (what falls
-  // due while the Worker is down happens when it is back, before the next round starts).
-  const HORIZON = 5000;
-  const { rounds, triggered, deferred, ids } = loopRounds();
-  const loopStart = Date.now();
-  const loopDeadline = loopStart + 200_000;
-  let maxProblems = { duplicated: 0, lost: 0 };
+const percentile = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] : 0);
 
-  /** Waits until a kill can hit only `targets` (or `valid()` turns false); returns the last guard answer. */
-  async function clear(targets, valid) {
+/** The restart-to-finish samples: from the Worker back after the last kill a call or turn lived through (or its wake time, if later) to its finish. */
+function restartToFinish() {
+  const samples = [];
+  for (const e of tracked) {
+    if (e.finishedBy !== 'itself' || !e.finishedAt) continue;
+    const lived = kills.filter((k) => k.pending?.includes(e.key) && k.killedAt < e.finishedAt);
+    if (!lived.length) continue;
+    samples.push({ label: e.label, ms: e.finishedAt - Math.max(lived.at(-1).readyAt, e.dueAt ?? 0) });
+  }
+  samples.push(...extraSamples);
+  return samples.sort((a, b) => a.ms - b.ms);
+}
+
+/** The figures the loop prints: kills, lost, duplicated, unpaired, restart-to-finish p50/max. */
+function figures(out, loopStart) {
+  const loopKills = kills.filter((k) => k.loop);
+  const samples = restartToFinish();
+  const ms = samples.map((s) => s.ms);
+  const byKind = {};
+  for (const k of loopKills) byKind[k.kind] = (byKind[k.kind] ?? 0) + 1;
+  const calls = out ? [...out.view.values()].reduce((n, v) => n + v.calls.length, 0) : '?';
+  return {
+    line: `reliability: ${loopKills.length} kills at random points in the loop (seed ${SEED}; ${kills.length} kills, ${wr.starts - 1} restarts in all), ` +
+      `${calls} calls, ${(out?.lost ?? 0) + counted.lost} lost, ${(out?.duplicated ?? 0) + counted.duplicated} duplicated, ${(out?.unpaired ?? 0) + counted.unpaired} unpaired, ` +
+      `restart-to-finish p50 ${percentile(ms, 50)} ms, p90 ${percentile(ms, 90)} ms, max ${ms.at(-1) ?? 0} ms (${ms.length} calls and turns), ` +
+      `loop ${Math.round((Date.now() - loopStart) / 1000)} s, ${wr.killedProcesses} processes killed, ${wr.errors.length} worker errors`,
+    byKind,
+    slowest: samples.slice(-3).reverse().map((s) => `${s.label}: ${s.ms} ms`),
+    samples: ms,
+  };
+}
+
+test(`the loop: ≥${LOOP_KILLS} SIGKILLs at random points; after every restart nothing is lost, duplicated or unpaired, and no completed step runs again`, { timeout: 600_000 }, async () => {
+  const HORIZON = 5000;
+  const rounds = schedule();
+  const loopStart = Date.now();
+  const loopDeadline = loopStart + 540_000;
+  log(`loop: ${rounds.reduce((n, r) => n + (r.kills ?? 1), 0)} kills in ${rounds.length} rounds, seed ${SEED}`);
+
+  /** Waits until a kill can hit only `targets` for `horizon` ms; returns the last guard answer. */
+  async function clear(targets, horizon) {
     const deadline = Date.now() + 20_000;
     let guard;
-    while ((guard = await quietFor(1000, targets)) !== true && valid() && Date.now() < deadline) await sleep(100);
+    while ((guard = await quietFor(horizon, targets)) !== true && Date.now() < deadline) await sleep(100);
     return guard;
   }
 
+  let last = null;
   async function run(round) {
     const began = Date.now();
-    // A round that kills right after an action calls ctx.ready(threads) just before that action.
     const ctx = {
       async ready(targets) {
-        const guard = await clear(targets, () => true);
+        const guard = await clear(targets, round.horizon ?? HORIZON);
         assert.equal(guard, true, `kill "${round.name}" would hit something unplanned: ${JSON.stringify(guard)}`);
-        ctx.pending = await snapshot();
+        ctx.readied = true;
       },
     };
     const info = await round.prepare(ctx);
-    if (!ctx.pending) {
-      // Right before the kill: only what this round targets may be in flight or due.
-      const guard = await clear(info.threads, info.check);
-      assert.equal(guard, true, `kill "${round.name}" would hit something unplanned: ${JSON.stringify(guard)}`);
-      ctx.pending = await snapshot();
+    assert.ok(ctx.readied, `"${round.name}" checked nothing else is due`);
+    if (info.stepsDone !== false) await recordDoneSteps(info.threads);
+    assert.ok(info.check(), `"${round.name}": the kill point passed before the kill (seed ${SEED})`);
+    const note = info.observe?.();
+    const kill = await killAndRestart(`${round.name} (${Date.now() - began} ms into the round)`, { loop: true, kind: round.kind, pending: info.pending, downMs: info.downMs });
+    if (note) log(`  ${note}`);
+    try {
+      if (round.after) await round.after(kill);
+      for (const d of deferred.filter((x) => !x.done && kills.length >= x.afterKills)) {
+        d.done = true;
+        await d.run();
+      }
+      last = await verify(`after kill #${kill.n} (${round.name})`);
+      if (last.problems.length) assert.fail(last.problems.join('\n'));
+    } catch (e) {
+      // The figures so far, and what workerd said, with the failure.
+      e.message += `\n${figures(last, loopStart).line}\n--- workerd output ---\n${wr.tail(4000)}`;
+      throw e;
     }
-    assert.ok(info.check(), `"${round.name}": the kill point passed before the kill`);
-    const pending = [...ctx.pending, ...(info.pending ?? [])];
-    log(`round "${round.name}": at its kill point after ${Date.now() - began} ms`);
-    const kill = await killAndRestart(round.name, { loop: true, pending });
-    round.done = true;
-    if (round.after) await round.after(kill);
-    for (const d of deferred.filter((x) => !x.done && kills.length >= x.afterKills)) {
-      d.done = true;
-      await d.run();
-    }
-    const out = await assertInvariants(`after kill #${kill.n} (${round.name})`);
-    maxProblems = { duplicated: Math.max(maxProblems.duplicated, out.duplicated), lost: Math.max(maxProblems.lost, out.lost) };
   }
 
-  const queueOfRounds = [...rounds];
-  while (queueOfRounds.length || triggered.some((r) => !r.done)) {
-    assert.ok(Date.now() < loopDeadline, `the loop ran out of time with ${queueOfRounds.length} rounds left`);
-    let ran = false;
-    for (const r of triggered.filter((x) => !x.done)) {
-      const due = await r.due();
-      if (due !== null && due < Date.now() + HORIZON) {
-        await run(r);
-        ran = true;
-        break;
-      }
-    }
-    if (ran) continue;
-    if (!queueOfRounds.length || (await quietFor(queueOfRounds[0].horizon ?? HORIZON)) !== true) {
-      await sleep(250);
-      continue;
-    }
-    await run(queueOfRounds.shift());
+  while (rounds.length) {
+    assert.ok(Date.now() < loopDeadline, `the loop ran out of time with ${rounds.length} rounds left`);
+    const round = rounds.shift();
+    await run(round);
+    if (round.next) rounds.unshift({ kind: round.kind, ...round.next });
   }
   for (const d of deferred.filter((x) => !x.done)) {
     d.done = true;
     await d.run();
   }
   const loopKills = kills.filter((k) => k.loop).length;
-  assert.ok(loopKills >= 10, `${loopKills} kills in the loop`);
+  assert.ok(loopKills >= LOOP_KILLS, `${loopKills} kills in the loop, want ${LOOP_KILLS}`);
 
   // Then nothing but waiting: every call finishes by itself (watchdogs, sleeps) or from its webhook.
   await until(async () => (await verify('waiting for the end', { final: true })).problems.length === 0, {
     timeout: WATCHDOG_MS + 30_000, every: 500, what: 'every call to finish with every invariant holding',
   }).catch(async (e) => {
     const out = await verify('final', { final: true });
-    throw new Error(`${e.message}\n${out.problems.join('\n')}\n--- wrangler output ---\n${wr.tail(8000)}`);
+    throw new Error(`${e.message}\n${out.problems.join('\n')}\n${figures(out, loopStart).line}\n--- workerd output ---\n${wr.tail(8000)}`);
   });
   const final = await assertInvariants('final', { final: true });
-
-  // The model-call kill: the cut answer is kept as failed, the call was made again, and answered once.
-  const m6msgs = final.view.get(ids.m6).messages.filter((m) => m.role === 'assistant');
-  assert.equal(m6msgs.filter((m) => m.status === 'failed').length, 1, 'the interrupted answer is marked failed');
-  assert.deepEqual(m6msgs.filter((m) => m.status === 'completed').map((m) => m.content), ['M6 done.']);
-  assert.equal(modelCalls.M6, 2);
-  // The model-made call: the model saw exactly one result for it.
-  const l11 = tracked.find((e) => e.label.startsWith('L11'));
-  const toolTurn = model.requests.filter((r) => JSON.stringify(r.body?.messages ?? []).includes('[M11]')).at(-1);
-  assert.equal(toolTurn.body.messages.filter((m) => m.role === 'tool' && m.tool_call_id === l11.callId).length, 1);
-  assert.equal(modelCalls.M11, 2, 'the model was called once before and once after the tool');
-  const l11Thread = final.view.get(l11.thread).messages.filter((m) => m.role === 'assistant' && m.status === 'completed').map((m) => m.content);
-  assert.equal(l11Thread.at(-1), 'M11 done.');
-
-  // Summary. Restart-to-finish: from the restart after the last kill a call lived through to its
-  // finish, for calls that finish by themselves (not those waiting for a webhook POST).
-  const loopKillList = kills.filter((k) => k.loop);
-  const samples = [];
-  for (const e of tracked) {
-    if (e.finishedBy !== 'itself' || !e.finishedAt) continue;
-    const lived = kills.filter((k) => k.pending?.includes(e.callId) && k.killedAt < e.finishedAt);
-    if (!lived.length) continue;
-    samples.push(e.finishedAt - lived.at(-1).readyAt);
-  }
-  samples.sort((a, b) => a - b);
-  const p50 = samples.length ? samples[Math.floor((samples.length - 1) / 2)] : 0;
-  const maxInterruptions = Math.max(...tracked.map((e) => e.interrupted ?? 0));
-  const calls = [...final.view.values()].reduce((n, v) => n + v.calls.length, 0);
-  const loopCalls = tracked.filter((e) => e.label.startsWith('L')).length;
-  // The kill right after queueing: interrupted exactly when its first attempt had started.
-  const l5 = tracked.find((e) => e.label.startsWith('L5'));
-  const l5call = final.view.get(l5.thread).calls.find((c) => c.id === l5.callId);
-  const l5kill = kills.find((k) => k.pending?.includes(l5.callId));
-  const startedBeforeKill = l5call.attempt_log[0].started_at < l5kill.killedAt;
-  assert.equal(l5call.interruptions, startedBeforeKill ? 1 : 0, `L5 ${JSON.stringify(l5call.attempt_log)} killed at ${l5kill.killedAt}`);
-  const l5started = l5call.attempt_log.at(-1).started_at - l5kill.readyAt;
-  log(`L5 (kill right after queueing): ${startedBeforeKill ? 'its first attempt had started: interrupted once' : 'not started yet: no interruption'}; ` +
-    `the attempt that finished started ${l5started} ms after the restart; step I/O ${JSON.stringify(steps.count('Loop-5'))}`);
-  const l9 = tracked.find((e) => e.label.startsWith('L9'));
-  const l9kill = kills.find((k) => k.pending?.includes(l9.callId));
-  log(`L9 (kill right after the webhook's 202): ${l9.interrupted ? 'its resumed run had started: interrupted once' : 'killed before its resumed run'}; ` +
-    `finished ${l9.finishedAt - l9kill.readyAt} ms after the restart`);
-  assert.deepEqual(wr.errors, [], 'wrangler logged errors or answered 5xx');
-  console.log(
-    `reliability: ${loopKillList.length} kills, ${loopKillList.length} restarts in the loop (${kills.length} kills, ${wr.starts - 1} restarts in all), ` +
-    `${calls} calls (${loopCalls} in the loop), ${final.lost + maxProblems.lost} lost, ${final.duplicated + maxProblems.duplicated} duplicated, ` +
-    `max interruptions per call ${maxInterruptions}, restart-to-finish p50 ${p50} ms (max ${samples.at(-1) ?? 0} ms, ${samples.length} calls), ` +
-    `loop ${Math.round((Date.now() - loopStart) / 1000)} s, ${wr.killedProcesses} processes killed, none left, ${wr.errors.length} worker errors`,
-  );
+  const f = figures(final, loopStart);
+  log(`kills by kind: ${JSON.stringify(f.byKind)}`);
+  log(`slowest restart-to-finish: ${f.slowest.join('; ')}`);
+  assert.deepEqual(wr.errors, [], 'the Worker logged errors or answered 5xx');
+  console.log(f.line);
+  assert.equal(final.lost + counted.lost, 0);
+  assert.equal(final.duplicated + counted.duplicated, 0);
+  assert.equal(final.unpaired + counted.unpaired, 0);
+  // Not a speed test: a bound far above the 6 s target that still catches a call left to a
+  // 30 s watchdog (the recovery this loop measures was 27.8 s at worst before).
+  assert.ok((f.samples.at(-1) ?? 0) < 15_000, `restart-to-finish max ${f.samples.at(-1)} ms: ${f.slowest.join('; ')}`);
   assert.equal(wr.starts - 1, kills.length, 'one restart per kill');
+});
+
+// A known defect the loop finds (reported, not fixed here): the calls of one parallel batch are
+// run together and their outcomes stored only once the whole batch has ended
+// (`run_tool_calls`: `join_all`, then `handle_tool_outcome` for each). A call whose tool has
+// returned is therefore still `running` in storage while a sibling runs; a kill then counts an
+// interruption and runs it again (its side effects twice), though its run had finished. The
+// loop accepts that as "at least once" (io 'loose') so its other invariants stay checked; this
+// test states the rule the docs give ("every state change of a call is stored before the next
+// thing happens") and fails until the defect is fixed.
+test('a call of a parallel batch whose tool returned before a kill is not run again', {
+  todo: 'DEFECT: a parallel batch stores its outcomes only when the whole batch ends',
+}, () => {
+  assert.deepEqual(batchReruns, [], `${batchReruns.length} finished calls of parallel batches ran again after a kill`);
 });
