@@ -18,8 +18,9 @@
 // machine's timing still varies). RELIABILITY_KILLS=<n> sets the number of kills in the loop
 // (50 by default); RELIABILITY_ONLY='<kind>;<kind>' keeps some kinds (for debugging).
 // It prints kills, lost, duplicated and unpaired calls, and restart-to-finish p50/p90/max.
-// Known defect, stated by the todo test at the end: a finished call of a parallel batch whose
-// siblings still run is run again after a kill.
+// A finished call of a parallel batch whose siblings still run is never run again after a kill
+// (the test at the end; the loop found it running again before each outcome was stored as its
+// run ended).
 // Does not prove: behaviour on Cloudflare's network (eviction, deploys, regional failover),
 // kills inside Cloudflare's storage layer, `wrangler dev` itself (tests/e2e/wrangler.test.mjs).
 // Run alone: node --test --test-concurrency=1 tests/e2e/reliability.test.mjs (about 2.5 minutes).
@@ -117,7 +118,7 @@ const extraSamples = [];
 const counted = { lost: 0, duplicated: 0, unpaired: 0 };
 /**
  * Calls of a parallel batch whose tool had answered well before the kill and that ran again
- * after it: a known defect (see the todo test at the end), counted apart from the loop's figures.
+ * after it (the test at the end asserts there are none), counted apart from the loop's figures.
  */
 const batchReruns = [];
 
@@ -1348,16 +1349,13 @@ test(`the loop: ≥${LOOP_KILLS} SIGKILLs at random points; after every restart 
   assert.equal(wr.starts - 1, kills.length, 'one restart per kill');
 });
 
-// A known defect the loop finds (reported, not fixed here): the calls of one parallel batch are
-// run together and their outcomes stored only once the whole batch has ended
-// (`run_tool_calls`: `join_all`, then `handle_tool_outcome` for each). A call whose tool has
-// returned is therefore still `running` in storage while a sibling runs; a kill then counts an
-// interruption and runs it again (its side effects twice), though its run had finished. The
-// loop accepts that as "at least once" (io 'loose') so its other invariants stay checked; this
-// test states the rule the docs give ("every state change of a call is stored before the next
-// thing happens") and fails until the defect is fixed.
+// Found by this loop and fixed: the calls of one parallel batch ran together and their
+// outcomes were stored only once the whole batch had ended, so a call whose tool had returned
+// was still `running` while a sibling ran, and a kill ran it again (its side effects twice).
+// Each outcome is now stored as its run ends (`run_tool_calls`). The loop's batch rounds keep
+// io 'loose' for a kill that lands between an answer and its store (a few ms); this states the
+// rule for a call answered 200 ms or more before the kill.
 test('a call of a parallel batch whose tool returned before a kill is not run again', {
-  todo: 'DEFECT: a parallel batch stores its outcomes only when the whole batch ends',
 }, () => {
   assert.deepEqual(batchReruns, [], `${batchReruns.length} finished calls of parallel batches ran again after a kill`);
 });
