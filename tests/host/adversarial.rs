@@ -68,7 +68,7 @@ fn parse_toml(text: &str) -> Result<Workflow, String> {
 }
 
 proptest! {
-    #![proptest_config(config(512))]
+    #![proptest_config(config(1024))]
 
     #[test]
     fn sse_any_chunking_gives_the_same_events(data in sse_stream(96)) {
@@ -118,7 +118,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(128))]
+    #![proptest_config(config(256))]
 
     #[test]
     fn openai_streams_decode_the_same_however_cut(data in bytes(384)) {

@@ -120,7 +120,7 @@ fn params(input: &mut Input<'_>) -> Value {
 /// A frame's text read from the input: raw text, or a JSON object with a type, an id, a
 /// method and params of any shape (sometimes padded past the frame limit).
 fn frame_text(input: &mut Input<'_>) -> String {
-    if input.below(4) == 0 {
+    if input.one_in(4) {
         return String::from_utf8_lossy(input.rest()).into_owned();
     }
     let mut frame = Map::new();
@@ -162,7 +162,7 @@ fn frame_text(input: &mut Input<'_>) -> String {
             frame.insert("params".into(), params(input));
         }
     }
-    if input.below(16) == 0 {
+    if input.one_in(16) {
         let pad = MAX_BODY_BYTES - 64 + input.below(128);
         frame.insert("pad".into(), Value::from("x".repeat(pad)));
     }
@@ -269,10 +269,10 @@ pub fn http_request(data: &[u8]) {
     let mut path = String::new();
     for _ in 0..input.below(7) {
         path.push('/');
-        if input.below(8) == 0 {
+        if input.one_in(8) {
             path.push('/');
         }
-        if input.below(8) == 0 {
+        if input.one_in(8) {
             path.push_str(&input.text(12));
         } else {
             path.push_str(input.pick(SEGMENTS).unwrap_or_default());

@@ -32,10 +32,24 @@ const NAMES: &[&str] = &[
 const TOOLS: &[&str] = &["get_weather", "lookup_customer"];
 
 fn name(input: &mut Input<'_>) -> String {
-    if input.below(8) == 0 {
+    if input.one_in(8) {
         return input.text(8);
     }
     input.pick(NAMES).unwrap_or("m").to_owned()
+}
+
+/// A name for (or a reference to) a definition of `kind`: half the time the one name the
+/// other definitions refer to it by, so requests build configurations that hold together.
+fn name_of(kind: Kind, input: &mut Input<'_>) -> String {
+    if input.bool() {
+        return name(input);
+    }
+    match kind {
+        Kind::Model => "m",
+        Kind::Prompt => "p",
+        Kind::Agent => "a",
+    }
+    .to_owned()
 }
 
 fn names(input: &mut Input<'_>) -> Value {
@@ -45,19 +59,24 @@ fn names(input: &mut Input<'_>) -> Value {
 /// A number as a definition might carry it: small, at a bound, huge, negative or fractional.
 fn number(input: &mut Input<'_>) -> Value {
     match input.below(8) {
-        0 => json!(-1),
-        1 => json!(0),
-        2 => json!(u32::MAX),
-        3 => json!(u64::from(u32::MAX) + 1),
-        4 => json!(f64::from(input.u16()) / 7.0),
-        5 => json!(1e300),
-        _ => json!(input.u16()),
+        0..=2 => json!(1 + input.below(100)),
+        3 => json!(-1),
+        4 => json!(0),
+        5 => json!(u32::MAX),
+        6 => json!(u64::from(u32::MAX) + 1),
+        _ => match input.below(3) {
+            0 => json!(f64::from(input.u16()) / 7.0),
+            1 => json!(1e300),
+            _ => json!(input.u16()),
+        },
     }
 }
 
 fn side(input: &mut Input<'_>) -> Value {
     let mut s = Map::new();
-    field(&mut s, input, "prompt", |input| Value::from(name(input)));
+    field(&mut s, input, "prompt", |input| {
+        Value::from(name_of(Kind::Prompt, input))
+    });
     if input.bool() {
         field(&mut s, input, "label", |input| Value::from(input.text(8)));
     }
@@ -82,19 +101,32 @@ fn side(input: &mut Input<'_>) -> Value {
 
 /// A definition body of `kind` read from the input: every field, each sometimes left out or
 /// of the wrong type, values at and past their bounds, sometimes a field no kind has.
-fn definition(kind: Kind, input: &mut Input<'_>) -> Value {
+fn definition(kind: Kind, input: &mut Input<'_>, url_name: Option<&str>) -> Value {
     let mut d = Map::new();
     let key = kind.key();
-    if input.bool() {
-        field(&mut d, input, key, |input| Value::from(name(input)));
+    match url_name {
+        // Under a URL the body mostly repeats its name or leaves it out.
+        Some(url_name) if !input.one_in(8) => {
+            if input.bool() {
+                d.insert(key.to_owned(), Value::from(url_name));
+            }
+        }
+        _ => field(&mut d, input, key, |input| {
+            Value::from(name_of(kind, input))
+        }),
     }
     match kind {
         Kind::Model => {
-            let provider = input
-                .pick(&["openai", "anthropic", "workers_ai", "other"])
-                .unwrap_or("openai");
+            let provider = match input.one_in(16) {
+                true => "other",
+                false => input
+                    .pick(&["openai", "anthropic", "workers_ai"])
+                    .unwrap_or("openai"),
+            };
             field(&mut d, input, "provider", |_| Value::from(provider));
-            field(&mut d, input, "model", |input| Value::from(input.text(12)));
+            field(&mut d, input, "model", |input| {
+                Value::from(format!("gpt-{}", input.text(8)))
+            });
             let url = input
                 .pick(&[
                     "https://api.openai.com/v1",
@@ -131,11 +163,14 @@ fn definition(kind: Kind, input: &mut Input<'_>) -> Value {
         }
         Kind::Prompt => {
             field(&mut d, input, "system", |input| Value::from(input.text(24)));
-            field(&mut d, input, "model", |input| Value::from(name(input)));
+            field(&mut d, input, "model", |input| {
+                Value::from(name_of(Kind::Model, input))
+            });
             field(&mut d, input, "tools", names);
-            let choice = input
-                .pick(&["auto", "none", "required", "any"])
-                .unwrap_or("auto");
+            let choice = match input.one_in(16) {
+                true => "any",
+                false => input.pick(&["auto", "none", "required"]).unwrap_or("auto"),
+            };
             field(&mut d, input, "tool_choice", |_| Value::from(choice));
             field(&mut d, input, "parallel_tool_calls", |input| {
                 Value::from(input.bool())
@@ -153,9 +188,10 @@ fn definition(kind: Kind, input: &mut Input<'_>) -> Value {
             }
         }
         Kind::Agent => {
-            let kind = input
-                .pick(&["ai_human", "dual_ai", "robot"])
-                .unwrap_or("ai_human");
+            let kind = match input.one_in(16) {
+                true => "robot",
+                false => input.pick(&["ai_human", "dual_ai"]).unwrap_or("ai_human"),
+            };
             field(&mut d, input, "kind", |_| Value::from(kind));
             field(&mut d, input, "description", |input| {
                 Value::from(input.text(12))
@@ -175,20 +211,22 @@ fn definition(kind: Kind, input: &mut Input<'_>) -> Value {
             });
         }
     }
-    if input.below(4) == 0 {
+    if input.one_in(4) {
         field(&mut d, input, "hooks", names);
     }
-    if input.below(16) == 0 {
+    if input.one_in(16) {
         d.insert("api_key".into(), Value::from("sk-inline"));
     }
     Value::Object(d)
 }
 
-fn body(kind: Kind, input: &mut Input<'_>) -> Vec<u8> {
-    if input.below(8) == 0 {
+fn body(kind: Kind, input: &mut Input<'_>, url_name: &str) -> Vec<u8> {
+    if input.one_in(8) {
         return input.bytes(256).to_vec();
     }
-    definition(kind, input).to_string().into_bytes()
+    definition(kind, input, Some(url_name))
+        .to_string()
+        .into_bytes()
 }
 
 /// A bound value as D1 hands it back: the column's affinity applied (`REAL` columns turn
@@ -227,8 +265,8 @@ fn stored_row(def: &Definition) -> Value {
 pub fn definition_round_trip(data: &[u8]) {
     let mut input = Input::new(data);
     let kind = input.pick(&KINDS).unwrap_or(Kind::Model);
-    let url_name = name(&mut input);
-    let body = body(kind, &mut input);
+    let url_name = name_of(kind, &mut input);
+    let body = body(kind, &mut input, &url_name);
     let def = match Definition::parse_put(kind, &body, &url_name) {
         Ok(def) => def,
         Err(e) => return check_api_error(&e),
@@ -334,14 +372,14 @@ pub fn admin_api(data: &[u8]) {
             break;
         }
         let kind = input.pick(&KINDS).unwrap_or(Kind::Model);
-        let name = name(&mut input);
+        let name = name_of(kind, &mut input);
         let answer = match input.below(6) {
             0 | 1 => {
                 let put = block_on(admin::put(
                     &db,
                     kind,
                     &name,
-                    &body(kind, &mut input),
+                    &body(kind, &mut input, &name),
                     rules,
                     now,
                 ));
@@ -355,7 +393,7 @@ pub fn admin_api(data: &[u8]) {
                 let mut set = Map::new();
                 for k in KINDS {
                     let defs: Vec<Value> = (0..input.below(3))
-                        .map(|_| definition(k, &mut input))
+                        .map(|_| definition(k, &mut input, None))
                         .collect();
                     set.insert(k.plural().to_owned(), Value::from(defs));
                 }

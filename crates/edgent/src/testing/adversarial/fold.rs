@@ -31,7 +31,7 @@ const REASONS: &[&str] = &[
 /// under 1.5 MiB), so a few input bytes can reach the reply limit.
 pub(super) fn text_piece(input: &mut Input<'_>) -> String {
     let text = input.text(32);
-    let reps = if input.below(8) == 0 {
+    let reps = if input.one_in(8) {
         1usize << input.below(21)
     } else {
         1 + input.below(4)
@@ -43,15 +43,15 @@ pub(super) fn text_piece(input: &mut Input<'_>) -> String {
 /// A call index: mostly small, sometimes past the per-reply limit or far out of range.
 pub(super) fn call_index(input: &mut Input<'_>) -> usize {
     match input.below(8) {
-        0 => 100 + input.below(200),
-        1 => usize::from(input.u16()),
+        6 => 100 + input.below(200),
+        7 => usize::from(input.u16()),
         _ => input.below(4),
     }
 }
 
 /// One id from [`IDS`], or (one time in four) any short text.
 pub(super) fn call_id(input: &mut Input<'_>) -> String {
-    if input.below(4) == 0 {
+    if input.one_in(4) {
         return input.text(12);
     }
     input.pick(IDS).unwrap_or_default().to_owned()
@@ -96,7 +96,7 @@ fn event(input: &mut Input<'_>) -> StreamEvent {
 fn events(input: &mut Input<'_>) -> Vec<StreamEvent> {
     let mut out = Vec::new();
     while !input.is_empty() && out.len() < 512 {
-        if input.below(32) == 0 {
+        if input.one_in(32) {
             let id = call_id(input);
             for index in 0..MAX_TOOL_CALLS_PER_REPLY - 8 + input.below(16) {
                 let name = "get_weather".to_owned();

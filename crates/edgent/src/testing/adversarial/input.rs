@@ -1,7 +1,8 @@
 //! Reading a structured value out of arbitrary bytes: the one decoder every body uses, so a
 //! fuzzer's mutations and a property test's random bytes mean the same thing. Every read
 //! succeeds: past the end of the input a read gives zeros and empty strings, so a short input
-//! is simply a small case.
+//! is simply a small case. So a choice's 0 is always its plain case, and rare cases are
+//! asked for with [`Input::one_in`].
 
 use serde_json::{Map, Value};
 
@@ -61,6 +62,12 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// True one time in `n` (never once the input has ended: past the end every choice is
+    /// the plain one, 0).
+    pub fn one_in(&mut self, n: usize) -> bool {
+        n > 0 && self.below(n) == n - 1
+    }
+
     /// One of `items` (the first when the input has ended).
     pub fn pick<T: Copy>(&mut self, items: &[T]) -> Option<T> {
         let i = self.below(items.len());
@@ -111,17 +118,17 @@ pub(super) fn any_value(input: &mut Input<'_>, depth: u32) -> Value {
     }
 }
 
-/// Sets `key` to what `make` builds, or (one time in eight each) leaves it out or sets it to
-/// any value instead.
+/// Sets `key` to what `make` builds, or (one time in 32 each) leaves it out or sets it to any
+/// value instead.
 pub(super) fn field(
     map: &mut Map<String, Value>,
     input: &mut Input<'_>,
     key: &str,
     make: impl FnOnce(&mut Input<'_>) -> Value,
 ) {
-    let value = match input.below(8) {
-        0 => return,
-        1 => any_value(input, 1),
+    let value = match input.below(32) {
+        30 => return,
+        31 => any_value(input, 1),
         _ => make(input),
     };
     map.insert(key.to_owned(), value);

@@ -197,7 +197,7 @@ fn anthropic_body(input: &mut Input<'_>) -> String {
 fn check_stream(provider: Provider, data: &[u8]) {
     let mut input = Input::new(data);
     let seed = input.u64();
-    let body: Vec<u8> = if input.below(8) == 0 {
+    let body: Vec<u8> = if input.one_in(8) {
         input.rest().to_vec()
     } else {
         match provider {
@@ -313,7 +313,7 @@ fn workers_ai_value(input: &mut Input<'_>) -> Value {
 /// within the limits (a reply with more than 128 calls is refused as too large).
 pub fn workers_ai_answer(data: &[u8]) {
     let mut input = Input::new(data);
-    let value = if input.below(8) == 0 {
+    let value = if input.one_in(8) {
         match serde_json::from_slice::<Value>(input.rest()) {
             Ok(v) => v,
             Err(_) => return,

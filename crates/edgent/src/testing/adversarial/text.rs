@@ -42,7 +42,7 @@ pub fn template(data: &[u8]) {
     }
     let mut text = String::new();
     while !input.is_empty() && text.len() < 4096 {
-        if input.below(4) == 0 {
+        if input.one_in(4) {
             text.push_str(&input.text(16));
         } else {
             text.push_str(input.pick(TEMPLATE_PIECES).unwrap_or_default());

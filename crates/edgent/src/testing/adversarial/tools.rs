@@ -42,7 +42,7 @@ pub fn tool_validate(registry: &Registry, data: &[u8]) {
     let Some(tool) = registry.get(name) else {
         return;
     };
-    let value = if input.below(4) == 0 {
+    let value = if input.one_in(4) {
         let raw = String::from_utf8_lossy(input.rest()).into_owned();
         match parse_json(&raw) {
             Ok(v) => v,
@@ -56,11 +56,11 @@ pub fn tool_validate(registry: &Registry, data: &[u8]) {
         let mut args = Map::new();
         for key in &properties {
             match input.below(6) {
-                0 => {}
-                1 => {
+                3 => {}
+                4 => {
                     args.insert(key.clone(), any_value(&mut input, 1));
                 }
-                2 => {
+                5 => {
                     args.insert(key.clone(), Value::from(input.text(24)));
                 }
                 _ => {
@@ -69,7 +69,7 @@ pub fn tool_validate(registry: &Registry, data: &[u8]) {
                 }
             }
         }
-        if input.below(8) == 0 {
+        if input.one_in(8) {
             args.insert(input.text(6), any_value(&mut input, 1));
         }
         Value::Object(args)

@@ -169,7 +169,7 @@ fn workflow_text(input: &mut Input<'_>) -> String {
         out.push_str(&format!("description = {}\n", toml_string(&input.text(12))));
     }
     for key in ["timeout_seconds", "max_attempts", "cache_seconds"] {
-        if input.below(4) == 0 {
+        if input.one_in(4) {
             out.push_str(&format!("{key} = {}\n", input.below(3)));
         }
     }
@@ -187,7 +187,7 @@ fn workflow_text(input: &mut Input<'_>) -> String {
         out.push_str("[[steps]]\n");
         let name = input.pick(STEP_NAMES).unwrap_or("a");
         out.push_str(&format!("name = {}\n", toml_string(name)));
-        if input.below(4) == 0 {
+        if input.one_in(4) {
             let members: Vec<String> = (0..input.below(3))
                 .map(|_| {
                     let name = input.pick(STEP_NAMES).unwrap_or("x");
@@ -250,7 +250,7 @@ pub type CheckWorkflow<'a> = &'a dyn Fn(&Workflow, &dyn Fn(&str) -> bool) -> Res
 /// error result says why.
 pub fn workflow_toml(data: &[u8], parse: ParseToml<'_>, check: CheckWorkflow<'_>) {
     let mut input = Input::new(data);
-    let text = if input.below(4) == 0 {
+    let text = if input.one_in(4) {
         String::from_utf8_lossy(input.rest()).into_owned()
     } else {
         workflow_text(&mut input)
