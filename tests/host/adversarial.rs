@@ -190,6 +190,26 @@ fn the_first_error_in_a_stream_wins_however_the_body_is_cut() {
     }
 }
 
+/// Found by `a_secret_never_survives_redaction` (once it gave a second secret inside or
+/// around the first, and checked that their order does not matter): a secret inside another
+/// was redacted first when listed first, leaving the rest of the longer one in the text
+/// (`[/?=[redacted]`). `redact_secrets` now replaces the longest forms first.
+#[test]
+fn a_secret_inside_another_is_redacted_whole_in_either_order() {
+    use edgent::values::redact::redact_secrets;
+    let text = "GET /w?appid=k3y%2Fpart2-more&x=k3y/part2";
+    for secrets in [
+        ["k3y/part2", "k3y/part2-more"],
+        ["k3y/part2-more", "k3y/part2"],
+    ] {
+        let secrets: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            redact_secrets(text, &secrets),
+            "GET /w?appid=[redacted]&x=[redacted]"
+        );
+    }
+}
+
 /// Found by `toml_workflows_parse_check_build_and_run`: a TOML workflow whose step calls the
 /// workflow itself passes the build check and recurses without bound when it runs (a stack
 /// overflow: the test binary aborts, the Worker's instance traps). Open: nested calls

@@ -98,42 +98,78 @@ const SECRET_CHARS: &[char] = &[
     ']', 'r', 'e', 'd',
 ];
 
-/// Input: the secret's length (4 to 67 characters) and characters, then the text: pieces of
-/// arbitrary text with the secret dropped in between in any of its forms.
+fn secret_chars(input: &mut Input<'_>, n: usize) -> String {
+    (0..n)
+        .map(|_| input.pick(SECRET_CHARS).unwrap_or('a'))
+        .collect()
+}
+
+/// Input: the secret's length (4 to 67 characters) and characters, a second secret (any
+/// characters, or one inside the first or around it), then the text: pieces of arbitrary text
+/// with either secret dropped in between in any of its forms.
 ///
-/// The secret, in none of its forms (as written, percent-encoded with upper- or lower-case hex,
-/// form encoded), survives redaction anywhere in the text. The marker itself may border the
-/// secret's own characters (a secret `d]ab` before `ab` leaves `[redacte` + `d]ab`), so the
-/// check is made on the text between markers. A second secret redacted along with it does not
-/// change that.
+/// Neither secret, in any of its forms (as written, percent-encoded with upper- or lower-case
+/// hex, form encoded), survives redaction anywhere in the text, and the order the secrets are
+/// given in does not matter (one inside the other used to leave the outer one's rest when the
+/// inner one was redacted first). The marker itself may border a secret's own characters (a
+/// secret `d]ab` before `ab` leaves `[redacte` + `d]ab`), so the check is made on the text
+/// between markers.
 pub fn redaction(data: &[u8]) {
     let mut input = Input::new(data);
-    let secret: String = (0..4 + input.below(64))
-        .map(|_| input.pick(SECRET_CHARS).unwrap_or('a'))
-        .collect();
-    let other: String = (0..input.below(12))
-        .map(|_| input.pick(SECRET_CHARS).unwrap_or('a'))
-        .collect();
-    let all = forms(&secret);
+    let n = 4 + input.below(64);
+    let secret = secret_chars(&mut input, n);
+    let other = match input.below(4) {
+        0 => {
+            let n = input.below(12);
+            secret_chars(&mut input, n)
+        }
+        1 => {
+            let chars: Vec<char> = secret.chars().collect();
+            let start = input.below(chars.len());
+            let len = 4 + input.below(chars.len());
+            chars[start..(start + len).min(chars.len())]
+                .iter()
+                .collect()
+        }
+        _ => {
+            let n = 1 + input.below(8);
+            let extra = secret_chars(&mut input, n);
+            if input.bool() {
+                format!("{extra}{secret}")
+            } else {
+                format!("{secret}{extra}")
+            }
+        }
+    };
+    let forms_of = [forms(&secret), forms(&other)];
     let mut text = String::new();
     while !input.is_empty() && text.len() < 8192 {
         match input.below(4) {
             0 => text.push_str(&input.text(24)),
-            1 => text.push_str(&other),
-            _ => {
+            which => {
+                let all = &forms_of[usize::from(which == 1)];
                 let i = input.below(all.len());
                 text.push_str(&all[i]);
             }
         }
     }
-    let secrets = vec![secret.clone(), other];
-    let out = redact_secrets(&text, &secrets);
-    for piece in out.split(REDACTED) {
-        for form in &all {
-            assert!(
-                !piece.contains(form.as_str()),
-                "secret {secret:?} survives as {form:?} in {out:?} (from {text:?})"
-            );
+    let out = redact_secrets(&text, &[secret.clone(), other.clone()]);
+    let reversed = redact_secrets(&text, &[other.clone(), secret.clone()]);
+    assert_eq!(
+        out, reversed,
+        "the order of {secret:?} and {other:?} matters for {text:?}"
+    );
+    for (s, all) in [&secret, &other].into_iter().zip(&forms_of) {
+        if s.len() < 4 {
+            continue; // too short to search for: it would match ordinary text
+        }
+        for piece in out.split(REDACTED) {
+            for form in all {
+                assert!(
+                    !piece.contains(form.as_str()),
+                    "secret {s:?} survives as {form:?} in {out:?} (from {text:?})"
+                );
+            }
         }
     }
 }
