@@ -30,7 +30,8 @@ fi
 cd fuzz
 started=$(date +%s)
 echo "[fuzz] building the targets (sanitizer: $SANITIZER)"
-cargo +nightly fuzz build -s "$SANITIZER"
+# fuzz/target whatever CARGO_TARGET_DIR says: the binaries are run from there below.
+cargo +nightly fuzz build -s "$SANITIZER" --target-dir target
 built=$(date +%s)
 # The targets run from the binaries just built (`cargo fuzz run` would check the build again
 # before each one, and rebuild from sources edited meanwhile).
