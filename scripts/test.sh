@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `npm test`: install what is missing, then host tests (cargo test), build the Worker, then the
-# end-to-end tests (node --test) against the real built Worker in Miniflare and wrangler dev.
+# `npm test`: install what is missing, then host tests (cargo test), a short fuzzing run, build
+# the Worker, then the end-to-end tests (node --test) against the real built Worker in Miniflare
+# and wrangler dev.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -9,6 +10,11 @@ bash scripts/setup.sh
 
 echo "[test] host tests (cargo test)"
 cargo test --workspace --quiet
+
+# The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as
+# proptest cases): 5 s each; `npm run fuzz [seconds]` fuzzes for longer.
+echo "[test] fuzzing (cargo-fuzz, 5 s per target)"
+bash scripts/fuzz.sh 5
 
 echo "[test] building the Workers (the example app, then examples/hello)"
 bash scripts/build.sh

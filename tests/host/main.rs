@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 mod admin;
+mod adversarial;
 mod anthropic_stream;
 mod config_db;
 mod config_resolve;

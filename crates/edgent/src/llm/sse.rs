@@ -4,6 +4,8 @@
 //! across network chunks. The parser buffers only the unfinished line and the event being
 //! built, so memory stays bounded by one event.
 
+use crate::llm::stream::ProviderError;
+
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SseEvent {
@@ -33,6 +35,13 @@ impl std::fmt::Display for SseError {
 
 impl std::error::Error for SseError {}
 
+/// A stream that breaks the SSE format is a malformed answer.
+impl From<SseError> for ProviderError {
+    fn from(e: SseError) -> Self {
+        ProviderError::Malformed(e.to_string())
+    }
+}
+
 /// Largest event we accept (a tool call's arguments arrive in many small events, so 1 MiB is
 /// far more than any provider sends in one).
 pub const MAX_EVENT_BYTES: usize = 1 << 20;
@@ -53,9 +62,27 @@ impl SseParser {
         Self::default()
     }
 
-    /// Feeds the next bytes and returns every event completed by them.
+    /// Feeds the next bytes and returns every event completed by them. On an error the
+    /// events completed earlier in the same call are dropped; a consumer that must see them
+    /// (to report the first error in the stream, whatever the network's pieces) uses
+    /// [`SseParser::feed_each`].
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, SseError> {
         let mut out = Vec::new();
+        self.feed_each(bytes, |ev| {
+            out.push(ev);
+            Ok::<(), SseError>(())
+        })?;
+        Ok(out)
+    }
+
+    /// Feeds the next bytes, handing each event to `on_event` as soon as it is complete, in
+    /// stream order, and stopping at the first error (the parser's or `on_event`'s): so the
+    /// events seen and the error met are the same however the stream was cut.
+    pub fn feed_each<E: From<SseError>>(
+        &mut self,
+        bytes: &[u8],
+        mut on_event: impl FnMut(SseEvent) -> Result<(), E>,
+    ) -> Result<(), E> {
         for &b in bytes {
             // A "\r\n" pair is one line end; the "\n" after a "\r" was already handled.
             if self.last_was_cr && b == b'\n' {
@@ -66,16 +93,16 @@ impl SseParser {
             if b == b'\n' || b == b'\r' {
                 let line = std::mem::take(&mut self.line);
                 if let Some(ev) = self.process_line(&line)? {
-                    out.push(ev);
+                    on_event(ev)?;
                 }
             } else {
                 self.line.push(b);
                 if self.line.len() + self.data.len() > MAX_EVENT_BYTES {
-                    return Err(SseError::EventTooLarge(MAX_EVENT_BYTES));
+                    return Err(SseError::EventTooLarge(MAX_EVENT_BYTES).into());
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Whether bytes of an unfinished event are buffered (a stream ending now was cut short).
@@ -190,6 +217,27 @@ mod tests {
         let mut p = SseParser::new();
         let big = vec![b'a'; MAX_EVENT_BYTES + 10];
         assert!(matches!(p.feed(&big), Err(SseError::EventTooLarge(_))));
+    }
+
+    #[test]
+    fn feed_each_hands_over_the_events_before_an_error() {
+        let mut stream = b"data: a\n\ndata: b\n\n".to_vec();
+        stream.extend(vec![b'x'; MAX_EVENT_BYTES + 1]);
+        let mut seen = Vec::new();
+        let fed = SseParser::new().feed_each(&stream, |ev| {
+            seen.push(ev.data);
+            Ok::<(), SseError>(())
+        });
+        assert_eq!(fed, Err(SseError::EventTooLarge(MAX_EVENT_BYTES)));
+        assert_eq!(seen, ["a", "b"]);
+        // `feed` drops them with the error; a consumer's own error stops the feed at once.
+        assert!(SseParser::new().feed(&stream).is_err());
+        let mut calls = 0;
+        let stopped = SseParser::new().feed_each(&stream, |_| {
+            calls += 1;
+            Err(SseError::InvalidUtf8)
+        });
+        assert_eq!((stopped, calls), (Err(SseError::InvalidUtf8), 1));
     }
 
     #[test]

@@ -36,6 +36,7 @@
 //! assert!(matches!(host.drive(0.5), Action::Idle));
 //! ```
 
+pub mod adversarial;
 mod host;
 mod platform;
 mod sqlite;

@@ -16,13 +16,22 @@ const MIN_SECRET_LEN: usize = 4;
 /// `text` with every occurrence of each secret replaced by [`REDACTED`]: the value itself and
 /// its percent-encoded forms (upper- and lower-case hex, and the form encoding with `+` for
 /// spaces).
+///
+/// The longest forms go first, whatever the order of `secrets`: a secret inside another (a
+/// key and the same key with a suffix) would otherwise be cut out of the longer one first,
+/// leaving the rest of it in the text.
 pub fn redact_secrets<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
+    let mut forms: Vec<String> = secrets
+        .iter()
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .flat_map(|s| encodings(s))
+        .collect();
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
     let mut out = Cow::Borrowed(text);
-    for secret in secrets.iter().filter(|s| s.len() >= MIN_SECRET_LEN) {
-        for form in encodings(secret) {
-            if out.contains(form.as_str()) {
-                out = Cow::Owned(out.replace(form.as_str(), REDACTED));
-            }
+    for form in forms {
+        if out.contains(form.as_str()) {
+            out = Cow::Owned(out.replace(form.as_str(), REDACTED));
         }
     }
     out
@@ -90,5 +99,19 @@ mod tests {
             redact_secrets("clean", &secrets),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn a_secret_inside_another_does_not_leave_the_rest_of_the_longer_one() {
+        let text = "key=abcd1234-extra, key=abcd1234";
+        for secrets in [
+            vec!["abcd1234".to_owned(), "abcd1234-extra".to_owned()],
+            vec!["abcd1234-extra".to_owned(), "abcd1234".to_owned()],
+        ] {
+            assert_eq!(
+                redact_secrets(text, &secrets),
+                "key=[redacted], key=[redacted]"
+            );
+        }
     }
 }

@@ -32,14 +32,14 @@ impl AnthropicStream {
 
     /// Feeds body bytes; returns the events they complete.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<StreamEvent>, ProviderError> {
-        let events = self
-            .sse
-            .feed(bytes)
-            .map_err(|e| ProviderError::Malformed(e.to_string()))?;
+        // Each event is handled as it completes, so the first error in the stream is the
+        // one reported, however the body arrived (an oversized line after a provider's error
+        // event in the same read used to hide that error).
+        let mut sse = std::mem::take(&mut self.sse);
         let mut out = Vec::new();
-        for ev in events {
-            self.on_event(ev, &mut out)?;
-        }
+        let fed = sse.feed_each(bytes, |ev| self.on_event(ev, &mut out));
+        self.sse = sse;
+        fed?;
         Ok(out)
     }
 

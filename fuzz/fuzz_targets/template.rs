@@ -1,0 +1,6 @@
+//! `edgent::testing::adversarial::template`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| edgent::testing::adversarial::template(data));

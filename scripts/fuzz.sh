@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `npm run fuzz [seconds-per-target]` (default 10): runs every cargo-fuzz target of the
+# adversarial layer (fuzz/fuzz_targets/, one per property body of edgent::testing::adversarial)
+# for that long, then prints a table: target, inputs run, crashes. Exits non-zero if any target
+# crashed (a panic, a timeout or running out of memory); its input is in fuzz/artifacts/<target>/.
+#
+# Needs the nightly toolchain (libFuzzer's instrumentation) and cargo-fuzz, installed when
+# missing. Options by environment: FUZZ_TARGETS="a b" runs only those; FUZZ_SANITIZER=address
+# builds with AddressSanitizer (default none: the code under test forbids `unsafe`, and the
+# panics the properties raise need no sanitizer; a build with it is about twice as slow).
+# The corpus each target grows is kept in fuzz/corpus/ (ignored by git), so later runs start
+# from what earlier ones found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+
+SECONDS_PER_TARGET="${1:-10}"
+SANITIZER="${FUZZ_SANITIZER:-none}"
+MAX_LEN=8192
+
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  echo "[fuzz] installing the nightly toolchain (libFuzzer needs it)"
+  rustup toolchain install nightly --profile minimal
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "[fuzz] installing cargo-fuzz"
+  cargo install cargo-fuzz --locked
+fi
+
+cd fuzz
+started=$(date +%s)
+echo "[fuzz] building the targets (sanitizer: $SANITIZER)"
+# fuzz/target whatever CARGO_TARGET_DIR says: the binaries are run from there below.
+cargo +nightly fuzz build -s "$SANITIZER" --target-dir target
+built=$(date +%s)
+# The targets run from the binaries just built (`cargo fuzz run` would check the build again
+# before each one, and rebuild from sources edited meanwhile).
+triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
+bin="target/$triple/release"
+
+if [ -n "${FUZZ_TARGETS:-}" ]; then
+  read -r -a targets <<<"$FUZZ_TARGETS"
+else
+  targets=()
+  for f in fuzz_targets/*.rs; do
+    targets+=("$(basename "$f" .rs)")
+  done
+fi
+
+mkdir -p target/fuzz-logs
+rows=()
+failed=0
+for t in "${targets[@]}"; do
+  mkdir -p "artifacts/$t" "corpus/$t"
+  before=$(find "artifacts/$t" -type f | wc -l)
+  log="target/fuzz-logs/$t.log"
+  echo "[fuzz] $t for ${SECONDS_PER_TARGET}s"
+  status=0
+  "$bin/$t" -artifact_prefix="artifacts/$t/" -max_total_time="$SECONDS_PER_TARGET" \
+    -max_len="$MAX_LEN" -timeout=30 -rss_limit_mb=2048 "corpus/$t" >"$log" 2>&1 || status=$?
+  runs=$(grep -oE '^Done [0-9]+ runs' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+  if [ -z "$runs" ]; then
+    # Stopped by a crash: the last status line counts the inputs run before it.
+    runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#' || true)
+  fi
+  crashes=$(($(find "artifacts/$t" -type f | wc -l) - before))
+  if [ "$status" -ne 0 ] && [ "$crashes" -eq 0 ]; then
+    crashes=1 # failed without leaving an input (a build or libFuzzer error): see the log
+  fi
+  if [ "$crashes" -gt 0 ]; then
+    failed=1
+    echo "[fuzz] $t FAILED (log: fuzz/$log)"
+    grep -E "panicked at|^(thread|Error|==[0-9]+==ERROR)" "$log" | head -5 || true
+    newest=$(find "artifacts/$t" -type f -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2- || true)
+    if [ -n "$newest" ]; then
+      echo "[fuzz] reproduce: (cd fuzz && cargo +nightly fuzz run -s $SANITIZER $t $newest)"
+      echo "[fuzz] minimise:  (cd fuzz && cargo +nightly fuzz tmin -s $SANITIZER $t $newest)"
+    fi
+  fi
+  rows+=("$(printf '%-24s %14s %8s' "$t" "${runs:-?}" "$crashes")")
+done
+
+echo
+printf '%-24s %14s %8s\n' "target" "inputs run" "crashes"
+printf '%s\n' "${rows[@]}"
+finished=$(date +%s)
+echo "[fuzz] build $((built - started)) s, runs $((finished - built)) s (${SECONDS_PER_TARGET} s per target)"
+if [ "$failed" -ne 0 ]; then
+  echo "[fuzz] a target crashed: see docs/testing.md (Fuzzing and property tests) to reproduce and keep the case"
+  exit 1
+fi
