@@ -211,13 +211,10 @@ fn a_secret_inside_another_is_redacted_whole_in_either_order() {
 }
 
 /// Found by `toml_workflows_parse_check_build_and_run`: a TOML workflow whose step calls the
-/// workflow itself passes the build check and recurses without bound when it runs (a stack
-/// overflow: the test binary aborts, the Worker's instance traps). Open: nested calls
-/// (`flow.call_tool`) have no depth limit yet (issue 13, item 7). Run with `--ignored` to
-/// see it; the property leaves self-calls out until then (`SELF_CALLS` in
-/// `edgent::testing::adversarial::workflow`).
+/// workflow itself passed the build check and recursed without bound when it ran (a stack
+/// overflow: the test binary aborted, the Worker's instance trapped). Nested calls now stop at
+/// `MAX_CALL_NESTING`.
 #[test]
-#[ignore = "known defect, open: unbounded recursion of a workflow that calls itself (aborts the test binary)"]
 fn a_workflow_that_calls_itself_ends_with_an_error() {
     let text = "description = \"d\"\n[[steps]]\nname = \"a\"\ntool = \"wf\"\n";
     let workflow = parse_toml(text).unwrap();
@@ -230,4 +227,10 @@ fn a_workflow_that_calls_itself_ends_with_an_error() {
     let host = edgent::testing::TestHost::new(registry, 1_800_000_000_000).into_rc();
     let result = host.run(tool.call(host.flow("call_1"), "{}"));
     assert!(result.is_error(), "{result:?}");
+    assert!(
+        result
+            .to_model_text()
+            .contains("calls deep inside other tools"),
+        "{result:?}"
+    );
 }

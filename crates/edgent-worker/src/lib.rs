@@ -102,11 +102,9 @@ macro_rules! serve {
             const _: () = {
                 use ::worker::wasm_bindgen::prelude::*;
 
-                #[wasm_bindgen(
-                                    wasm_bindgen = ::worker::wasm_bindgen,
-                                    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
-                                    js_sys = ::worker::js_sys
-                                )]
+                // Kept on one line: rustfmt re-indents a wrapped attribute in a macro on every run.
+                #[rustfmt::skip]
+                #[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, wasm_bindgen_futures = ::worker::wasm_bindgen_futures, js_sys = ::worker::js_sys)]
                 impl DurableThread {
                     #[wasm_bindgen(js_name = webSocketMessage)]
                     pub async fn websocket_message(

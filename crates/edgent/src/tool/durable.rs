@@ -17,7 +17,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::values::limits::{
-    truncated, MAX_ERROR_TEXT_BYTES, MAX_SLEEP_MS, MAX_STEP_VALUE_BYTES, MAX_TOOL_RESULT_BYTES,
+    truncated, MAX_CALL_NESTING, MAX_ERROR_TEXT_BYTES, MAX_SLEEP_MS, MAX_STEP_VALUE_BYTES,
+    MAX_TOOL_RESULT_BYTES,
 };
 use crate::values::redact::redact_secrets;
 use serde::de::DeserializeOwned;
@@ -232,8 +233,18 @@ impl FlowState {
                 "tool {name:?} needs a person's approval, so a workflow cannot call it; let the model call it"
             )));
         }
+        if self.call_nesting >= MAX_CALL_NESTING {
+            // A workflow that calls itself (directly or through others) ends here instead of
+            // recursing until the stack overflows (which would reset the whole instance).
+            return Err(ToolError::fatal(format!(
+                "tool {name:?} would run {} calls deep inside other tools (the limit is \
+                 {MAX_CALL_NESTING}); does a workflow call itself?",
+                self.call_nesting + 1
+            )));
+        }
         let mut flow = self.clone();
         flow.run = std::rc::Rc::default();
+        flow.call_nesting = self.call_nesting + 1;
         // Its own record space: a nested workflow's step names cannot clash with ours. The
         // n-th nested call of a run gets the same id on every run (the determinism rule).
         let key = {

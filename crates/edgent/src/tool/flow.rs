@@ -124,6 +124,8 @@ pub struct FlowState {
     /// `tool_bindings` or the `queue_tool` caller set it.
     pub bindings: Map<String, Value>,
     pub(crate) run: Rc<super::RunState>,
+    /// How many `call_tool`s deep this flow runs (0: the call the engine started).
+    pub(crate) call_nesting: u32,
     root: Option<Rc<FlowState>>,
     host: Rc<dyn FlowHost>,
 }
@@ -169,6 +171,7 @@ impl FlowState {
             now_ms: host.now_ms(),
             bindings: Map::new(),
             run: Rc::default(),
+            call_nesting: 0,
             root: None,
             host,
         }

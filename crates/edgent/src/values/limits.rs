@@ -39,6 +39,9 @@ pub const MAX_CONCURRENT_TOOL_RUNS: usize = 16;
 /// before it is accepted, so a client looping on connect cannot grow a thread's fan-out (every
 /// frame goes to every socket) without bound.
 pub const MAX_SOCKETS_PER_THREAD: usize = 64;
+/// Deepest chain of tools calling tools (`flow.call_tool`, TOML workflow steps): a workflow
+/// that calls itself fails at this depth instead of overflowing the stack.
+pub const MAX_CALL_NESTING: u32 = 8;
 /// Deepest chain of child threads (an agent tool's conversation is one level below its
 /// caller's): an agent that calls itself, directly or through others, gets an error result
 /// at this depth instead of recursing without bound.

@@ -147,14 +147,10 @@ fn toml_value(value: &Value) -> String {
     }
 }
 
-/// Whether a step may call the workflow itself. KNOWN DEFECT (open, issue 13 item 7): a
-/// workflow that calls itself (directly, or through another tool's `flow.call_tool`) passes
-/// the build check and recurses without bound at run time: a stack overflow, which aborts a
-/// host test binary and traps the Worker's instance. Nested calls have no depth limit yet
-/// (`tool/flow.rs`). Until they do, steps calling `wf` are refused by this body's `is_tool`
-/// like an unknown tool; the reproducer is `tests/host/adversarial.rs`
-/// `a_workflow_that_calls_itself_ends_with_an_error` (ignored). Set to `true` once fixed.
-const SELF_CALLS: bool = false;
+/// Whether a step may call the workflow itself: it must end with an error at
+/// `MAX_CALL_NESTING` (before that limit it recursed until the stack overflowed; the reproducer
+/// is `tests/host/adversarial.rs` `a_workflow_that_calls_itself_ends_with_an_error`).
+const SELF_CALLS: bool = true;
 
 /// Step and member names.
 const STEP_NAMES: &[&str] = &["a", "b", "g", "x", "input", "a", "1a", ""];
