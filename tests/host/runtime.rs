@@ -641,7 +641,8 @@ fn a_sub_prompts_tool_calls_count_against_the_tools_rate_limit_and_are_logged() 
     );
     let nested = record(&h, "c2").nested;
     assert_eq!(nested.len(), 1);
-    assert_eq!(nested[0].key, "c2/s1");
+    // Keyed by the sub-prompt call's id (one of ours: the provider's `s1` is replaced).
+    assert!(nested[0].key.starts_with("c2/call_"), "{}", nested[0].key);
     assert_eq!(nested[0].tool, "limited");
     assert_eq!(nested[0].attempt.outcome.as_deref(), Some("success"));
 }
@@ -846,4 +847,70 @@ fn a_finished_call_of_a_parallel_batch_is_stored_while_its_sibling_still_runs() 
         .filter_map(|m| m["tool_call_id"].as_str())
         .collect();
     assert_eq!(ids, ["c_slow", "c_fast"]);
+}
+
+/// Found by a review: calls a crash left open on a stopped thread were settled only once the
+/// agent's configuration loaded; with the agent deleted they stayed open for good.
+#[test]
+fn a_stopped_threads_leftover_calls_are_settled_without_its_agent() {
+    use edgent::tool::FlowHost;
+    let h = TestHost::new(
+        edgent::tool::Registry::build(vec![("echo", echo())]).unwrap(),
+        T0,
+    )
+    .with_agent(edgent::testing::agent(&["echo"]))
+    .into_rc();
+    let id = h
+        .thread()
+        .queue_tool(T0, &h.registry, "echo", json!({}))
+        .unwrap();
+    // A crash left the call open on a stopped thread; its agent was deleted since.
+    h.store().set_stopped(T0, "user").unwrap();
+    h.sql()
+        .exec("UPDATE thread SET agent_id = 'deleted_agent'", &[])
+        .unwrap();
+    let rt = h.runtime();
+    h.run(rt.alarm());
+    h.run_spawned();
+    let call = record(&h, &id);
+    assert_eq!(call.status, "error");
+    assert_eq!(
+        call.result.as_deref(),
+        Some("Error: cancelled: the thread was stopped (by user)")
+    );
+    assert!(
+        errors(&h).is_empty(),
+        "no configuration error: {:?}",
+        errors(&h)
+    );
+}
+
+/// Found by a review: failed attempts spent nothing, so a model that reports usage and then
+/// fails (a deadline, a cut stream) never reached the budget.
+#[test]
+fn a_failed_attempts_reported_usage_counts_toward_the_budget() {
+    let mut config = edgent::testing::agent(&[]);
+    config.models[0].total_timeout_ms = Some(1_000);
+    config.agent.max_tokens = Some(1_500);
+    let h = TestHost::new(edgent::tool::Registry::build(vec![]).unwrap(), T0)
+        .with_agent(config)
+        .into_rc();
+    let rt = h.runtime();
+    for _ in 0..6 {
+        h.script_endless(vec![StreamEvent::Usage {
+            input_tokens: 1_000,
+            output_tokens: 10,
+        }]);
+    }
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+    let first = h.model_requests().len();
+    let s = h.thread().summary().unwrap();
+    assert_eq!(s.tokens_used, 1_010 * first as i64, "every attempt counted");
+    // The next message finds the budget spent: the thread stops without asking the model.
+    let _ = h.run(rt.apply(send("Again")));
+    h.run_spawned();
+    assert_eq!(h.model_requests().len(), first);
+    let s = h.thread().summary().unwrap();
+    assert_eq!(s.stopped_by.as_deref(), Some("budget"));
 }

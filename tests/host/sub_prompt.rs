@@ -188,10 +188,54 @@ fn listed_tools_run_and_others_are_refused_with_a_reason() {
         .filter(|m| m.role == Role::Tool)
         .map(|m| m.tool_call_id.as_deref().unwrap_or_default())
         .collect();
+    // The calls got ids of ours (the provider's may repeat or collide); each is paired.
+    let calls: Vec<&str> = history
+        .iter()
+        .flat_map(|m| m.tool_calls.iter().map(|c| c.id.as_str()))
+        .collect();
+    assert_eq!(results, calls, "every call paired with its result");
+    assert!(calls
+        .iter()
+        .all(|id| id.starts_with("call_") && id.len() == 37));
+}
+
+/// Found by a review: a sub-prompt reply with repeated ids lost a result (the second call's
+/// was shown for the first, the first's replaced by "interrupted"), and an id like `a.b` could
+/// not go to another provider. The calls now get ids of ours.
+#[test]
+fn a_sub_prompt_reply_with_repeated_or_odd_ids_keeps_every_result() {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, r#"{"input":"count"}"#);
+    let runs = Rc::new(Cell::new(0));
+    let tools = registry(&runs);
+    let mut t = Thread::open_migrated(&db);
+    let p = prompt(&["count_words"], false);
+    let (mut sub, _) = t.start_sub_prompt(T0, &call, &p, true, 10_000).unwrap();
+    let reply = calling(&[
+        ("dup", "count_words"),
+        ("dup", "count_words"),
+        ("a.b", "count_words"),
+    ]);
+    let SubStep::RunTools(calls) = sub.handle_reply(&mut t, T0, Ok(reply), &tools).unwrap() else {
+        panic!("the calls run");
+    };
+    for (i, c) in calls.iter().enumerate() {
+        sub.handle_tool_result(&mut t, T0, &c.call, CallToolResult::text(format!("r{i}")))
+            .unwrap();
+    }
+    let SubStep::CallModel { history } = sub.next(&t).unwrap() else {
+        panic!("the model sees the results");
+    };
+    let results: Vec<&str> = history
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content.as_str())
+        .collect();
     assert_eq!(
         results,
-        ["c1", "c2", "c3"],
-        "every call paired with its result"
+        ["r0", "r1", "r2"],
+        "each call keeps its own result"
     );
 }
 

@@ -698,6 +698,7 @@ fn the_example_is_registered_with_its_schema_and_policy() {
 
 #[test]
 fn a_workflow_step_counts_against_the_called_tools_deployment_limit() {
+    use edgent::engine::durable::{CallStatus, Ran};
     crate::install_app();
     let host = TestHost::with_thread(T0);
     host.set_limiter(Some(edgent::engine::durable::Window {
@@ -706,24 +707,29 @@ fn a_workflow_step_counts_against_the_called_tools_deployment_limit() {
     }));
     let registry = crate::registry().unwrap();
     let brief = registry.get("weather_brief").unwrap();
-    let err = attempt(
-        &host,
-        brief,
-        "call_1",
-        Map::new(),
-        json!({ "first": "Lisbon", "second": "Porto", "to": "a@b.c" }),
-    )
-    .unwrap_err();
     // get_weather allows 60 calls a minute per deployment (it guards the API key's quota):
-    // the workflow's steps ask the same counter a top-level call asks, and wait for it.
-    assert!(
-        err.text().starts_with(
-            "step \"a\" (get_weather) failed: rate limited: tool \"get_weather\" allows 60 \
-             calls per minute per deployment; try again in 20 s"
-        ),
-        "{err}"
+    // the workflow's steps ask the same counter a top-level call asks, and the workflow
+    // sleeps until the window frees (no attempt spent).
+    let flow = host.flow("call_1");
+    let state = flow.run_state().clone();
+    let args = json!({ "first": "Lisbon", "second": "Porto", "to": "a@b.c" }).to_string();
+    let ran = block_on(edgent::tool::run_until_suspended(
+        brief.attempt(flow, &args),
+        &state,
+    ));
+    let Ran::Suspended(parked) = ran else {
+        panic!("expected the workflow to park, got {ran:?}");
+    };
+    assert_eq!(parked.status, CallStatus::Sleeping);
+    assert_eq!(parked.wake_at, Some(T0 + 20_000));
+    assert_eq!(
+        parked.detail["rate_limit"],
+        json!({ "tool": "get_weather", "per_minute": 60, "scope": "deployment" })
     );
-    assert_eq!(err.retry(), Retry::After(20_000));
-    assert_eq!(host.limiter_asked(), 2, "both members asked");
+    assert_eq!(
+        host.limiter_asked(),
+        2,
+        "both parallel members asked before the run parked"
+    );
     assert!(notifications(&host).is_empty());
 }

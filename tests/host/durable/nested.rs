@@ -65,7 +65,7 @@ fn a_workflow_cannot_walk_past_the_called_tools_rate_limit() {
 }
 
 #[test]
-fn a_nested_call_that_waits_for_room_makes_the_enclosing_call_retry_when_the_window_frees() {
+fn a_nested_call_that_waits_for_room_parks_the_enclosing_call_until_the_window_frees() {
     crate::install_app();
     let clock = clock();
     let runs = counter();
@@ -80,16 +80,54 @@ fn a_nested_call_that_waits_for_room_makes_the_enclosing_call_retry_when_the_win
     let id = h.queue("twice", json!({}));
     drive_idle(&h);
     let parked = h.call(&id);
-    assert_eq!(parked.status, "retrying");
-    // The limiter's answer, not the backoff: the window frees a minute after the first run.
+    // It sleeps until the window frees, a minute after the first run: no attempt is spent.
+    assert_eq!(parked.status, "sleeping");
     assert_eq!(parked.wake_at, Some(T0 + 60_000));
     assert_eq!(runs.get(), 1);
+    assert_eq!(
+        h.record(&id).waiting_for,
+        Some(json!({
+            "rate_limit": { "tool": "limited", "per_minute": 1, "scope": "thread" },
+            "until": T0 + 60_000,
+        }))
+    );
     h.set_now(T0 + 60_000);
     drive_idle(&h);
     assert_eq!(result_of(&h, &id), "2 calls");
     assert_eq!(runs.get(), 2, "step a was recorded and not run again");
+    assert_eq!(
+        h.record(&id).attempts,
+        1,
+        "waiting for room is not an attempt"
+    );
     let keys: Vec<String> = nested_of(&h, &id).into_iter().map(|n| n.0).collect();
     assert_eq!(keys, vec![format!("{id}/a/1"), format!("{id}/b/1")]);
+}
+
+/// Found by a review: a workflow calling a 1-a-minute tool in more steps than it has attempts
+/// gave up ("gave up after 3 attempts"), though every call would succeed given the time.
+#[test]
+fn a_workflow_with_more_limited_calls_than_attempts_still_finishes() {
+    crate::install_app();
+    let clock = clock();
+    let runs = counter();
+    let limited = ok_tool(&runs).rate_limit(RateLimit::per_minute(1));
+    let h = host(
+        &clock,
+        vec![
+            ("limited", limited),
+            ("four", caller("limited", &["a", "b", "c", "d"])),
+        ],
+    );
+    let id = h.queue("four", json!({}));
+    for minute in 1..=4 {
+        drive_idle(&h);
+        h.set_now(T0 + minute * 60_000);
+    }
+    drive_idle(&h);
+    assert_eq!(result_of(&h, &id), "4 calls");
+    assert_eq!(runs.get(), 4);
+    assert_eq!(h.record(&id).attempts, 1);
 }
 
 #[test]
@@ -187,4 +225,42 @@ fn a_rerun_of_the_enclosing_call_logs_a_new_attempt_of_the_same_key() {
             (2, Some("success"), None)
         ]
     );
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct KeyArgs {
+    key: String,
+}
+
+/// Found by a review: a secret the enclosing workflow read and passed on reached the nested
+/// attempt log (clients read it in the execution history) unredacted.
+#[test]
+fn a_secret_the_enclosing_run_read_is_redacted_from_the_nested_log() {
+    crate::install_app();
+    const KEY: &str = "sekrit-key-123";
+    let clock = clock();
+    let echo = Tool::new("Fails quoting its arguments.").handler(
+        |_flow: FlowState, args: KeyArgs| async move {
+            Err::<CallToolResult, _>(ToolError::fatal(format!("bad request {}", args.key)))
+        },
+    );
+    let outer = Tool::new("Passes its key on.").handler(|flow: FlowState| async move {
+        let key = flow.secret("K").unwrap_or_default();
+        flow.step("a", || flow.call_tool("echo", json!({ "key": key })))
+            .await?;
+        Ok::<_, ToolError>("ok".to_owned())
+    });
+    let h = TestHost::with_clock(
+        Registry::build(vec![("echo", echo), ("outer", outer)]).unwrap(),
+        clock.clone(),
+    )
+    .secret("K", KEY)
+    .into_rc();
+    let id = h.queue("outer", json!({}));
+    drive_idle(&h);
+    let record = h.record(&id);
+    assert!(!record.result.clone().unwrap_or_default().contains(KEY));
+    let nested = serde_json::to_string(&record.nested).unwrap();
+    assert!(nested.contains("bad request [redacted]"), "{nested}");
+    assert!(!nested.contains(KEY), "{nested}");
 }

@@ -13,7 +13,7 @@ use crate::api::ops::OP_PREFIX;
 use crate::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
-use crate::engine::thread::{SubStep, Thread, ThreadError};
+use crate::engine::thread::{SubStep, Thread, ThreadError, TurnRules};
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::tool::nested::run_nested;
 use crate::tool::offer::offered;
@@ -117,14 +117,13 @@ impl ChainSink for SubSink<'_, '_> {
     fn attempt_done(
         &mut self,
         mut log: ModelRequestLog,
-        ok: bool,
+        _ok: bool,
         _retry: Option<(&ProviderError, &str)>,
     ) {
         log.depth = 1;
         log.message_id = Some(self.parent_tool_call_id.to_owned());
-        if ok {
-            log.add_usage(&self.completion, self.models);
-        }
+        // Every attempt's reported usage counts toward the thread's budget, failed ones too.
+        log.add_usage(&self.completion, self.models);
         self.runtime.record(self.thread, &log);
     }
 
@@ -174,6 +173,17 @@ impl ThreadRuntime {
                     return result;
                 }
                 SubStep::CallModel { history } => {
+                    // The thread's budget holds inside a sub-prompt too: a spent thread asks
+                    // no model, here or at the top level (which then stops the thread).
+                    let spent = thread.summary().ok().and_then(|t| {
+                        TurnRules::from_config(parent).over_budget(t.tokens_used, t.cost_usd)
+                    });
+                    if let Some(why) = spent {
+                        return CallToolResult::error(format!(
+                            "prompt {:?} was not asked again: {why}",
+                            prompt.name
+                        ));
+                    }
                     let parts = RequestParts {
                         system: &system,
                         history: &history,
@@ -210,7 +220,7 @@ impl ThreadRuntime {
                                 // call that runs this sub-prompt.
                                 let key = format!("{}/{}", call.call.id, c.call.id);
                                 let name = &c.call.name;
-                                run_nested(flow, tool, name, &c.call.arguments, &key)
+                                run_nested(flow, tool, name, &c.call.arguments, &key, None)
                                     .await
                                     .unwrap_or_else(|e| CallToolResult::error(e.text()))
                             }

@@ -8,6 +8,7 @@ use super::chain::{run_chain, ChainSink, RequestParts};
 use super::ThreadRuntime;
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::request_log::ModelRequestLog;
+use crate::engine::store::ThreadStatus;
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{ProviderError, StreamEvent};
@@ -39,13 +40,13 @@ impl ChainSink for MainSink<'_, '_> {
     fn attempt_done(
         &mut self,
         mut log: ModelRequestLog,
-        ok: bool,
+        _ok: bool,
         retry: Option<(&ProviderError, &str)>,
     ) {
         log.message_id = Some(self.call.message_id.clone());
-        if ok {
-            log.add_usage(&self.call.completion, self.models);
-        }
+        // A failed attempt's reported usage counts too (a provider bills what it streamed):
+        // the thread's budget sees every token.
+        log.add_usage(&self.call.completion, self.models);
         self.runtime.record(self.thread, &log);
         if let Some((error, plan)) = retry {
             self.thread.report_retry(error, &log.model, plan);
@@ -135,6 +136,16 @@ impl ThreadRuntime {
             let Ok(Some(summary)) = thread.step_wanted(self.now()) else {
                 break None;
             };
+            if summary.status == ThreadStatus::Stopped {
+                // What a crash left on a stopped thread (a pending reply, calls without a
+                // result) is settled without the agent's configuration, which may be gone.
+                if let Err(e) = thread.next_action_for(self.now(), 0, summary) {
+                    self.platform.log_error(&format!("turn loop error: {e}"));
+                }
+                let wake = thread.take_wake_hint();
+                self.flush(&mut thread);
+                return wake;
+            }
             let (agent_id, side) = (&summary.agent_id, summary.current_side);
             let mut stale = agent
                 .as_ref()

@@ -71,7 +71,7 @@ impl RunState {
         redact_secrets(text, &self.secrets.borrow()).into_owned()
     }
 
-    fn park(&self, suspension: Suspension) {
+    pub(crate) fn park(&self, suspension: Suspension) {
         *self.suspension.borrow_mut() = Some(suspension);
     }
 
@@ -245,6 +245,11 @@ impl FlowState {
         let mut flow = self.clone();
         flow.run = std::rc::Rc::default();
         flow.call_nesting = self.call_nesting + 1;
+        // The secrets this run read may reach the nested call through its arguments: its
+        // result, its error and the attempt log are cleaned of them too.
+        for secret in self.run.secrets.borrow().iter() {
+            flow.run.note_secret(secret);
+        }
         // Its own record space: a nested workflow's step names cannot clash with ours. The
         // n-th nested call of a run gets the same id on every run (the determinism rule).
         let key = {
@@ -254,7 +259,7 @@ impl FlowState {
         };
         flow.tool_call_id = key.clone();
         // Under the called tool's own rate limits and timeout, logged as an attempt.
-        super::nested::run_nested(flow, tool, name, &args.to_string(), &key).await
+        super::nested::run_nested(flow, tool, name, &args.to_string(), &key, Some(&self.run)).await
     }
 
     /// Sleeps durably: the first run records the wake time and parks the call; the thread's

@@ -12,11 +12,12 @@ use std::time::Duration;
 use futures_util::future::{select, Either};
 
 use super::policy::policy_for;
-use super::{run_until_suspended, BoxFuture, CallToolResult, FlowState, Tool, ToolError};
-use crate::engine::durable::{Ran, Window, WINDOW_MS};
+use super::{run_until_suspended, BoxFuture, CallToolResult, FlowState, RunState, Tool, ToolError};
+use crate::engine::durable::{CallStatus, Ran, Suspension, Window, WINDOW_MS};
 use crate::engine::store::Store;
 use crate::values::limits::{truncated, MAX_ERROR_TEXT_BYTES};
 use crate::values::policy::{LimitScope, WhenLimited};
+use serde_json::json;
 
 /// Runs `work` until `timer` (a host's sleep) resolves; `None` when the timer won.
 pub(crate) async fn with_timeout<F: Future>(
@@ -39,15 +40,18 @@ pub(crate) fn millis(d: Duration) -> u64 {
 /// steps are recorded); `log_key` names it in the attempt log and must start with the
 /// enclosing call's id and a `/`, which is how the execution history finds it.
 ///
-/// A rate limit that has no room is an error saying when to come back (`retry_after`); a run
-/// past the tool's timeout is a retryable error; a tool that sleeps or waits for a webhook
-/// fails, since only a top-level call can park.
+/// A rate limit that has no room parks the enclosing run until the window frees when the tool
+/// waits for room and `enclosing` is a run that can park (a workflow: it sleeps, counting no
+/// attempt, and its step runs again on waking); otherwise it is an error saying when to come
+/// back. A run past the tool's timeout is a retryable error; a tool that sleeps or waits for a
+/// webhook fails, since only a top-level call can park.
 pub(crate) async fn run_nested(
     flow: FlowState,
     tool: &Tool,
     name: &str,
     args: &str,
     log_key: &str,
+    enclosing: Option<&RunState>,
 ) -> Result<CallToolResult, ToolError> {
     let host = flow.host().clone();
     let policy = policy_for(host.registry(), name, |k| host.var(k));
@@ -64,6 +68,19 @@ pub(crate) async fn run_nested(
             scope = "deployment";
         }
         if let Some(w) = window.filter(|w| w.used >= limit.per_minute) {
+            if let (WhenLimited::Wait, Some(run)) = (limit.when_limited, enclosing) {
+                let until = w.frees_at.max(now + 1);
+                run.park(Suspension {
+                    status: CallStatus::Sleeping,
+                    wake_at: Some(until),
+                    detail: json!({
+                        "rate_limit": { "tool": name, "per_minute": limit.per_minute, "scope": scope },
+                        "until": until,
+                    }),
+                });
+                // Never completes: the runner sees the parked run and drops this future.
+                std::future::pending::<()>().await;
+            }
             return Err(over_limit(
                 name,
                 limit.per_minute,

@@ -181,6 +181,16 @@ impl SubPrompt {
         if let Err(e) = completion.validate() {
             return Ok(self.failed(&e));
         }
+        if let Some(e) = super::history::unfit_call_name(&completion.tool_calls) {
+            return Ok(self.failed(&e));
+        }
+        // A sub-prompt's calls always get ids of ours: a provider's may repeat within a reply,
+        // reuse one of the thread's (workflow steps are recorded per call id, thread-wide) or
+        // not fit another provider's wire; the model only needs each call paired with its
+        // result, which ours do.
+        for call in &mut completion.tool_calls {
+            call.id = super::history::internal_call_id();
+        }
         let reply = self.at_depth_1(Message {
             tool_calls: completion.tool_calls.clone(),
             side: Some(self.side),
