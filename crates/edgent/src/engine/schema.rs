@@ -275,6 +275,9 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[
         "ALTER TABLE thread ADD COLUMN tokens_used INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE thread ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0",
+        "UPDATE thread SET
+            tokens_used = (SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM model_requests),
+            cost_usd = (SELECT COALESCE(SUM(cost), 0) FROM model_requests)",
         TRIGGER_USAGE_COUNTED,
     ],
 ];

@@ -160,6 +160,9 @@ fn webhook_from_row(r: &Row) -> Result<WebhookRecord, SqlError> {
     })
 }
 
+/// Most attempts listed per call in the execution history (its own and nested ones).
+pub const MAX_LISTED_ATTEMPTS: u32 = 100;
+
 impl Store<'_> {
     // ---- workflow steps ------------------------------------------------------------------
 
@@ -478,8 +481,10 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// The attempts of a call, in order, and those of the tools nested in it (their keys
-    /// start with the call's id and a `/`: one range of the index).
+    /// The attempts of a call, in order, and those of the tools nested in it (their keys start
+    /// with the call's id and a `/`: one range of the index). The newest
+    /// [`MAX_LISTED_ATTEMPTS`] in all: a workflow calling tools in a loop lists its latest
+    /// runs, and a page of calls stays bounded.
     pub fn attempts(
         &self,
         call_id: &str,
@@ -487,16 +492,19 @@ impl Store<'_> {
         let rows = self.sql().exec(
             "SELECT attempt, started_at, finished_at, outcome, error, call_id, name
              FROM tool_attempts
-             WHERE call_id = ? OR (call_id > ? AND call_id < ?) ORDER BY seq",
+             WHERE call_id = ? OR (call_id > ? AND call_id < ?)
+             ORDER BY seq DESC LIMIT ?",
             &[
                 call_id.into(),
                 format!("{call_id}/").into(),
                 // '0' follows '/': every key with the prefix sorts before this.
                 format!("{call_id}0").into(),
+                MAX_LISTED_ATTEMPTS.into(),
             ],
         )?;
         let (mut own, mut nested) = (Vec::new(), Vec::new());
-        for r in &rows {
+        // Newest first from the index, kept oldest first.
+        for r in rows.iter().rev() {
             let attempt = AttemptRecord {
                 attempt: r.int(0)?,
                 started_at: r.int(1)?,
