@@ -1344,15 +1344,19 @@ test('sub-prompt: it may call its own registered tools; calls and results stay a
   const [, sub1, sub2, main2] = model.requests;
   assert.equal(systemOf(sub1), 'You read clocks.');
   assert.deepEqual(sub1.body.tools.map((x) => x.function.name), ['get_current_time']);
+  // The sub-prompt's call got an id of ours (its provider's may repeat or collide), paired
+  // with its result.
+  const inner = chat(sub2)[1].tool_calls?.[0]?.id;
+  assert.match(inner, /^call_[0-9a-f]{32}$/);
   assert.deepEqual(chat(sub2).map((x) => [x.role, x.tool_call_id ?? x.tool_calls?.[0]?.id ?? null]), [
     ['user', null],
-    ['assistant', 'call_inner'],
-    ['tool', 'call_inner'],
+    ['assistant', inner],
+    ['tool', inner],
   ]);
   const time = chat(sub2)[2].content;
   assert.match(time, ISO_UTC);
   assert.equal(chat(main2).at(-1).content, `The clock says ${time}.`);
-  assert.ok(!frames.some((f) => f.type === 'tool' && f.tool_call_id === 'call_inner'), 'the inner call is not shown at depth 0');
+  assert.ok(!frames.some((f) => f.type === 'tool' && (f.tool_call_id === 'call_inner' || f.tool_call_id === inner)), 'the inner call is not shown at depth 0');
   const top = await allMessages(sock.threadId);
   assert.deepEqual(top.map((x) => x.role), ['user', 'assistant', 'tool', 'assistant']);
   const deep = await allMessages(sock.threadId, '&depth=1');
