@@ -90,15 +90,17 @@ impl ModelStream {
             .with_body(Some(JsValue::from_str(body)));
         let request = Request::new_with_init(&url, &init)
             .map_err(|e| ProviderError::Config(format!("bad model URL: {e}")))?;
-        let abort = AbortController::default();
+        // Aborts the request if this future is dropped before the stream is handed over (the
+        // attempt's overall deadline can fire while it waits for headers or an error body).
+        let mut abort = AbortOnDrop(Some(AbortController::default()));
+        let signal = abort.signal();
         let sent = with_timeout(
-            Fetch::Request(request).send_with_signal(&abort.signal()),
+            Fetch::Request(request).send_with_signal(&signal),
             first_chunk,
         )
         .await;
         let mut response = match sent {
             None => {
-                abort.abort();
                 return Err(ProviderError::Timeout("no response headers in time".into()));
             }
             Some(Err(e)) => return Err(ProviderError::Network(e.to_string())),
@@ -114,7 +116,6 @@ impl ModelStream {
                 .and_then(Result::ok)
                 .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
                 .unwrap_or_default();
-            abort.abort();
             return Err(ProviderError::Http {
                 status,
                 message: error_message(model.provider, &text),
@@ -127,7 +128,7 @@ impl ModelStream {
         Ok(ModelStream {
             body,
             parser,
-            abort: Some(abort),
+            abort: abort.0.take(),
             finished: false,
             stall,
             started: false,
@@ -198,6 +199,25 @@ impl ModelStream {
     /// Aborts the underlying fetch (on stop or timeout) so the connection is not left open.
     pub(crate) fn cancel(&mut self) {
         if let Some(abort) = self.abort.take() {
+            abort.abort();
+        }
+    }
+}
+
+/// An abort controller that aborts its request when dropped still holding it.
+struct AbortOnDrop(Option<AbortController>);
+
+impl AbortOnDrop {
+    fn signal(&self) -> worker::AbortSignal {
+        self.0
+            .as_ref()
+            .map_or_else(worker::AbortSignal::abort, AbortController::signal)
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(abort) = self.0.take() {
             abort.abort();
         }
     }
