@@ -115,13 +115,10 @@ macro_rules! serve {
                         ::worker::wasm_bindgen::JsValue,
                         ::worker::wasm_bindgen::JsValue,
                     > {
-                        ::std::panic::AssertUnwindSafe(async move {
-                            $crate::websocket_message(&self.0, ws.into(), message)
-                                .await
-                                .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
-                                .map_err(::worker::wasm_bindgen::JsValue::from)
-                        })
-                        .await
+                        $crate::websocket_message(&self.0, ws.into(), message)
+                            .await
+                            .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
+                            .map_err(::worker::wasm_bindgen::JsValue::from)
                     }
 
                     #[wasm_bindgen(js_name = webSocketClose)]
@@ -135,14 +132,11 @@ macro_rules! serve {
                         ::worker::wasm_bindgen::JsValue,
                         ::worker::wasm_bindgen::JsValue,
                     > {
-                        ::std::panic::AssertUnwindSafe(async move {
-                            self.0
-                                .websocket_close(ws.into(), code, reason, was_clean)
-                                .await
-                                .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
-                                .map_err(::worker::wasm_bindgen::JsValue::from)
-                        })
-                        .await
+                        self.0
+                            .websocket_close(ws.into(), code, reason, was_clean)
+                            .await
+                            .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
+                            .map_err(::worker::wasm_bindgen::JsValue::from)
                     }
 
                     #[wasm_bindgen(js_name = webSocketError)]
@@ -154,14 +148,11 @@ macro_rules! serve {
                         ::worker::wasm_bindgen::JsValue,
                         ::worker::wasm_bindgen::JsValue,
                     > {
-                        ::std::panic::AssertUnwindSafe(async move {
-                            self.0
-                                .websocket_error(ws.into(), error.into())
-                                .await
-                                .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
-                                .map_err(::worker::wasm_bindgen::JsValue::from)
-                        })
-                        .await
+                        self.0
+                            .websocket_error(ws.into(), error.into())
+                            .await
+                            .map(|()| ::worker::wasm_bindgen::JsValue::NULL)
+                            .map_err(::worker::wasm_bindgen::JsValue::from)
                     }
                 }
             };
