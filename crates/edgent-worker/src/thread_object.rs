@@ -14,6 +14,7 @@ use worker::{
     Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
+use super::chat::{self, ChatStreams};
 use super::clock::now;
 use super::do_sql::DoSql;
 use super::host::ShellHost;
@@ -21,6 +22,7 @@ use super::http::{error, json, query_pairs, query_param, read_body, registry_err
 use super::router::PRINCIPAL_HEADER;
 use edgent::api::access::{Access, Principal, SUBPROTOCOL};
 use edgent::api::ops::{ThreadOp, OP_PREFIX};
+use edgent::api::ui_stream::ChatRequest;
 use edgent::api::{ApiError, CreateThread};
 use edgent::engine::thread::ParentLink;
 use edgent::runtime::ThreadRuntime;
@@ -61,6 +63,9 @@ fn principal_of(req: &Request) -> std::result::Result<Principal, ApiError> {
 /// The Durable Object hosting one thread: what the app's `DurableThread` class runs.
 pub struct ThreadObject {
     state: State,
+    /// The AI SDK answers streaming from this instance (shared with the platform, which
+    /// feeds them).
+    chats: Rc<ChatStreams>,
     /// The thread's runtime, or why this Worker's tools could not be registered (every
     /// request then answers with that error).
     runtime: std::result::Result<Rc<ThreadRuntime>, RegistryError>,
@@ -70,15 +75,21 @@ pub struct ThreadObject {
 impl ThreadObject {
     /// A new instance for `state` (the object's storage) and the Worker's `env`.
     pub fn new(state: State, env: Env) -> Self {
+        let chats = Rc::new(ChatStreams::default());
         let runtime = edgent::Catalog::installed_registry().map(|registry| {
             ThreadRuntime::new(Rc::new(ShellHost {
                 sql: DoSql::of(&state),
                 state: state_handle(&state),
                 env,
                 registry,
+                chats: chats.clone(),
             }))
         });
-        ThreadObject { state, runtime }
+        ThreadObject {
+            state,
+            chats,
+            runtime,
+        }
     }
 
     fn runtime(&self) -> std::result::Result<&Rc<ThreadRuntime>, ApiError> {
@@ -103,6 +114,7 @@ impl ThreadObject {
                 Err(e) => Err(e),
             },
             (worker::Method::Get, "/stream") => return self.accept_socket(&req).await,
+            (worker::Method::Post, "/op/chat") => return self.chat(&mut req).await,
             (_, op) => match op.strip_prefix(OP_PREFIX) {
                 Some(op) if op.is_empty() || op.starts_with('/') => {
                     self.http_op(&mut req, op).await
@@ -346,6 +358,44 @@ impl ThreadObject {
             return Ok(response.with_headers(headers));
         }
         Ok(response)
+    }
+
+    /// `POST /api/threads/:id/chat`: the AI SDK's chat transport. The answer's stream is
+    /// opened before the message is stored, so it sees every frame of the turn.
+    async fn chat(&self, req: &mut Request) -> Result<Response> {
+        match self.start_chat(req).await {
+            Ok(rx) => chat::response(rx),
+            Err(e) => error(&e),
+        }
+    }
+
+    async fn start_chat(
+        &self,
+        req: &mut Request,
+    ) -> std::result::Result<
+        futures_channel::mpsc::UnboundedReceiver<worker::Result<Vec<u8>>>,
+        ApiError,
+    > {
+        let rt = self.runtime()?;
+        let principal = principal_of(req)?;
+        let body = read_body(req).await?;
+        let ops = match ChatRequest::parse(&body)? {
+            ChatRequest::Submit(post) => vec![ThreadOp::SendMessage(post)],
+            ChatRequest::Regenerate => vec![ThreadOp::Regenerate],
+            ChatRequest::Decide(decisions) => decisions
+                .into_iter()
+                .map(ThreadOp::DecideApproval)
+                .collect(),
+        };
+        for op in &ops {
+            rt.authorize_op(&principal, op)?;
+        }
+        let rx = self.chats.open([]);
+        for op in ops {
+            // A refused op drops `rx` with the error: the stream is removed at the next frame.
+            rt.apply(op).await?;
+        }
+        Ok(rx)
     }
 
     /// Closes the sockets opened with tokens a revocation just invalidated.
