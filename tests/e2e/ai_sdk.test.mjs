@@ -139,3 +139,16 @@ test('an approval asked for appears as an approval part, and answering it decide
   assert.match(refund.result, /not today/);
   assert.equal(textOf(chat.messages.at(-1)), 'The refund was declined.');
 });
+
+test('thread events arrive as data parts of the answer', async () => {
+  const { chat } = await chatFor();
+  const order = { customer_id: 'cus_1001', items: [{ sku: 'MUG', quantity: 1 }], shipping: { method: 'standard' }, confirmation_email: 'ada@example.com' };
+  model.push({ toolCalls: [{ id: 'call_order', name: 'process_order', arguments: order }] }, { text: 'Ordered.' });
+  await chat.sendMessage({ text: 'Order a mug' });
+  assert.equal(chat.status, 'ready');
+  const parts = chat.messages.at(-1).parts;
+  const notification = parts.find((p) => p.type === 'data-notification');
+  assert.ok(notification, JSON.stringify(parts.map((p) => p.type)));
+  assert.equal(notification.data.to, 'ada@example.com');
+  assert.equal(textOf(chat.messages.at(-1)), 'Ordered.');
+});
