@@ -504,6 +504,37 @@ fn every_listing_walks_an_index_in_its_order() {
 }
 
 #[test]
+fn a_write_never_takes_a_row_back_to_an_older_state() {
+    let index = SqliteD1::thread_index();
+    let newer = IndexRow {
+        thread_id: PARENT.into(),
+        agent_id: "support".into(),
+        status: "idle".into(),
+        turn_count: 2,
+        tags: vec!["vip".into()],
+        created_at: T0,
+        updated_at: T0 + 20,
+        ..IndexRow::default()
+    };
+    let older = IndexRow {
+        status: "running".into(),
+        turn_count: 1,
+        updated_at: T0 + 10,
+        ..newer.clone()
+    };
+    for row in [&newer, &older, &newer] {
+        block_on(edgent::runtime::ConfigDb::batch(&index, row.upsert())).unwrap();
+    }
+    let stored = &rows(&index)[0];
+    assert_eq!(
+        (stored["status"].as_str(), stored["turn_count"].as_i64()),
+        (Some("idle"), Some(2))
+    );
+    let tags = index.query("SELECT tag FROM thread_tags", vec![]).unwrap();
+    assert_eq!(tags.len(), 1, "tags written once however often the row is");
+}
+
+#[test]
 fn a_bad_query_is_a_400_and_d1_failing_a_500() {
     let index = seeded();
     let batches = index.batches();

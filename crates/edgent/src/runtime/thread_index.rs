@@ -141,7 +141,12 @@ impl ThreadRuntime {
         match read {
             Ok((summary, first_message, dirty)) => {
                 let title = first_message.map(|m| crate::api::thread_index::title_of(&m));
-                let row = IndexRow::from_summary(&summary, title);
+                let mut row = IndexRow::from_summary(&summary, title);
+                // Never older than a row this instance wrote from frames (their times are the
+                // flushes', a little after the thread's): D1 ignores a write that goes back.
+                if let Some(known) = index.row.borrow().as_ref() {
+                    row.updated_at = row.updated_at.max(known.updated_at);
+                }
                 *index.row.borrow_mut() = Some(row.clone());
                 index.resync.set(false);
                 index.dirty_stored.set(Some(dirty));
