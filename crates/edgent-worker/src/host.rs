@@ -131,6 +131,10 @@ impl Platform for ShellHost {
         worker::wasm_bindgen_futures::spawn_local(work);
     }
 
+    fn index_db(&self) -> Rc<dyn edgent::runtime::ConfigDb> {
+        Rc::new(D1(self.env.clone()))
+    }
+
     fn log_error(&self, message: &str) {
         worker::console_error!("{message}");
     }

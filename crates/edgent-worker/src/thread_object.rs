@@ -18,7 +18,7 @@ use super::chat::{self, ChatStreams};
 use super::clock::now;
 use super::do_sql::DoSql;
 use super::host::ShellHost;
-use super::http::{error, json, query_pairs, query_param, read_body, registry_error};
+use super::http::{error, json, logged, query_pairs, query_param, read_body, registry_error};
 use super::router::PRINCIPAL_HEADER;
 use edgent::api::access::{Access, Principal, SUBPROTOCOL};
 use edgent::api::ops::{ThreadOp, OP_PREFIX};
@@ -49,6 +49,9 @@ fn server() -> Principal {
 /// The close code of a socket whose token was revoked or expired (4000-4999 are the
 /// application's; 4401 echoes HTTP 401).
 const CLOSE_UNAUTHORIZED: u16 = 4401;
+
+/// The close code of the sockets of a thread that was deleted (4404 echoes HTTP 404).
+const CLOSE_DELETED: u16 = 4404;
 
 /// Who sent an internal request: the router's `x-edgent-principal`, or the server (requests
 /// without it come from the router for the server key, or from a parent thread: objects are
@@ -105,6 +108,7 @@ impl ThreadObject {
         let result = match (req.method(), path.as_str()) {
             (worker::Method::Post, "/create") => self.create(&mut req).await,
             (worker::Method::Post, "/webhook") => self.webhook(&mut req).await,
+            (worker::Method::Post, "/delete") => self.delete().await,
             (worker::Method::Post, "/run") => match self.runtime() {
                 Ok(rt) => rt
                     .run_to_end()
@@ -266,6 +270,25 @@ impl ThreadObject {
             self.close_revoked_sockets();
         }
         Ok((status, answer))
+    }
+
+    /// Erases the thread (the router's `DELETE /api/threads/:id`; 404 when there is none):
+    /// its sockets are closed with a reason, its alarm and storage deleted, and the runtime
+    /// forgets it, so every later request finds no thread. The router removes its index row.
+    async fn delete(&self) -> std::result::Result<(u16, Value), ApiError> {
+        let rt = self.runtime()?;
+        let thread_id = rt.forget_thread()?;
+        for ws in self.state.get_websockets() {
+            let _ = ws.close(Some(CLOSE_DELETED), Some("the thread was deleted"));
+        }
+        let storage = self.state.storage();
+        let erased = match storage.delete_alarm().await {
+            Ok(()) => storage.delete_all().await,
+            Err(e) => Err(e),
+        };
+        rt.thread_erased();
+        erased.map_err(|e| logged("could not erase the thread", e))?;
+        Ok((200, json!({ "deleted": thread_id })))
     }
 
     /// A POST to a webhook URL (the router has bounded the body; the runtime checks the token
