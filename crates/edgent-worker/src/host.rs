@@ -30,14 +30,6 @@ pub(crate) struct ShellHost {
     pub(crate) registry: Rc<Registry>,
 }
 
-/// Sends `frame` to every socket of the object; a closing socket just misses it.
-pub(crate) fn broadcast(state: &State, frame: &ServerFrame) {
-    let text = frame.to_json();
-    for ws in state.get_websockets() {
-        let _ = ws.send_with_str(&text);
-    }
-}
-
 impl FlowHost for ShellHost {
     fn acquire_limit(
         &self,
@@ -70,8 +62,12 @@ impl FlowHost for ShellHost {
         now()
     }
 
-    fn broadcast(&self, frame: &ServerFrame) {
-        broadcast(&self.state, frame);
+    /// The text goes to every socket of the object (the framework numbered and logged it); a
+    /// closing socket just misses it.
+    fn send_to_sockets(&self, text: &str, _frame: &ServerFrame) {
+        for ws in self.state.get_websockets() {
+            let _ = ws.send_with_str(text);
+        }
     }
 
     fn secret(&self, name: &str) -> Option<String> {

@@ -222,6 +222,10 @@ async fn stream(
             "this route is a WebSocket: send Upgrade: websocket",
         ));
     }
+    // Checked here, before the upgrade; the object reads its own copy from a header.
+    let after = query_param(req, "after")
+        .map(|a| edgent::api::ops::parse_after(&a))
+        .transpose()?;
     let (thread_id, create) = match thread {
         Some(id) => (id.to_owned(), None),
         None => {
@@ -238,6 +242,9 @@ async fn stream(
             .map_err(|e| logged("could not build the upgrade request", e))
     };
     set("upgrade", "websocket")?;
+    if let Some(after) = after {
+        set("x-edgent-after", &after.to_string())?;
+    }
     if let Some(create) = create {
         // Internal only: the object creates the thread before it accepts the socket.
         let create = serde_json::to_string(&create).map_err(|e| logged("bad create", e))?;
