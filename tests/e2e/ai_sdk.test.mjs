@@ -152,3 +152,59 @@ test('thread events arrive as data parts of the answer', async () => {
   assert.equal(notification.data.to, 'ada@example.com');
   assert.equal(textOf(chat.messages.at(-1)), 'Ordered.');
 });
+
+test('a reloaded page resumes the answer in progress from its start (the SDK\'s resumeStream)', async () => {
+  const { chat, threadId } = await chatFor();
+  const text = 'A long answer, streamed slowly, that a page reload must not lose. '.repeat(3).trim();
+  model.push({ text, chunkSize: 4, chunkDelayMs: 20 });
+  const first = chat.sendMessage({ text: 'Tell me a story' });
+  // Wait until part of the answer arrived, then "reload": a second Chat with the same id.
+  const deadline = Date.now() + 5000;
+  while (textOf(chat.messages.at(-1) ?? { parts: [] }).length < 20 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.ok(chat.messages.at(-1).role === 'assistant', 'the answer had begun');
+  const r = await client.request('POST', `/api/threads/${threadId}/tokens`, { body: {} });
+  const reloaded = new Chat({
+    id: threadId,
+    transport: new DefaultChatTransport({
+      api: `${worker.url}api/threads/${threadId}/chat`,
+      headers: { authorization: `Bearer ${r.body.token}` },
+    }),
+  });
+  await reloaded.resumeStream();
+  await first;
+  assert.equal(reloaded.status, 'ready');
+  assert.equal(textOf(reloaded.messages.at(-1)), text, 'the resumed answer is whole');
+  assert.equal(textOf(chat.messages.at(-1)), text);
+  // Nothing in progress now: the resume answers 204 and the chat stays as it is.
+  const idle = await fetch(`${worker.url}api/threads/${threadId}/chat/stream`, { headers: { authorization: `Bearer ${r.body.token}` } });
+  assert.equal(idle.status, 204);
+  // The SDK's default reconnect URL (…/chat/:chat_id/stream) works as well.
+  const byId = await fetch(`${worker.url}api/threads/${threadId}/chat/${threadId}/stream`, { headers: { authorization: `Bearer ${r.body.token}` } });
+  assert.equal(byId.status, 204);
+});
+
+test('the chat route refuses what it should: bad bodies, no token, another thread\'s token', async () => {
+  const { threadId } = await chatFor();
+  const other = await chatFor();
+  const token = (await client.request('POST', `/api/threads/${threadId}/tokens`, { body: {} })).body.token;
+  const post = (body, auth = token, id = threadId) =>
+    fetch(`${worker.url}api/threads/${id}/chat`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(auth ? { authorization: `Bearer ${auth}` } : {}) },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+  const user = (text) => ({ id: 'chat', trigger: 'submit-message', messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text }] }] });
+  assert.equal((await post('{nope')).status, 400);
+  assert.equal((await post({ messages: [] })).status, 400);
+  assert.equal((await post({ trigger: 'summon', messages: [] })).status, 400);
+  assert.equal((await post(user('   '))).status, 400);
+  assert.equal((await post(user('hi'), null)).status, 401);
+  assert.equal((await post(user('hi'), token, other.threadId)).status, 403);
+  // Approving through the chat route needs the approve scope.
+  const decide = { messages: [{ id: 'a1', role: 'assistant', parts: [{ type: 'dynamic-tool', toolName: 'issue_refund', toolCallId: 'c1', state: 'approval-responded', input: {}, approval: { id: 'c1', approved: true } }] }] };
+  const refused = await post(decide);
+  assert.equal(refused.status, 403);
+  assert.equal((await stored(threadId)).length, 0, 'nothing was stored by the refused requests');
+});

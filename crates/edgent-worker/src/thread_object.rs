@@ -120,6 +120,7 @@ impl ThreadObject {
             },
             (worker::Method::Get, "/stream") => return self.accept_socket(&req).await,
             (worker::Method::Post, "/op/chat") => return self.chat(&mut req).await,
+            (worker::Method::Get, op) if is_chat_resume(op) => return self.resume_chat(&req),
             (_, op) => match op.strip_prefix(OP_PREFIX) {
                 Some(op) if op.is_empty() || op.starts_with('/') => {
                     self.http_op(&mut req, op).await
@@ -441,6 +442,24 @@ impl ThreadObject {
         Ok(rx)
     }
 
+    /// `GET /api/threads/:id/chat/stream` (or `…/chat/:chat_id/stream`, the AI SDK's default
+    /// reconnect URL): the answer in progress from its start, then live; 204 when none is.
+    fn resume_chat(&self, req: &Request) -> Result<Response> {
+        let replay = self.runtime().and_then(|rt| {
+            rt.authorize(&principal_of(req)?, Access::Chat)?;
+            rt.answer_replay()
+        });
+        match replay {
+            Ok(None) => Ok(Response::empty()?.with_status(204)),
+            // Older than the log keeps (an answer of thousands of frames): live only.
+            Ok(Some(replay)) if replay.reset => chat::response(self.chats.open([])),
+            Ok(Some(replay)) => {
+                chat::response(self.chats.open(replay.frames.iter().map(String::as_str)))
+            }
+            Err(e) => error(&e),
+        }
+    }
+
     /// Closes the sockets opened with tokens a revocation just invalidated.
     fn close_revoked_sockets(&self) {
         let Ok(rt) = self.runtime() else { return };
@@ -450,6 +469,18 @@ impl ThreadObject {
                 let _ = ws.close(Some(CLOSE_UNAUTHORIZED), Some("token revoked"));
             }
         }
+    }
+}
+
+/// Whether `path` (in the object's namespace) is the AI SDK's resume of an answer.
+fn is_chat_resume(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("/op/chat/") else {
+        return false;
+    };
+    match rest.split('/').collect::<Vec<_>>().as_slice() {
+        ["stream"] => true,
+        [chat_id, "stream"] => !chat_id.is_empty(),
+        _ => false,
     }
 }
 

@@ -216,6 +216,19 @@ pub fn newest_and_floor(sql: &dyn Sql) -> Result<(i64, i64), SqlError> {
     Ok((newest, floor))
 }
 
+/// The seq of the frame that began the answer in progress: the newest `status` frame saying
+/// `running` (`None` when the log holds none). A resumed AI SDK answer replays from there.
+pub fn answer_start(sql: &dyn Sql) -> Result<Option<i64>, SqlError> {
+    // The serialiser writes a status frame's fields in this order (`"type"` first); the log is
+    // bounded, so the scan is too.
+    let rows = sql.exec(
+        "SELECT MAX(seq) FROM frame_log
+         WHERE message_id IS NULL AND body LIKE '{\"type\":\"status\",\"state\":\"running\"%'",
+        &[],
+    )?;
+    Ok(rows.first().map(|r| r.opt_int(0)).transpose()?.flatten())
+}
+
 /// What a socket resuming after a seq is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replay {

@@ -227,6 +227,20 @@ impl ThreadRuntime {
             .map_err(|e| self.logged("could not read the frame log", e))
     }
 
+    /// The frames of the answer in progress, from its start (the AI SDK's resume replays the
+    /// whole answer), or `None` when no answer is being written.
+    pub fn answer_replay(&self) -> Result<Option<crate::engine::frame_log::Replay>, ApiError> {
+        let running = self.with_thread(|t| Ok(t.summary()?.status))?
+            == crate::engine::store::ThreadStatus::Running;
+        if !running {
+            return Ok(None);
+        }
+        let sql = self.platform.sql();
+        let start = crate::engine::frame_log::answer_start(sql)
+            .map_err(|e| self.logged("could not read the frame log", e))?;
+        self.replay(Some(start.map_or(0, |seq| seq - 1))).map(Some)
+    }
+
     fn now(&self) -> i64 {
         self.platform.now_ms()
     }
