@@ -23,6 +23,13 @@ if ! grep -q '^EDGENT_API_KEY=' .dev.vars; then
   } >> .dev.vars
   echo "[dev] generated a local API key in .dev.vars"
 fi
+if ! grep -q '^EDGENT_TOKEN_SECRET=' .dev.vars; then
+  secret="$(node -e 'console.log(require("crypto").randomBytes(32).toString("base64url"))')"
+  {
+    echo "# Signs the client tokens browsers use (POST /api/threads/:id/tokens); never the API key."
+    echo "EDGENT_TOKEN_SECRET=$secret"
+  } >> .dev.vars
+fi
 if ! grep -q '^EDGENT_ALLOW_HTTP_MODELS=' .dev.vars; then
   {
     echo "# Lets a model's base_url be plain http to this machine (a local model server);"

@@ -6,6 +6,8 @@ use edgent::prelude::*;
 /// Registered as `get_current_time` (the file stem).
 pub fn tool() -> Tool {
     Tool::new("Returns the current date and time in UTC as an RFC 3339 timestamp.")
+        // Harmless and argument-free: a browser holding a client token may queue it.
+        .client_callable()
         .handler(get_current_time)
 }
 

@@ -50,10 +50,17 @@ export class EdgentClient {
     return sock;
   }
 
-  /** Opens the thread's WebSocket and resolves once `hello` arrived. */
-  async connect(threadId, { token = this.key, viaQuery = false } = {}) {
+  /**
+   * Opens the thread's WebSocket and resolves once `hello` arrived. The credential goes in the
+   * `Authorization` header, or `viaQuery` as `?token=`, or `viaProtocol` as a browser sends
+   * it (`Sec-WebSocket-Protocol: edgent, <token>`). `headers` adds request headers (Origin).
+   */
+  async connect(threadId, { token = this.key, viaQuery = false, viaProtocol = false, headers = {} } = {}) {
     const wsUrl = this.baseUrl.replace(/^http/, 'ws') + `/api/threads/${threadId}/stream` + (viaQuery ? `?token=${encodeURIComponent(token)}` : '');
-    const ws = new WebSocket(wsUrl, viaQuery ? {} : { headers: { authorization: `Bearer ${token}` } });
+    const auth = viaQuery || viaProtocol ? {} : { authorization: `Bearer ${token}` };
+    const ws = viaProtocol
+      ? new WebSocket(wsUrl, ['edgent', token], { headers })
+      : new WebSocket(wsUrl, { headers: { ...auth, ...headers } });
     const sock = new FrameSocket(ws);
     await sock.opened;
     await sock.waitFor((f) => f.type === 'hello');

@@ -10,6 +10,7 @@ import { EdgentClient } from './client.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const API_KEY = 'test-key-0123456789abcdef';
+export const TOKEN_SECRET = 'test-token-secret-0123456789abcdef';
 
 /**
  * Starts an app's built Worker: the example app at the repository root, or the app in
@@ -37,6 +38,7 @@ export async function startWorker({ modelUrl, persistDir, bindings = {}, appDir 
     // the model secrets the tests name are the operator's allow-list.
     bindings: {
       EDGENT_API_KEY: API_KEY,
+      EDGENT_TOKEN_SECRET: TOKEN_SECRET,
       OPENAI_API_KEY: 'sk-test-secret',
       EDGENT_ALLOW_HTTP_MODELS: '1',
       MODEL_SECRETS: 'OPENAI_API_KEY,ANTHROPIC_API_KEY,LOG_API_KEY,NOT_A_SET_SECRET',

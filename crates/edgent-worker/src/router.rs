@@ -8,9 +8,11 @@ use super::d1::D1;
 use super::http::{
     error, json, logged, origin, query_pairs, query_param, raw_query, read_body, registry_error,
 };
+use edgent::api::access::{self, presented, Principal, SUBPROTOCOL, TOKEN_SECRET};
+use edgent::api::cors::{AllowedOrigins, ALLOWED_ORIGINS_VAR};
 use edgent::api::routes::{route, Route};
 use edgent::api::tools::{deployment_limit, tool_entry};
-use edgent::api::{authorized, ApiError, CreateThread};
+use edgent::api::{ApiError, CreateThread};
 use edgent::config::admin::Kind;
 use edgent::config::policy::ModelPolicy;
 use edgent::runtime::{admin, agents};
@@ -19,20 +21,91 @@ use edgent::values::ids::new_id;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Answers one request: CORS first (a preflight, then the headers of the answer), then the
+/// route.
+pub(crate) async fn handle(req: Request, env: Env) -> Result<Response> {
+    let allowed = AllowedOrigins::parse(
+        env.var(ALLOWED_ORIGINS_VAR)
+            .ok()
+            .map(|v| v.to_string())
+            .as_deref(),
+    );
+    let origin = req.headers().get("origin").ok().flatten();
+    if req.method() == Method::Options {
+        return match allowed.preflight(origin.as_deref()) {
+            Ok(headers) => Ok(Response::empty()?
+                .with_status(204)
+                .with_headers(headers_of(&headers))),
+            Err(e) => error(&e),
+        };
+    }
+    let resp = route_request(req, env, &allowed, origin.as_deref()).await?;
+    let cors = allowed.response_headers(origin.as_deref());
+    if cors.is_empty() || resp.status_code() == 101 {
+        return Ok(resp);
+    }
+    // A response from the thread's object has immutable headers: copy them.
+    let headers = Headers::new();
+    for (name, value) in resp.headers().entries() {
+        let _ = headers.set(&name, &value);
+    }
+    for (name, value) in &cors {
+        let _ = headers.set(name, value);
+    }
+    Ok(resp.with_headers(headers))
+}
+
+fn headers_of(pairs: &[(&str, String)]) -> Headers {
+    let headers = Headers::new();
+    for (name, value) in pairs {
+        let _ = headers.set(name, value);
+    }
+    headers
+}
+
 /// Routes one request (the table is [`edgent::api::routes`]).
-pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
+async fn route_request(
+    mut req: Request,
+    env: Env,
+    allowed: &AllowedOrigins,
+    origin: Option<&str>,
+) -> Result<Response> {
     let path = req.path();
     let method = req.method();
     let route = route(method.as_ref(), &path);
-    if route.needs_key() {
-        if let Err(e) = authenticate(&req, &env, route.key_in_query()) {
-            return error(&e);
+    let principal = if route.needs_key() {
+        match authenticate(&req, &env, &route) {
+            Ok(principal) => principal,
+            Err(e) => return error(&e),
         }
+    } else {
+        Principal::Server
+    };
+    if matches!(route, Route::ThreadStream(_) | Route::NewThreadStream)
+        && !allowed.admits_socket(origin)
+    {
+        return error(&ApiError::new(
+            403,
+            "forbidden",
+            format!("this origin may not open sockets; list it in {ALLOWED_ORIGINS_VAR}"),
+        ));
     }
     let outcome = match route {
         Route::Health => return json(200, &json!({ "ok": true, "version": VERSION })),
         Route::Refused { error: e, .. } => Err(e),
         Route::Webhook { thread_id, token } => webhook(&mut req, &env, thread_id, token).await,
+        Route::ThreadStream(id) => stream(&req, &env, Some(id), &principal).await,
+        // The object decodes the rest (`ThreadOp::from_http` is the one table of them) and
+        // checks the operation's scope.
+        Route::ThreadOp { thread_id, op } => {
+            forward(&mut req, &env, thread_id, method, &op, &principal).await
+        }
+        // Everything else is the server's.
+        _ if principal != Principal::Server => Err(ApiError::new(
+            403,
+            "forbidden",
+            "a client token reaches only its own thread; this route needs the server key",
+        )),
         Route::Tools => tools(&env).await,
         Route::CreateThread => create_thread(&mut req, &env).await,
         Route::PutConfig => configure(&mut req, &env, None).await,
@@ -42,10 +115,7 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
         Route::DeleteDefinition(kind, name) => {
             answer(admin::delete(&D1(env.clone()), kind, name).await)
         }
-        Route::ThreadStream(id) => stream(&req, &env, Some(id)).await,
-        Route::NewThreadStream => stream(&req, &env, None).await,
-        // The object decodes the rest (`ThreadOp::from_http` is the one table of them).
-        Route::ThreadOp { thread_id, op } => forward(&mut req, &env, thread_id, method, &op).await,
+        Route::NewThreadStream => stream(&req, &env, None, &principal).await,
         _ => Err(ApiError::not_found("no such route")),
     };
     match outcome {
@@ -54,11 +124,13 @@ pub(crate) async fn handle(mut req: Request, env: Env) -> Result<Response> {
     }
 }
 
+/// Who presents the request's credential (see [`edgent::api::access::presented`]); a client
+/// token must be for the thread the route reaches.
 fn authenticate(
     req: &Request,
     env: &Env,
-    allow_query_token: bool,
-) -> std::result::Result<(), ApiError> {
+    route: &Route<'_>,
+) -> std::result::Result<Principal, ApiError> {
     let expected = env
         .secret("EDGENT_API_KEY")
         .map(|s| s.to_string())
@@ -69,17 +141,48 @@ fn authenticate(
                 "EDGENT_API_KEY is not set on this Worker",
             )
         })?;
-    let header = req.headers().get("authorization").ok().flatten();
-    let token = if allow_query_token {
-        query_param(req, "token")
-    } else {
-        None
-    };
-    if authorized(&expected, header.as_deref(), token.as_deref()) {
-        Ok(())
-    } else {
-        Err(ApiError::unauthorized())
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let authorization = header("authorization");
+    let subprotocols = route
+        .key_in_query()
+        .then(|| header("sec-websocket-protocol"))
+        .flatten();
+    let query_token = route
+        .key_in_query()
+        .then(|| query_param(req, "token"))
+        .flatten();
+    let credential = presented(
+        authorization.as_deref(),
+        subprotocols.as_deref(),
+        query_token.as_deref(),
+    );
+    let secret = env.secret(TOKEN_SECRET).ok().map(|s| s.to_string());
+    let principal = access::authenticate(&expected, secret.as_deref(), credential, now() / 1000)?;
+    if let Principal::Client(token) = &principal {
+        if let Some(thread) = route.thread_id() {
+            if thread != token.thread_id {
+                return Err(ApiError::new(
+                    403,
+                    "forbidden",
+                    "this token is for another thread",
+                ));
+            }
+        }
     }
+    Ok(principal)
+}
+
+/// Tells the thread's object who calls (internal requests are built here, so a client
+/// cannot set this header itself).
+fn set_principal(internal: &Request, principal: &Principal) -> std::result::Result<(), ApiError> {
+    if *principal == Principal::Server {
+        return Ok(());
+    }
+    let text = serde_json::to_string(principal).map_err(|e| logged("bad principal", e))?;
+    internal
+        .headers()
+        .set(PRINCIPAL_HEADER, &text)
+        .map_err(|e| logged("could not build the thread request", e))
 }
 
 fn stub(env: &Env, thread_id: &str) -> std::result::Result<worker::Stub, ApiError> {
@@ -187,6 +290,7 @@ async fn forward(
     thread_id: &str,
     method: Method,
     op: &str,
+    principal: &Principal,
 ) -> std::result::Result<Response, ApiError> {
     let body = if method == Method::Post {
         Some(read_body(req).await?)
@@ -199,8 +303,12 @@ async fn forward(
         None => op.to_owned(),
     };
     let internal = internal_request(method, &path, thread_id, body)?;
+    set_principal(&internal, principal)?;
     send_to(env, thread_id, internal).await
 }
+
+/// Names the internal header carrying the caller to the thread's object.
+pub(crate) const PRINCIPAL_HEADER: &str = "x-edgent-principal";
 
 /// A thread's WebSocket; with no thread (`GET /api/threads/new/stream?agent_id=…`) a new
 /// thread is created by the same request and the `hello` frame names it.
@@ -208,6 +316,7 @@ async fn stream(
     req: &Request,
     env: &Env,
     thread: Option<&str>,
+    principal: &Principal,
 ) -> std::result::Result<Response, ApiError> {
     let upgrade = req
         .headers()
@@ -238,6 +347,12 @@ async fn stream(
             .map_err(|e| logged("could not build the upgrade request", e))
     };
     set("upgrade", "websocket")?;
+    set_principal(&internal, principal)?;
+    let subprotocols = req.headers().get("sec-websocket-protocol").ok().flatten();
+    if access::offers_subprotocol(subprotocols.as_deref()) {
+        // The object answers the upgrade with it, as browsers require.
+        set("x-edgent-subprotocol", SUBPROTOCOL)?;
+    }
     if let Some(create) = create {
         // Internal only: the object creates the thread before it accepts the socket.
         let create = serde_json::to_string(&create).map_err(|e| logged("bad create", e))?;

@@ -18,6 +18,8 @@ use super::clock::now;
 use super::do_sql::DoSql;
 use super::host::ShellHost;
 use super::http::{error, json, query_pairs, query_param, read_body, registry_error};
+use super::router::PRINCIPAL_HEADER;
+use edgent::api::access::{Access, Principal, SUBPROTOCOL};
 use edgent::api::ops::{ThreadOp, OP_PREFIX};
 use edgent::api::{ApiError, CreateThread};
 use edgent::engine::thread::ParentLink;
@@ -33,6 +35,27 @@ use edgent::values::protocol::{
 struct Attachment {
     thread_id: String,
     connected_at: i64,
+    /// Who opened it (sockets from before client tokens were the server's).
+    #[serde(default = "server")]
+    principal: Principal,
+}
+
+fn server() -> Principal {
+    Principal::Server
+}
+
+/// The close code of a socket whose token was revoked or expired (4000-4999 are the
+/// application's; 4401 echoes HTTP 401).
+const CLOSE_UNAUTHORIZED: u16 = 4401;
+
+/// Who sent an internal request: the router's `x-edgent-principal`, or the server (requests
+/// without it come from the router for the server key, or from a parent thread: objects are
+/// not reachable from outside).
+fn principal_of(req: &Request) -> std::result::Result<Principal, ApiError> {
+    match req.headers().get(PRINCIPAL_HEADER).ok().flatten() {
+        None => Ok(Principal::Server),
+        Some(text) => serde_json::from_str(&text).map_err(|_| ApiError::unauthorized()),
+    }
 }
 
 /// The Durable Object hosting one thread: what the app's `DurableThread` class runs.
@@ -119,6 +142,11 @@ impl ThreadObject {
             Ok(ClientFrame::Rpc { id, method, params }) => (id, method, params),
             Ok(ClientFrame::Ping) => {
                 send(&ws, &ServerFrame::Pong);
+                if let Principal::Client(token) = socket_principal(&ws) {
+                    if token.expires_at <= now() / 1000 {
+                        let _ = ws.close(Some(CLOSE_UNAUTHORIZED), Some("token expired"));
+                    }
+                }
                 return Ok(());
             }
             Err(frame) => {
@@ -126,10 +154,15 @@ impl ThreadObject {
                 return Ok(());
             }
         };
+        let principal = socket_principal(&ws);
         let answer = match (self.runtime(), ThreadOp::from_rpc(&method, &params)) {
-            (Ok(rt), Ok(op)) => rt.apply(op).await,
+            (Ok(rt), Ok(op)) => match rt.authorize_op(&principal, &op) {
+                Ok(()) => rt.apply(op).await,
+                Err(e) => Err(e),
+            },
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
+        let revoked = matches!(&answer, Err(e) if e.status == 401);
         let reply = match answer {
             Ok(result) => ServerFrame::Result {
                 id,
@@ -148,6 +181,9 @@ impl ThreadObject {
             },
         };
         send(&ws, &reply);
+        if revoked {
+            let _ = ws.close(Some(CLOSE_UNAUTHORIZED), Some("token revoked or expired"));
+        }
         Ok(())
     }
 
@@ -209,8 +245,15 @@ impl ThreadObject {
         };
         let op = ThreadOp::from_http(method.as_ref(), path, &query, &body)?
             .ok_or_else(|| ApiError::not_found("no such thread operation"))?;
+        let rt = self.runtime()?;
+        rt.authorize_op(&principal_of(req)?, &op)?;
         let status = op.http_status();
-        self.runtime()?.apply(op).await.map(|body| (status, body))
+        let revokes = matches!(op, ThreadOp::RevokeTokens);
+        let answer = rt.apply(op).await?;
+        if revokes {
+            self.close_revoked_sockets();
+        }
+        Ok((status, answer))
     }
 
     /// A POST to a webhook URL (the router has bounded the body; the runtime checks the token
@@ -258,6 +301,16 @@ impl ThreadObject {
         if let Err(e) = self.create_for_socket(req).await {
             return error(&e);
         }
+        let principal = match principal_of(req) {
+            Ok(p) => p,
+            Err(e) => return error(&e),
+        };
+        if let Err(e) = self
+            .runtime()
+            .and_then(|rt| rt.authorize(&principal, Access::Chat))
+        {
+            return error(&e);
+        }
         let greeting = self.runtime().and_then(|rt| rt.greeting());
         let (thread_id, status) = match greeting {
             Ok(v) => v,
@@ -269,6 +322,7 @@ impl ThreadObject {
         server.serialize_attachment(Attachment {
             thread_id: thread_id.clone(),
             connected_at: now(),
+            principal,
         })?;
         send(
             &server,
@@ -278,7 +332,45 @@ impl ThreadObject {
             },
         );
         send(&server, &status);
-        Response::from_websocket(pair.client)
+        let response = Response::from_websocket(pair.client)?;
+        if req
+            .headers()
+            .get("x-edgent-subprotocol")
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            // A browser that offered `edgent` (beside its token) requires it in the answer.
+            let headers = worker::Headers::new();
+            headers.set("sec-websocket-protocol", SUBPROTOCOL)?;
+            return Ok(response.with_headers(headers));
+        }
+        Ok(response)
+    }
+
+    /// Closes the sockets opened with tokens a revocation just invalidated.
+    fn close_revoked_sockets(&self) {
+        let Ok(rt) = self.runtime() else { return };
+        for ws in self.state.get_websockets() {
+            let principal = socket_principal(&ws);
+            if principal != Principal::Server && rt.authorize(&principal, Access::Chat).is_err() {
+                let _ = ws.close(Some(CLOSE_UNAUTHORIZED), Some("token revoked"));
+            }
+        }
+    }
+}
+
+/// Who opened `ws` (a socket without a readable attachment is treated as a client with no
+/// rights: it is refused, never promoted).
+fn socket_principal(ws: &WebSocket) -> Principal {
+    match ws.deserialize_attachment::<Attachment>() {
+        Ok(Some(a)) => a.principal,
+        _ => Principal::Client(edgent::api::access::ClientToken {
+            thread_id: String::new(),
+            scopes: Vec::new(),
+            expires_at: 0,
+            generation: -1,
+        }),
     }
 }
 

@@ -1,6 +1,8 @@
 //! HTTP and WebSocket API contracts that need no Worker: request validation, authentication,
 //! and [`ops::ThreadOp`], the one operation type both transports decode into.
 
+pub mod access;
+pub mod cors;
 pub mod ops;
 pub mod routes;
 pub mod tools;
@@ -35,6 +37,10 @@ pub struct CreateThread {
     pub agent_id: String,
     /// Labels (at most 32, each at most 64 bytes).
     pub tags: Vec<String>,
+    /// A client token to mint with the thread (`"token": {"scopes", "ttl_seconds"}`), so a
+    /// server creates a thread and hands a browser its token in one request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<access::MintRequest>,
 }
 
 impl CreateThread {
@@ -66,7 +72,15 @@ impl CreateThread {
                 ))
             }
         };
-        Ok(CreateThread { agent_id, tags })
+        let token = match obj.get("token") {
+            None | Some(Value::Null) => None,
+            Some(request) => Some(access::MintRequest::from_value(request)?),
+        };
+        Ok(CreateThread {
+            agent_id,
+            tags,
+            token,
+        })
     }
 
     /// Validates the query of `GET /api/threads/new/stream` (`agent_id=…`, one `tag=…` per
@@ -175,26 +189,8 @@ pub fn parse_params<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T,
         .map_err(|why| ApiError::invalid(format!("invalid params: {why}")))
 }
 
-/// Whether the presented credentials match the configured key, in constant time.
-///
-/// `authorization` is the header value (`Bearer <key>`); `token` is the `?token=` query value,
-/// accepted only where browsers cannot set headers (the WebSocket route).
-pub fn authorized(expected: &str, authorization: Option<&str>, token: Option<&str>) -> bool {
-    if expected.is_empty() {
-        return false;
-    }
-    let presented = authorization
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .or(token);
-    presented.is_some_and(|p| constant_time_eq(p.as_bytes(), expected.as_bytes()))
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    // Length is not secret (keys have a fixed documented length); contents are.
+/// Compares two secrets in constant time (their length is not secret).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -294,15 +290,5 @@ mod tests {
         ] {
             assert_eq!(PageQuery::parse([bad]).unwrap_err().status, 400, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn bearer_auth() {
-        assert!(authorized("k3y", Some("Bearer k3y"), None));
-        assert!(authorized("k3y", None, Some("k3y")));
-        assert!(!authorized("k3y", Some("Bearer k3"), None));
-        assert!(!authorized("k3y", Some("k3y"), None));
-        assert!(!authorized("k3y", None, None));
-        assert!(!authorized("", Some("Bearer "), Some("")));
     }
 }

@@ -5,12 +5,13 @@
 
 use serde_json::Value;
 
+use crate::api::access::{Access, MintRequest};
 use crate::api::{
     parse_params, ApiError, ApprovalParams, ForceTurnParams, PageQuery, PostMessage,
     QueueToolParams,
 };
 use crate::engine::store::Side;
-use crate::engine::thread::InjectMessage;
+use crate::engine::thread::{InjectMessage, ToolIndex};
 
 /// What a client asks of one thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +40,10 @@ pub enum ThreadOp {
     ForceTurn(ForceTurnParams),
     /// End the conversation (`POST …/stop`, rpc `stop`).
     Stop,
+    /// A client token for this thread (`POST …/tokens`).
+    MintToken(MintRequest),
+    /// Revoke every token minted so far (`POST …/tokens/revoke`).
+    RevokeTokens,
 }
 
 /// Where client operations live in a thread object's own namespace, apart from the routes
@@ -102,6 +107,8 @@ impl ThreadOp {
             ("GET", ["messages"]) => ThreadOp::GetMessages(page()?),
             ("POST", ["messages"]) => ThreadOp::SendMessage(PostMessage::parse(body)?),
             ("POST", ["stop"]) => ThreadOp::Stop,
+            ("POST", ["tokens"]) => ThreadOp::MintToken(MintRequest::parse(body)?),
+            ("POST", ["tokens", "revoke"]) => ThreadOp::RevokeTokens,
             ("GET", ["logs"]) => ThreadOp::GetLogs(page()?),
             ("GET", ["tool-calls"]) => ThreadOp::GetToolCalls(page()?),
             ("GET", ["tools"]) => ThreadOp::ToolStatuses,
@@ -120,7 +127,38 @@ impl ThreadOp {
     pub fn http_status(&self) -> u16 {
         match self {
             ThreadOp::SendMessage(_) => 202,
+            ThreadOp::MintToken(_) => 201,
             _ => 200,
+        }
+    }
+
+    /// What the caller needs (the scope table of docs/security.md): a client token reads the
+    /// thread, sends user messages and stops it with `chat`, decides approvals with
+    /// `approve`, and queues only tools marked client-callable, without bindings; the rest
+    /// is the server's.
+    pub fn access(&self, tools: &dyn ToolIndex) -> Access {
+        match self {
+            ThreadOp::Summary
+            | ThreadOp::SendMessage(_)
+            | ThreadOp::GetMessages(_)
+            | ThreadOp::GetToolCalls(_)
+            | ThreadOp::ToolStatuses
+            | ThreadOp::Stop => Access::Chat,
+            ThreadOp::DecideApproval(_) => Access::Approve,
+            ThreadOp::QueueTool(p)
+                if p.bindings.is_none()
+                    && tools
+                        .tool_policy(&p.name)
+                        .is_some_and(|policy| policy.client_callable) =>
+            {
+                Access::Chat
+            }
+            ThreadOp::QueueTool(_)
+            | ThreadOp::InjectMessage(_)
+            | ThreadOp::GetLogs(_)
+            | ThreadOp::ForceTurn(_)
+            | ThreadOp::MintToken(_)
+            | ThreadOp::RevokeTokens => Access::Server,
         }
     }
 

@@ -75,6 +75,15 @@ impl Route<'_> {
     pub fn key_in_query(&self) -> bool {
         matches!(self, Route::ThreadStream(_) | Route::NewThreadStream)
     }
+
+    /// The one thread the route reaches, if any: the only routes a client token may use are
+    /// those of its own thread (the thread then checks the operation's scope).
+    pub fn thread_id(&self) -> Option<&str> {
+        match self {
+            Route::ThreadStream(id) | Route::ThreadOp { thread_id: id, .. } => Some(id),
+            _ => None,
+        }
+    }
 }
 
 /// Decodes a request's method and path.

@@ -37,6 +37,7 @@ fn policy_json(p: &ToolPolicy) -> Value {
         "timeout_ms": ms(p.timeout),
         "max_attempts": p.retry.max_attempts,
         "needs_approval": p.needs_approval,
+        "client_callable": p.client_callable,
         "rate_limit": p.rate_limit.map(|l| json!({
             "per_minute": l.per_minute,
             "when_limited": match l.when_limited { WhenLimited::Wait => "wait", WhenLimited::Fail => "fail" },

@@ -25,6 +25,7 @@ use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{ProviderError, StreamEvent};
 use crate::tool::{BoxFuture, FlowHost};
 
+mod access;
 pub mod admin;
 pub mod agents;
 mod chain;

@@ -24,6 +24,10 @@ impl ThreadRuntime {
         parent: Option<ParentLink<'_>>,
         origin: Option<&str>,
     ) -> Result<Value, ApiError> {
+        if create.token.is_some() {
+            let secret = self.platform.secret(crate::api::access::TOKEN_SECRET);
+            crate::api::access::signing_ready(secret.as_deref())?;
+        }
         // The first message may need the agent's hooks before any turn has loaded them.
         let config = self
             .platform
@@ -39,12 +43,16 @@ impl ThreadRuntime {
             }
             Ok(summary)
         })?;
-        Ok(json!({
+        let mut answer = json!({
             "thread_id": summary.thread_id,
             "agent_id": summary.agent_id,
             "created_at": summary.created_at,
             "tags": summary.tags,
-        }))
+        });
+        if let Some(request) = &create.token {
+            answer["token"] = self.mint_token(request)?;
+        }
+        Ok(answer)
     }
 
     /// Applies one client operation, whichever transport it came by: the one place each
@@ -97,6 +105,8 @@ impl ThreadRuntime {
                 self.with_thread(|t| t.stop(now, "user"))?;
                 json!({ "ok": true })
             }
+            ThreadOp::MintToken(request) => self.mint_token(&request)?,
+            ThreadOp::RevokeTokens => self.revoke_tokens()?,
         };
         if starts_work {
             self.start_work().await;

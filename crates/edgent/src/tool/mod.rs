@@ -159,6 +159,14 @@ impl Tool {
         self
     }
 
+    /// A client token (a browser's) may queue it with `queue_tool`, without bindings; other
+    /// tools need the server key to be queued from outside (the model may call any offered
+    /// tool).
+    pub fn client_callable(mut self) -> Self {
+        self.policy.client_callable = true;
+        self
+    }
+
     /// Limits calls per minute (per thread, or per deployment too).
     pub fn rate_limit(mut self, limit: RateLimit) -> Self {
         self.policy.rate_limit = Some(limit);

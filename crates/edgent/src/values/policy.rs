@@ -142,6 +142,9 @@ pub struct ToolPolicy {
     /// The same arguments give the stored result of an earlier successful call (for
     /// idempotent tools and workflows), for this long.
     pub cache_for: Option<Duration>,
+    /// A client token (not only the server key) may queue it with `queue_tool`: for tools a
+    /// browser may trigger directly, such as a "refresh" button. Never with bindings.
+    pub client_callable: bool,
 }
 
 impl Default for ToolPolicy {
@@ -153,6 +156,7 @@ impl Default for ToolPolicy {
             rate_limit: None,
             deadline: None,
             cache_for: None,
+            client_callable: false,
         }
     }
 }

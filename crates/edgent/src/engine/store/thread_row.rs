@@ -149,6 +149,26 @@ impl Store<'_> {
         Ok(u32::try_from(n).unwrap_or(0))
     }
 
+    /// The thread's client-token generation: tokens minted in an older one are revoked. Kept
+    /// in `edgent_meta` (every schema has it), 0 until the first revocation.
+    pub fn token_generation(&self) -> Result<i64, SqlError> {
+        let rows = self.sql.exec(
+            "SELECT value FROM edgent_meta WHERE key = 'token_generation'",
+            &[],
+        )?;
+        Ok(rows.first().map(|r| r.int(0)).transpose()?.unwrap_or(0))
+    }
+
+    /// Revokes every token minted so far: the new generation.
+    pub fn next_token_generation(&self) -> Result<i64, SqlError> {
+        let rows = self.sql.exec(
+            "INSERT INTO edgent_meta (key, value) VALUES ('token_generation', 1) \
+             ON CONFLICT (key) DO UPDATE SET value = value + 1 RETURNING value",
+            &[],
+        )?;
+        Ok(rows.first().map(|r| r.int(0)).transpose()?.unwrap_or(1))
+    }
+
     /// Hands the thread to another agent (an ai_human agent called as a tool).
     pub fn set_agent(&self, now: i64, agent_id: &str) -> Result<(), SqlError> {
         self.sql.exec(

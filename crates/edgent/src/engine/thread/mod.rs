@@ -333,6 +333,18 @@ impl<'a> Thread<'a> {
         self.summary()
     }
 
+    /// The client-token generation in force (tokens minted in an older one are revoked).
+    pub fn token_generation(&self) -> Result<i64, ThreadError> {
+        self.summary()?;
+        Ok(self.store.token_generation()?)
+    }
+
+    /// Revokes every client token of this thread; the new generation.
+    pub fn revoke_tokens(&self) -> Result<i64, ThreadError> {
+        self.summary()?;
+        Ok(self.store.next_token_generation()?)
+    }
+
     /// The thread row and counters.
     pub fn summary(&self) -> Result<ThreadSummary, ThreadError> {
         self.store.thread()?.ok_or(ThreadError::NotFound)

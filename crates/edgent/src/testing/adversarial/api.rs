@@ -5,9 +5,10 @@
 use serde_json::{Map, Value};
 
 use super::input::{any_value, Input};
+use crate::api::access::{self, Principal};
 use crate::api::ops::{ThreadOp, OP_PREFIX, RPC_METHODS};
 use crate::api::routes::{route, Route};
-use crate::api::{authorized, ApiError, CreateThread, PageQuery, PostMessage};
+use crate::api::{ApiError, CreateThread, PageQuery, PostMessage};
 use crate::config::admin::{ConfigSet, Definition};
 use crate::values::ids::is_uuid;
 use crate::values::limits::{MAX_BODY_BYTES, MAX_CONTENT_BYTES, MAX_PAGE};
@@ -352,29 +353,44 @@ pub fn http_request(data: &[u8]) {
     let key = String::from_utf8_lossy(&body).into_owned();
     let header = format!("Bearer {key}");
     let trimmed = key.trim();
-    if !trimmed.is_empty() && trimmed == key {
-        assert!(
-            authorized(&key, Some(&header), None),
+    let who = |credential: Option<&str>, api_key: &str| {
+        access::authenticate(api_key, Some(TOKEN_TEST_SECRET), credential, 0)
+    };
+    if !trimmed.is_empty() && trimmed == key && !access::is_client_token(&key) {
+        let from_header = access::presented(Some(&header), None, None);
+        assert_eq!(
+            who(from_header, &key),
+            Ok(Principal::Server),
             "the right key refused"
         );
-        assert!(
-            authorized(&key, None, Some(&key)),
+        let from_query = access::presented(None, None, Some(&key));
+        assert_eq!(
+            who(from_query, &key),
+            Ok(Principal::Server),
             "the right token refused"
         );
     }
     assert!(
-        !authorized("", Some(&header), Some(&key)),
+        who(Some(&key), "").is_err() || access::is_client_token(&key),
         "an empty key accepted"
     );
     if let Some((_, value)) = query.first() {
         if value != &key {
             assert!(
-                !authorized(&key, None, Some(value)),
-                "a wrong token accepted"
+                who(Some(value), &key).is_err(),
+                "a wrong credential accepted"
             );
         }
     }
+    // Whatever the bytes, they are not a token signed with the secret (forging one would
+    // need the secret).
+    if let Ok(Principal::Client(t)) = who(Some(&key), "unused") {
+        panic!("forged bytes accepted as a token for {:?}", t.thread_id);
+    }
 }
+
+/// The signing secret the adversarial bodies check tokens against.
+const TOKEN_TEST_SECRET: &str = "adversarial-secret";
 
 fn check_create(parsed: Result<CreateThread, ApiError>) {
     match parsed {
