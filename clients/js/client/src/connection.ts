@@ -444,17 +444,18 @@ export class ThreadConnection extends Emitter<ConnectionEvents> {
     } else if (!failure) {
       failure = new EdgentError(0, 'disconnected', `the socket closed${event ? ` (${event.code})` : ''}`);
     }
-    this.emit('failure', failure);
-
     const policy = this.options.reconnect;
     this.attempts += 1;
     if (permanent || policy === false || this.attempts > (policy?.maxAttempts ?? Infinity)) {
+      // Give up: the state says so before `failure` is reported.
       this.userClosed = true;
       this.clearTimers();
-      this.failPending(() => true, failure.code, failure.message);
       this.setState('closed');
+      this.emit('failure', failure);
+      this.failPending(() => true, failure.code, failure.message);
       return;
     }
+    this.emit('failure', failure);
     this.setState('reconnecting');
     const initial = policy?.initialDelayMs ?? 500;
     const max = policy?.maxDelayMs ?? 15000;

@@ -266,3 +266,30 @@ test('jittered backoff stays within [delay * (1 - jitter), delay]', async (t) =>
   const elapsed = second.at - lostAt;
   assert.ok(elapsed >= 45 && elapsed < 100, `half of 100 ms with random() = 1, got ${elapsed}`);
 });
+
+test('reconnect.maxAttempts: gives up after that many failed attempts in a row', async (t) => {
+  const ctx = await setup({}, { reconnect: { initialDelayMs: 10, jitter: 0, maxAttempts: 2 } });
+  t.after(() => teardown(ctx));
+  const failures = [];
+  ctx.conn.on('failure', (e) => failures.push([ctx.conn.state, e.code]));
+  const first = await ctx.server.connectionCount(1);
+  await until(() => ctx.conn.state === 'open');
+  ctx.server.opts.refuse = () => 503;
+  first.ws.terminate();
+  await until(() => ctx.conn.state === 'closed', 3000, 'give up');
+  // The drop, then two refused attempts; the last one reports a closed connection.
+  assert.equal(failures.length, 3);
+  assert.equal(failures[2][0], 'closed');
+  assert.equal(failures[2][1], 'upgrade_refused');
+});
+
+test('reconnect: false never reconnects', async (t) => {
+  const ctx = await setup({}, { reconnect: false });
+  t.after(() => teardown(ctx));
+  const first = await ctx.server.connectionCount(1);
+  await until(() => ctx.conn.state === 'open');
+  first.ws.terminate();
+  await until(() => ctx.conn.state === 'closed');
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(ctx.server.connections.length, 1);
+});
