@@ -6,6 +6,7 @@ pub mod cors;
 pub mod ops;
 pub mod routes;
 pub mod tools;
+pub mod ui_stream;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

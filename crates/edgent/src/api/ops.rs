@@ -40,6 +40,9 @@ pub enum ThreadOp {
     ForceTurn(ForceTurnParams),
     /// End the conversation (`POST …/stop`, rpc `stop`).
     Stop,
+    /// Answer the last user message again (rpc `regenerate`, the AI SDK's
+    /// `regenerate-message`).
+    Regenerate,
     /// A client token for this thread (`POST …/tokens`).
     MintToken(MintRequest),
     /// Revoke every token minted so far (`POST …/tokens/revoke`).
@@ -61,6 +64,7 @@ pub const RPC_METHODS: &[&str] = &[
     "force_turn",
     "stop",
     "approve_tool",
+    "regenerate",
 ];
 
 impl ThreadOp {
@@ -77,6 +81,7 @@ impl ThreadOp {
             "force_turn" => ThreadOp::ForceTurn(parse_params(params)?),
             "stop" => ThreadOp::Stop,
             "approve_tool" => ThreadOp::DecideApproval(parse_params(params)?),
+            "regenerate" => ThreadOp::Regenerate,
             other => {
                 return Err(ApiError::new(
                     400,
@@ -143,6 +148,7 @@ impl ThreadOp {
             | ThreadOp::GetMessages(_)
             | ThreadOp::GetToolCalls(_)
             | ThreadOp::ToolStatuses
+            | ThreadOp::Regenerate
             | ThreadOp::Stop => Access::Chat,
             ThreadOp::DecideApproval(_) => Access::Approve,
             ThreadOp::QueueTool(p)
@@ -170,6 +176,7 @@ impl ThreadOp {
                 | ThreadOp::QueueTool(_)
                 | ThreadOp::DecideApproval(_)
                 | ThreadOp::ForceTurn(_)
+                | ThreadOp::Regenerate
         )
     }
 

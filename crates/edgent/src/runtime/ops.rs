@@ -105,6 +105,10 @@ impl ThreadRuntime {
                 self.with_thread(|t| t.stop(now, "user"))?;
                 json!({ "ok": true })
             }
+            ThreadOp::Regenerate => {
+                self.with_thread(|t| t.regenerate(now))?;
+                json!({ "ok": true })
+            }
             ThreadOp::MintToken(request) => self.mint_token(&request)?,
             ThreadOp::RevokeTokens => self.revoke_tokens()?,
         };

@@ -194,6 +194,23 @@ impl Store<'_> {
         Ok(())
     }
 
+    /// Marks the top-level answer to the last user message (every message after it) as
+    /// failed, so the model no longer sees it (a regenerate); the messages as now stored.
+    /// Clients keep seeing them, failed.
+    pub fn retract_last_answer(&self) -> Result<Vec<Message>, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "UPDATE messages SET status = 'failed'
+                 WHERE depth = 0 AND role != 'user' AND status != 'failed'
+                   AND position > (SELECT MAX(position) FROM messages
+                                   WHERE depth = 0 AND role = 'user')
+                 RETURNING {MESSAGE_COLUMNS}"
+            ),
+            &[],
+        )?;
+        rows.iter().map(message_from_row).collect()
+    }
+
     /// One message by id.
     pub fn message(&self, id: &str) -> Result<Option<Message>, SqlError> {
         let rows = self.sql.exec(

@@ -273,6 +273,36 @@ impl<'a> Thread<'a> {
         self.push_status_of(state)
     }
 
+    /// Answers the last user message again (the AI SDK's `regenerate-message`): the previous
+    /// answer is kept for clients but marked failed, so the model never sees it, and the
+    /// thread owes the model a call. Only an idle thread regenerates (409 while an answer is
+    /// being written or a call is open).
+    pub fn regenerate(&mut self, now: i64) -> Result<(), ThreadError> {
+        let t = self.summary()?;
+        match t.status {
+            ThreadStatus::Stopped => return Err(ThreadError::Stopped),
+            ThreadStatus::Running => {
+                return Err(ThreadError::Conflict(
+                    "an answer is being written; stop it or wait before regenerating".into(),
+                ))
+            }
+            ThreadStatus::Idle => {}
+        }
+        if !self.store.pending_tool_calls()?.is_empty() {
+            return Err(ThreadError::Conflict(
+                "a tool call of the last answer is still open; decide or wait for it first".into(),
+            ));
+        }
+        for message in self.store.retract_last_answer()? {
+            if let Some(cache) = &self.cache {
+                cache.note_updated(&message);
+            }
+            self.frames.push_back(ServerFrame::Message { message });
+        }
+        let state = self.store.owe_model(now)?;
+        self.push_status_of(state)
+    }
+
     /// A client's decision on a call waiting for approval: approved calls run, rejected ones
     /// get an error result (with `reason`) the model sees. Both happen on the next drive.
     pub fn decide_approval(
