@@ -267,6 +267,11 @@ export class ThreadConnection extends Emitter<ConnectionEvents> {
     return this.call('stop', {});
   }
 
+  /** `regenerate`: answers the last user message again. */
+  regenerate(): Promise<{ ok: true }> {
+    return this.call('regenerate', {});
+  }
+
   /** `inject_message` (server key). */
   injectMessage(params: InjectMessageParams): Promise<{ message: Message }> {
     return this.call('inject_message', params);

@@ -112,6 +112,8 @@ export interface RpcMethods {
     result: { approved: boolean; tool_call_id: string };
   };
   get_tool_calls: { params: { limit?: number; offset?: number }; result: ToolCallPage };
+  /** Answers the last user message again: the last answer is kept for clients, as `failed`. */
+  regenerate: { params: Record<string, never>; result: { ok: true } };
   resume: { params: { after: number }; result: unknown };
 }
 

@@ -290,6 +290,11 @@ export class ThreadStore {
     await this.connection.stop();
   }
 
+  /** Answers the last user message again (`regenerate`). */
+  async regenerate(): Promise<void> {
+    await this.connection.regenerate();
+  }
+
   /** Approves or rejects a call waiting for approval (`approve_tool`; `approve` scope). */
   async approve(toolCallId: string, approved: boolean, reason?: string): Promise<void> {
     await this.connection.approveTool(toolCallId, approved, reason);

@@ -38,6 +38,8 @@ export interface UseThreadResult {
   send: (content: string) => Promise<{ message_id: string }>;
   /** Stops the thread (`stop`). */
   stop: () => Promise<void>;
+  /** Answers the last user message again (`regenerate`). */
+  regenerate: () => Promise<void>;
   /** Approves or rejects a call waiting for approval (`approve_tool`). */
   approve: (toolCallId: string, approved: boolean, reason?: string) => Promise<void>;
   /** The store itself (for rpc calls the hook does not wrap), once connected. */
@@ -79,6 +81,7 @@ export function useThread(options: UseThreadOptions): UseThreadResult {
 
   const send = useCallback((content: string) => (store ? store.send(content) : notConnected()), [store]);
   const stop = useCallback(() => (store ? store.stop() : notConnected()), [store]);
+  const regenerate = useCallback(() => (store ? store.regenerate() : notConnected()), [store]);
   const approve = useCallback(
     (toolCallId: string, approved: boolean, reason?: string) =>
       store ? store.approve(toolCallId, approved, reason) : notConnected(),
@@ -96,6 +99,7 @@ export function useThread(options: UseThreadOptions): UseThreadResult {
     error: snapshot.error,
     send,
     stop,
+    regenerate,
     approve,
     store,
   };
