@@ -67,7 +67,7 @@ export interface ThreadListQuery {
   tag?: string;
   parent?: string;
   limit?: number;
-  /** The opaque cursor of the previous page. */
+  /** The previous page's `next_cursor` (opaque). */
   cursor?: string;
 }
 
@@ -76,21 +76,20 @@ export interface ThreadIndexRow {
   thread_id: string;
   agent_id: string;
   status: string;
-  title?: string | null;
-  tags?: string[];
-  parent?: string | null;
-  turn_count?: number;
-  last_error?: string | null;
+  title: string | null;
+  tags: string[];
+  parent: string | null;
+  turn_count: number;
+  last_error: string | null;
   created_at: number;
   updated_at: number;
   [key: string]: unknown;
 }
 
-/** A page of the thread index, newest first; pass `cursor` back for the next page. */
+/** A page of the thread index, newest first; pass `next_cursor` as `cursor` for the next page (`null`: the last page). */
 export interface ThreadList {
   threads: ThreadIndexRow[];
-  cursor?: string | null;
-  [key: string]: unknown;
+  next_cursor: string | null;
 }
 
 /** The configuration kinds. */
