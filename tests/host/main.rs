@@ -34,6 +34,7 @@ mod sqlite;
 mod statements;
 mod store;
 mod sub_prompt;
+mod thread_index;
 mod toml_workflows;
 mod tools;
 mod utilities;

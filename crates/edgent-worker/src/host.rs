@@ -28,14 +28,8 @@ pub(crate) struct ShellHost {
     pub(crate) state: State,
     pub(crate) env: Env,
     pub(crate) registry: Rc<Registry>,
-}
-
-/// Sends `frame` to every socket of the object; a closing socket just misses it.
-pub(crate) fn broadcast(state: &State, frame: &ServerFrame) {
-    let text = frame.to_json();
-    for ws in state.get_websockets() {
-        let _ = ws.send_with_str(&text);
-    }
+    /// The AI SDK answers streaming from this object (fed every broadcast frame).
+    pub(crate) chats: Rc<crate::chat::ChatStreams>,
 }
 
 impl FlowHost for ShellHost {
@@ -70,8 +64,14 @@ impl FlowHost for ShellHost {
         now()
     }
 
+    /// Sends `frame` to every socket of the object (a closing socket just misses it) and to
+    /// every open AI SDK answer.
     fn broadcast(&self, frame: &ServerFrame) {
-        broadcast(&self.state, frame);
+        let text = frame.to_json();
+        for ws in self.state.get_websockets() {
+            let _ = ws.send_with_str(&text);
+        }
+        self.chats.push(&text);
     }
 
     fn secret(&self, name: &str) -> Option<String> {
@@ -129,6 +129,10 @@ impl Platform for ShellHost {
 
     fn spawn(&self, work: BoxFuture<'static, ()>) {
         worker::wasm_bindgen_futures::spawn_local(work);
+    }
+
+    fn index_db(&self) -> Rc<dyn edgent::runtime::ConfigDb> {
+        Rc::new(D1(self.env.clone()))
     }
 
     fn log_error(&self, message: &str) {

@@ -21,6 +21,8 @@
 //! name it), at the version this crate uses.
 
 #[cfg(target_arch = "wasm32")]
+mod chat;
+#[cfg(target_arch = "wasm32")]
 mod clock;
 #[cfg(target_arch = "wasm32")]
 mod d1;

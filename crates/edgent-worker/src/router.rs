@@ -15,7 +15,7 @@ use edgent::api::tools::{deployment_limit, tool_entry};
 use edgent::api::{ApiError, CreateThread};
 use edgent::config::admin::Kind;
 use edgent::config::policy::ModelPolicy;
-use edgent::runtime::{admin, agents};
+use edgent::runtime::{admin, agents, thread_index};
 use edgent::tool::policy::policy_for;
 use edgent::values::ids::new_id;
 
@@ -116,6 +116,11 @@ async fn route_request(
             answer(admin::delete(&D1(env.clone()), kind, name).await)
         }
         Route::NewThreadStream => stream(&req, &env, None, &principal).await,
+        Route::ListThreads => {
+            let listed = thread_index::list_threads(&D1(env.clone()), &query_pairs(&req)).await;
+            answer(listed.map(|page| (200, page)))
+        }
+        Route::DeleteThread(thread_id) => delete_thread(&env, thread_id).await,
         _ => Err(ApiError::not_found("no such route")),
     };
     match outcome {
@@ -247,6 +252,18 @@ async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Resp
     let internal = internal_request(Method::Post, "/create", &thread_id, Some(body))?;
     set_origin(&internal, req);
     send_to(env, &thread_id, internal).await
+}
+
+/// `DELETE /api/threads/:id`: the thread's object erases it (404 when it holds none), then its
+/// index row goes, also after a 404, so a row that an interrupted delete left behind is
+/// removed by sending the delete again.
+async fn delete_thread(env: &Env, thread_id: &str) -> std::result::Result<Response, ApiError> {
+    let internal = internal_request(Method::Post, "/delete", thread_id, None)?;
+    let erased = send_to(env, thread_id, internal).await?;
+    if matches!(erased.status_code(), 200 | 404) {
+        thread_index::delete_from_index(&D1(env.clone()), thread_id).await?;
+    }
+    Ok(erased)
 }
 
 /// `GET /api/tools`: every tool's schema, how it runs and its deployment-wide status.

@@ -14,13 +14,15 @@ use worker::{
     Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
 };
 
+use super::chat::{self, ChatStreams};
 use super::clock::now;
 use super::do_sql::DoSql;
 use super::host::ShellHost;
-use super::http::{error, json, query_pairs, query_param, read_body, registry_error};
+use super::http::{error, json, logged, query_pairs, query_param, read_body, registry_error};
 use super::router::PRINCIPAL_HEADER;
 use edgent::api::access::{Access, Principal, SUBPROTOCOL};
 use edgent::api::ops::{ThreadOp, OP_PREFIX};
+use edgent::api::ui_stream::ChatRequest;
 use edgent::api::{ApiError, CreateThread};
 use edgent::engine::thread::ParentLink;
 use edgent::runtime::ThreadRuntime;
@@ -48,6 +50,9 @@ fn server() -> Principal {
 /// application's; 4401 echoes HTTP 401).
 const CLOSE_UNAUTHORIZED: u16 = 4401;
 
+/// The close code of the sockets of a thread that was deleted (4404 echoes HTTP 404).
+const CLOSE_DELETED: u16 = 4404;
+
 /// Who sent an internal request: the router's `x-edgent-principal`, or the server (requests
 /// without it come from the router for the server key, or from a parent thread: objects are
 /// not reachable from outside).
@@ -61,6 +66,9 @@ fn principal_of(req: &Request) -> std::result::Result<Principal, ApiError> {
 /// The Durable Object hosting one thread: what the app's `DurableThread` class runs.
 pub struct ThreadObject {
     state: State,
+    /// The AI SDK answers streaming from this instance (shared with the platform, which
+    /// feeds them).
+    chats: Rc<ChatStreams>,
     /// The thread's runtime, or why this Worker's tools could not be registered (every
     /// request then answers with that error).
     runtime: std::result::Result<Rc<ThreadRuntime>, RegistryError>,
@@ -70,15 +78,21 @@ pub struct ThreadObject {
 impl ThreadObject {
     /// A new instance for `state` (the object's storage) and the Worker's `env`.
     pub fn new(state: State, env: Env) -> Self {
+        let chats = Rc::new(ChatStreams::default());
         let runtime = edgent::Catalog::installed_registry().map(|registry| {
             ThreadRuntime::new(Rc::new(ShellHost {
                 sql: DoSql::of(&state),
                 state: state_handle(&state),
                 env,
                 registry,
+                chats: chats.clone(),
             }))
         });
-        ThreadObject { state, runtime }
+        ThreadObject {
+            state,
+            chats,
+            runtime,
+        }
     }
 
     fn runtime(&self) -> std::result::Result<&Rc<ThreadRuntime>, ApiError> {
@@ -94,6 +108,7 @@ impl ThreadObject {
         let result = match (req.method(), path.as_str()) {
             (worker::Method::Post, "/create") => self.create(&mut req).await,
             (worker::Method::Post, "/webhook") => self.webhook(&mut req).await,
+            (worker::Method::Post, "/delete") => self.delete().await,
             (worker::Method::Post, "/run") => match self.runtime() {
                 Ok(rt) => rt
                     .run_to_end()
@@ -103,6 +118,7 @@ impl ThreadObject {
                 Err(e) => Err(e),
             },
             (worker::Method::Get, "/stream") => return self.accept_socket(&req).await,
+            (worker::Method::Post, "/op/chat") => return self.chat(&mut req).await,
             (_, op) => match op.strip_prefix(OP_PREFIX) {
                 Some(op) if op.is_empty() || op.starts_with('/') => {
                     self.http_op(&mut req, op).await
@@ -256,6 +272,25 @@ impl ThreadObject {
         Ok((status, answer))
     }
 
+    /// Erases the thread (the router's `DELETE /api/threads/:id`; 404 when there is none):
+    /// its sockets are closed with a reason, its alarm and storage deleted, and the runtime
+    /// forgets it, so every later request finds no thread. The router removes its index row.
+    async fn delete(&self) -> std::result::Result<(u16, Value), ApiError> {
+        let rt = self.runtime()?;
+        let thread_id = rt.forget_thread()?;
+        for ws in self.state.get_websockets() {
+            let _ = ws.close(Some(CLOSE_DELETED), Some("the thread was deleted"));
+        }
+        let storage = self.state.storage();
+        let erased = match storage.delete_alarm().await {
+            Ok(()) => storage.delete_all().await,
+            Err(e) => Err(e),
+        };
+        rt.thread_erased();
+        erased.map_err(|e| logged("could not erase the thread", e))?;
+        Ok((200, json!({ "deleted": thread_id })))
+    }
+
     /// A POST to a webhook URL (the router has bounded the body; the runtime checks the token
     /// before anything else).
     async fn webhook(&self, req: &mut Request) -> std::result::Result<(u16, Value), ApiError> {
@@ -346,6 +381,44 @@ impl ThreadObject {
             return Ok(response.with_headers(headers));
         }
         Ok(response)
+    }
+
+    /// `POST /api/threads/:id/chat`: the AI SDK's chat transport. The answer's stream is
+    /// opened before the message is stored, so it sees every frame of the turn.
+    async fn chat(&self, req: &mut Request) -> Result<Response> {
+        match self.start_chat(req).await {
+            Ok(rx) => chat::response(rx),
+            Err(e) => error(&e),
+        }
+    }
+
+    async fn start_chat(
+        &self,
+        req: &mut Request,
+    ) -> std::result::Result<
+        futures_channel::mpsc::UnboundedReceiver<worker::Result<Vec<u8>>>,
+        ApiError,
+    > {
+        let rt = self.runtime()?;
+        let principal = principal_of(req)?;
+        let body = read_body(req).await?;
+        let ops = match ChatRequest::parse(&body)? {
+            ChatRequest::Submit(post) => vec![ThreadOp::SendMessage(post)],
+            ChatRequest::Regenerate => vec![ThreadOp::Regenerate],
+            ChatRequest::Decide(decisions) => decisions
+                .into_iter()
+                .map(ThreadOp::DecideApproval)
+                .collect(),
+        };
+        for op in &ops {
+            rt.authorize_op(&principal, op)?;
+        }
+        let rx = self.chats.open([]);
+        for op in ops {
+            // A refused op drops `rx` with the error: the stream is removed at the next frame.
+            rt.apply(op).await?;
+        }
+        Ok(rx)
     }
 
     /// Closes the sockets opened with tokens a revocation just invalidated.

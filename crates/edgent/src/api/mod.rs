@@ -5,6 +5,7 @@ pub mod access;
 pub mod cors;
 pub mod ops;
 pub mod routes;
+pub mod thread_index;
 pub mod tools;
 pub mod ui_stream;
 

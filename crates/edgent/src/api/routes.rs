@@ -35,6 +35,11 @@ pub enum Route<'a> {
     PutDefinition(Kind, &'a str),
     /// `DELETE /api/{kind}/:name`.
     DeleteDefinition(Kind, &'a str),
+    /// `GET /api/threads?agent=&status=&tag=&parent=&limit=&cursor=`: a page of the thread
+    /// index (server key only).
+    ListThreads,
+    /// `DELETE /api/threads/:id`: erases the thread and its index row (server key only).
+    DeleteThread(&'a str),
     /// `GET /api/threads/:id/stream` (a WebSocket upgrade; the key may come as `?token=`).
     ThreadStream(&'a str),
     /// `GET /api/threads/new/stream?agent_id=…`: creates a thread and opens its socket in one
@@ -125,6 +130,8 @@ fn decode<'a>(method: &str, segments: &[&'a str]) -> Result<Route<'a>, ApiError>
         }
         ("GET", ["api", "tools"]) => Ok(Route::Tools),
         ("POST", ["api", "threads"]) => Ok(Route::CreateThread),
+        ("GET", ["api", "threads"]) => Ok(Route::ListThreads),
+        ("DELETE", ["api", "threads", id]) => Ok(Route::DeleteThread(thread(id)?)),
         ("PUT", ["api", "config"]) => Ok(Route::PutConfig),
         (_, ["api", plural, rest @ ..]) if Kind::from_plural(plural).is_some() => {
             let Some(kind) = Kind::from_plural(plural) else {
@@ -197,6 +204,14 @@ mod tests {
         assert!(op.needs_key() && !op.key_in_query());
         let summary = format!("/api/threads/{ID}");
         assert!(matches!(route("GET", &summary), Route::ThreadOp { op, .. } if op == "/op/"));
+        let list = route("GET", "/api/threads");
+        assert_eq!(list, Route::ListThreads);
+        assert!(list.needs_key() && !list.key_in_query() && list.thread_id().is_none());
+        let delete = route("DELETE", &summary);
+        assert_eq!(delete, Route::DeleteThread(ID));
+        // Not a route a client token of that thread may use: the server's alone.
+        assert!(delete.needs_key() && !delete.key_in_query() && delete.thread_id().is_none());
+        assert_eq!(route("GET", "/api/threads/"), Route::ListThreads);
     }
 
     #[test]
@@ -227,6 +242,9 @@ mod tests {
             ("GET", "/api/models/a/b"),
             ("GET", "/api/threads/not-a-uuid"),
             ("GET", "/api/threads/not-a-uuid/stream"),
+            ("DELETE", "/api/threads/not-a-uuid"),
+            ("DELETE", "/api/threads"),
+            ("PUT", "/api/threads"),
         ] {
             assert_eq!(error(method, path), (404, true), "{method} {path}");
             assert!(route(method, path).needs_key());

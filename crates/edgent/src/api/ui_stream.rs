@@ -123,6 +123,10 @@ pub struct UiStream {
     /// Terminal statuses seen in `tool` frames, by call id (a result's `tool` frame comes
     /// before its message).
     call_failed: HashMap<String, bool>,
+    /// Assistant messages this answer saw begin, and the calls it announced: a `message`
+    /// frame about any other (a regenerate failing the previous answer) is not this answer's.
+    begun: Vec<String>,
+    calls: Vec<String>,
     finished: bool,
 }
 
@@ -211,6 +215,9 @@ impl UiStream {
         let id = field("id");
         match (field("role"), field("status")) {
             ("assistant", "pending") => {
+                if !self.begun.iter().any(|b| b == id) {
+                    self.begun.push(id.to_owned());
+                }
                 // A retried attempt empties the pending message: its streamed text is void.
                 if self.open_text.iter().any(|open| open == id) && field("content").is_empty() {
                     out.push(json!({ "type": "text-end", "id": id }));
@@ -218,6 +225,7 @@ impl UiStream {
                 }
                 self.open_step(out);
             }
+            ("assistant", "failed") if !self.begun.iter().any(|b| b == id) => {}
             ("assistant", status) => {
                 let content = field("content");
                 if !self.open_text.iter().any(|open| open == id) && !content.is_empty() {
@@ -238,6 +246,9 @@ impl UiStream {
                         .unwrap_or("{}");
                     let input: Value = serde_json::from_str(arguments)
                         .unwrap_or_else(|_| Value::String(arguments.to_owned()));
+                    if let Some(call_id) = call.get("id").and_then(Value::as_str) {
+                        self.calls.push(call_id.to_owned());
+                    }
                     out.push(json!({
                         "type": "tool-input-available",
                         "toolCallId": call.get("id").cloned().unwrap_or(Value::Null),
@@ -251,6 +262,8 @@ impl UiStream {
                 }
                 self.close_step(out);
             }
+            // A result this answer did not announce and that a regenerate failed.
+            ("tool", "failed") if !self.calls.iter().any(|c| c == field("tool_call_id")) => {}
             ("tool", _) => {
                 let call_id = field("tool_call_id");
                 if self.call_failed.get(call_id).copied().unwrap_or(false) {
@@ -308,6 +321,13 @@ impl UiStream {
         out.push(
             json!({ "type": "data-tool-status", "id": call_id, "data": status, "transient": true }),
         );
+        if field("status") == "waiting" {
+            // The turn now waits on a person (an approval) or the outside world (a webhook):
+            // this answer is over; the decision's request streams what follows.
+            self.close_step(out);
+            out.push(json!({ "type": "finish", "finishReason": "tool-calls" }));
+            self.finished = true;
+        }
     }
 }
 
@@ -442,28 +462,55 @@ mod tests {
     #[test]
     fn failures_approvals_and_whole_replies_map_too() {
         let mut s = UiStream::new();
-        let chunks: Vec<Value> = [
+        let asked: Vec<Value> = [
             json!({"type":"message","message":{"id":"m1","role":"assistant","content":"whole","status":"completed","depth":0,
                 "tool_calls":[{"id":"c1","name":"issue_refund","arguments":"{}"}]}}),
             json!({"type":"tool","tool_call_id":"c1","name":"issue_refund","status":"waiting","waiting_for":{"approval":"pending"}}),
+            json!({"type":"message_chunk","message_id":"m9","delta":"not this answer's"}),
+        ]
+        .iter()
+        .flat_map(|f| s.on_frame(f))
+        .collect();
+        let kinds = types(&asked);
+        assert!(kinds.contains(&"tool-approval-request".to_owned()));
+        assert_eq!(
+            kinds.last().map(String::as_str),
+            Some("finish"),
+            "an approval ends the answer"
+        );
+        assert!(s.is_finished());
+        // The decision's request streams the rest: the rejected call's result, a failed retry.
+        let mut rest = UiStream::new();
+        let chunks: Vec<Value> = [
             json!({"type":"tool","tool_call_id":"c1","name":"issue_refund","status":"error"}),
             json!({"type":"message","message":{"id":"t1","role":"tool","content":"rejected","tool_call_id":"c1","status":"completed","depth":0}}),
+            json!({"type":"message","message":{"id":"m2","role":"assistant","content":"","status":"pending","depth":0}}),
             json!({"type":"error","code":"model_retry","message":"retrying"}),
             json!({"type":"message","message":{"id":"m2","role":"assistant","content":"","status":"failed","depth":0}}),
             json!({"type":"status","state":"idle","turn":1,"side":"a"}),
         ]
         .iter()
-        .flat_map(|f| s.on_frame(f))
+        .flat_map(|f| rest.on_frame(f))
         .collect();
         let kinds = types(&chunks);
-        assert!(kinds.contains(&"tool-approval-request".to_owned()));
         assert!(kinds.contains(&"tool-output-error".to_owned()));
         assert_eq!(
             kinds.iter().filter(|k| *k == "error").count(),
             1,
             "{kinds:?}"
         );
-        let whole = chunks.iter().find(|c| c["type"] == "text-delta").unwrap();
+        let whole = asked.iter().find(|c| c["type"] == "text-delta").unwrap();
+        // A regenerate fails the previous answer: those frames are not the new answer's.
+        let mut regen = UiStream::new();
+        let retracted: Vec<Value> = [
+            json!({"type":"message","message":{"id":"old","role":"assistant","content":"First try.","status":"failed","depth":0,
+                "tool_calls":[{"id":"c0","name":"x","arguments":"{}"}]}}),
+            json!({"type":"message","message":{"id":"t0","role":"tool","content":"r","tool_call_id":"c0","status":"failed","depth":0}}),
+        ]
+        .iter()
+        .flat_map(|f| regen.on_frame(f))
+        .collect();
+        assert_eq!(types(&retracted), ["start"]);
         assert_eq!(whole["delta"], "whole");
         assert_eq!(
             sse(&json!({"type":"finish"})),

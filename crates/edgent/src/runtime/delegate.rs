@@ -257,7 +257,13 @@ impl ThreadRuntime {
         match agent.kind {
             AgentKind::AiHuman => {
                 let thread = Thread::open_migrated(self.platform.sql());
-                match thread.hand_over(self.now(), &agent.id) {
+                let handed = thread.hand_over(self.now(), &agent.id);
+                if handed.is_ok() {
+                    // The new agent shows in no frame: the index reads the row again.
+                    self.index.changed_unseen();
+                    self.schedule_index_write();
+                }
+                match handed {
                     Ok(()) => CallToolResult::text(format!(
                         "Handed over to agent {:?}, which answers from now on. Handover note: {input}",
                         agent.id

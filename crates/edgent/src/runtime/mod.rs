@@ -13,7 +13,7 @@
 //! alarm resumes the loop from what SQLite says; the alarm also wakes parked calls when due.
 
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use serde_json::Value;
 
@@ -31,6 +31,7 @@ pub mod agents;
 mod chain;
 mod delegate;
 mod ops;
+pub mod thread_index;
 mod tools;
 mod turn;
 
@@ -45,6 +46,9 @@ pub trait Platform: FlowHost {
     fn delete_alarm(&self) -> BoxFuture<'static, Result<(), String>>;
     /// Runs `work` in the background, after the current handler has answered.
     fn spawn(&self, work: BoxFuture<'static, ()>);
+    /// The database holding the deployment's thread index (D1 in the Worker), written in the
+    /// background after the thread changes (see [`thread_index`]).
+    fn index_db(&self) -> Rc<dyn ConfigDb>;
     /// Logs a fault for the operator (never shown to clients).
     fn log_error(&self, message: &str);
     /// A random number in 0..1 for the retry backoff's jitter (tests fix it).
@@ -128,6 +132,8 @@ impl ModelReply for WholeReply {
 
 /// One thread's runtime: what a host keeps per thread object between invocations.
 pub struct ThreadRuntime {
+    /// This runtime, for the background work it spawns itself (the index writes).
+    this: Weak<ThreadRuntime>,
     platform: Rc<dyn Platform>,
     /// The same platform, as tools see it.
     tool_host: Rc<dyn FlowHost>,
@@ -138,8 +144,8 @@ pub struct ThreadRuntime {
     work_arrived: Cell<bool>,
     /// What this instance remembers between its views of the thread: the model history it
     /// read last, the hook config, whether a reply may be pending, whether it stopped the
-    /// thread (see [`ThreadCache`]).
-    cache: Rc<ThreadCache>,
+    /// thread (see [`ThreadCache`]). Replaced when the thread is deleted.
+    cache: RefCell<Rc<ThreadCache>>,
     /// The prompt and hook names this instance last recorded in the thread row (a write
     /// skipped when they did not change).
     hooks_recorded: RefCell<Option<(String, Vec<String>)>>,
@@ -153,22 +159,26 @@ pub struct ThreadRuntime {
     /// This instance has looked for work left by a previous one (see
     /// [`ThreadRuntime::on_contact`]).
     contacted: Cell<bool>,
+    /// What this instance knows of the thread's row in the thread index.
+    index: thread_index::IndexMirror,
 }
 
 impl ThreadRuntime {
     /// A runtime over `platform` (one per thread object instance).
     pub fn new<P: Platform + 'static>(platform: Rc<P>) -> Rc<Self> {
-        Rc::new(ThreadRuntime {
+        Rc::new_cyclic(|this| ThreadRuntime {
+            this: this.clone(),
             tool_host: platform.clone(),
             platform,
             driving: Cell::new(false),
             work_arrived: Cell::new(false),
-            cache: Rc::default(),
+            cache: RefCell::default(),
             hooks_recorded: RefCell::new(None),
             armed_until: Cell::new(0),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),
             contacted: Cell::new(false),
+            index: thread_index::IndexMirror::default(),
         })
     }
 
@@ -189,6 +199,8 @@ impl ThreadRuntime {
             self.platform
                 .spawn(Box::pin(async move { this.start_work().await }));
         }
+        drop(thread);
+        self.retry_dirty_index();
     }
 
     /// The alarm fired: drives the thread until it is idle or waiting.
@@ -274,14 +286,19 @@ impl ThreadRuntime {
             Thread::open_existing(sql)?
         };
         self.schema_ready.set(true);
-        Ok(thread.with_cache(self.cache.clone()))
+        Ok(thread.with_cache(self.cache.borrow().clone()))
     }
 
     /// Broadcasts the frames the engine produced; a failing hook is skipped (its input is
     /// used) and logged, never shown to users.
     fn flush(&self, thread: &mut Thread<'_>) {
+        let mut index_changed = false;
         while let Some(frame) = thread.poll_frame() {
             self.platform.broadcast(&frame);
+            index_changed |= self.index.note(&frame, self.now());
+        }
+        if index_changed {
+            self.schedule_index_write();
         }
         for failure in thread.take_hook_failures() {
             self.platform.log_error(&failure.to_string());

@@ -43,6 +43,8 @@ impl ThreadRuntime {
             }
             Ok(summary)
         })?;
+        self.index.created(&summary, parent);
+        self.schedule_index_write();
         let mut answer = json!({
             "thread_id": summary.thread_id,
             "agent_id": summary.agent_id,

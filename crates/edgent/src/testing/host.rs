@@ -70,6 +70,8 @@ pub struct TestHost {
     pub(super) script: RefCell<VecDeque<Scripted>>,
     /// The request bodies the model was sent.
     pub(super) requests: RefCell<Vec<Value>>,
+    /// The deployment's thread index (D1 in the Worker): look at its rows, or make it fail.
+    pub index: Rc<super::SqliteD1>,
 }
 
 impl TestHost {
@@ -82,12 +84,22 @@ impl TestHost {
     /// A host whose virtual clock is `clock`, shared with the test (a tool may hold it to
     /// make a step take time).
     pub fn with_clock(registry: Registry, clock: Rc<Cell<i64>>) -> Self {
-        let now = clock.get();
-        let db = Sqlite::memory();
+        let host = Self::build(registry, clock);
         #[allow(clippy::expect_used)] // a test harness: a broken schema is a failed test
-        Thread::open(&db)
-            .and_then(|mut t| t.create(now, "thread-1", "support", &[]))
+        Thread::open(&host.db)
+            .and_then(|mut t| t.create(host.now(), "thread-1", "support", &[]))
             .expect("create the test thread");
+        host
+    }
+
+    /// A host whose object holds no thread yet (for [`ThreadRuntime::create`]), at time
+    /// `now`.
+    pub fn without_thread(registry: Registry, now: i64) -> Self {
+        Self::build(registry, Rc::new(Cell::new(now)))
+    }
+
+    fn build(registry: Registry, clock: Rc<Cell<i64>>) -> Self {
+        let db = Sqlite::memory();
         let names: Vec<&str> = registry.names().collect();
         let agent = agent(&names);
         TestHost {
@@ -109,6 +121,7 @@ impl TestHost {
             errors: RefCell::default(),
             script: RefCell::default(),
             requests: RefCell::default(),
+            index: Rc::new(super::SqliteD1::thread_index()),
         }
     }
 

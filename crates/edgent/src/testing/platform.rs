@@ -75,6 +75,10 @@ impl Platform for TestHost {
         self.spawned.borrow_mut().push(work);
     }
 
+    fn index_db(&self) -> Rc<dyn crate::runtime::ConfigDb> {
+        self.index.clone()
+    }
+
     fn log_error(&self, message: &str) {
         self.errors.borrow_mut().push(message.to_owned());
     }

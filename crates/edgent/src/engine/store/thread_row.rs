@@ -169,6 +169,31 @@ impl Store<'_> {
         Ok(rows.first().map(|r| r.int(0)).transpose()?.unwrap_or(1))
     }
 
+    /// The first top-level user message's text and the index's dirty flag (kept in
+    /// `edgent_meta`, which every schema has, so it needs no schema version).
+    pub fn index_facts(&self) -> Result<(Option<String>, bool), SqlError> {
+        let rows = self.sql.exec(
+            "SELECT (SELECT content FROM messages WHERE depth = 0 AND role = 'user'
+                     ORDER BY position LIMIT 1),
+                    (SELECT value FROM edgent_meta WHERE key = 'index_dirty')",
+            &[],
+        )?;
+        let Some(row) = rows.first() else {
+            return Ok((None, false));
+        };
+        Ok((row.opt_text(0)?, row.opt_int(1)?.unwrap_or(0) != 0))
+    }
+
+    /// Sets or clears the index's dirty flag.
+    pub fn set_index_dirty(&self, dirty: bool) -> Result<(), SqlError> {
+        self.sql.exec(
+            "INSERT INTO edgent_meta (key, value) VALUES ('index_dirty', ?)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[dirty.into()],
+        )?;
+        Ok(())
+    }
+
     /// Hands the thread to another agent (an ai_human agent called as a tool).
     pub fn set_agent(&self, now: i64, agent_id: &str) -> Result<(), SqlError> {
         self.sql.exec(

@@ -109,6 +109,18 @@ impl Thread<'_> {
         Ok(self.store.set_agent(now, agent_id)?)
     }
 
+    /// What the thread index needs besides the summary: the first top-level user message's
+    /// text (the title), and whether a write to the index failed since the last that
+    /// succeeded (the dirty flag). One statement.
+    pub fn index_facts(&self) -> Result<(Option<String>, bool), ThreadError> {
+        Ok(self.store.index_facts()?)
+    }
+
+    /// Records whether the thread index is behind this thread (a write failed) or caught up.
+    pub fn set_index_dirty(&self, dirty: bool) -> Result<(), ThreadError> {
+        Ok(self.store.set_index_dirty(dirty)?)
+    }
+
     /// The child thread of an agent-tool call: the one recorded for `tool_call_id`, else
     /// `fresh` (recorded now), so a retried call talks to the same child.
     pub fn child_thread(

@@ -72,6 +72,11 @@ const PARAM_KEYS: &[&str] = &[
     "silent",
     "position",
     "extra",
+    "agent",
+    "status",
+    "tag",
+    "parent",
+    "cursor",
 ];
 
 /// Values worth trying for them.
@@ -97,6 +102,10 @@ const PARAM_VALUES: &[&str] = &[
     "true",
     "yes",
     "get_weather",
+    "idle",
+    "stopped",
+    // base64url of `123.abc`: a cursor's shape.
+    "MTIzLmFiYw",
 ];
 
 fn param_value(input: &mut Input<'_>) -> Value {
@@ -325,7 +334,15 @@ pub fn http_request(data: &[u8]) {
                 Err(e) => check_api_error(&e),
             }
         }
-        Route::ThreadStream(id) => assert!(is_uuid(id)),
+        Route::ThreadStream(id) | Route::DeleteThread(id) => assert!(is_uuid(id)),
+        Route::ListThreads => match crate::api::thread_index::ListQuery::parse(&query) {
+            Ok(q) => {
+                assert!((1..=crate::api::MAX_PAGE).contains(&q.limit), "limit {q:?}");
+                let (sql, params) = q.statement();
+                assert_eq!(sql.matches('?').count(), params.len(), "{sql}");
+            }
+            Err(e) => check_api_error(&e),
+        },
         Route::Webhook { thread_id, token } => {
             assert!(
                 is_uuid(thread_id) && token.len() == 64,

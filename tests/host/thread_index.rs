@@ -1,0 +1,562 @@
+//! The thread index (`edgent::api::thread_index`, `edgent::runtime::thread_index`) over the test
+//! host, whose D1 is SQLite with the index's schema (`TestHost::index`, which can be made to
+//! fail). Proves: the row a thread keeps (created with its tags and parent; status, turn count
+//! and title after a turn; a failed turn's error and its clearing) written in the background
+//! by the shipped runtime without a thread statement per turn; no write when nothing changed;
+//! a failed write marks the thread dirty and is retried at the next change or the next
+//! instance's first contact; the listing's paging, filters, bad queries and D1 failing, each
+//! filter on an index; a deleted thread is forgotten. Does not prove: D1 itself, or the
+//! Worker's routes and sockets (`tests/e2e/thread_index.test.mjs`).
+
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+
+use edgent::api::ops::ThreadOp;
+use edgent::api::thread_index::{IndexRow, SCHEMA};
+use edgent::api::CreateThread;
+use edgent::engine::thread::ParentLink;
+use edgent::llm::stream::ProviderError;
+use edgent::runtime::thread_index::{delete_from_index, list_threads};
+use edgent::runtime::ThreadRuntime;
+use edgent::testing::{block_on, reply_events, SqliteD1, TestHost};
+
+use crate::flow_host::WithThread;
+
+const T0: i64 = 1_795_300_162_000;
+const PARENT: &str = "0b8f3c1e-6a2d-4f4b-9c1e-2d7a5e8f9b30";
+
+fn send(text: &str) -> ThreadOp {
+    ThreadOp::from_rpc("send_message", &json!({ "content": text })).unwrap()
+}
+
+/// One text turn started by `text`; the statements the thread ran for it.
+fn turn(host: &Rc<TestHost>, rt: &Rc<ThreadRuntime>, text: &str) -> Vec<String> {
+    host.script(Ok(reply_events("Noted.", &[])));
+    host.db.record();
+    host.run(rt.apply(send(text))).unwrap();
+    host.run_spawned();
+    host.db.recorded()
+}
+
+/// The index's rows, newest first.
+fn rows(index: &SqliteD1) -> Vec<Value> {
+    index
+        .query(
+            "SELECT * FROM thread_index ORDER BY created_at DESC, thread_id DESC",
+            vec![],
+        )
+        .unwrap()
+}
+
+fn dirty(host: &TestHost) -> bool {
+    host.thread().index_facts().unwrap().1
+}
+
+#[test]
+fn the_migration_runs_the_crate_schema() {
+    let file = include_str!("../../migrations/0007_thread_index.sql");
+    let normal = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let code: String = file
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let statements: Vec<String> = code
+        .split(';')
+        .map(normal)
+        .filter(|s| !s.is_empty())
+        .collect();
+    let schema: Vec<String> = SCHEMA.iter().map(|s| normal(s)).collect();
+    assert_eq!(statements, schema);
+}
+
+#[test]
+fn a_turn_keeps_the_row_current_with_no_thread_statement_for_it() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    // An instance's first write reads the row once (the thread was not created by it).
+    turn(&host, &rt, "What time is it in Lisbon?");
+    let row = &rows(&host.index)[0];
+    assert_eq!(row["thread_id"], "thread-1");
+    assert_eq!(row["agent_id"], "support");
+    assert_eq!(
+        (row["status"].as_str(), row["turn_count"].as_i64()),
+        (Some("idle"), Some(1))
+    );
+    assert_eq!(row["title"], "What time is it in Lisbon?");
+    assert_eq!(row["last_error"], Value::Null);
+
+    let before = host.index.batches();
+    let statements = turn(&host, &rt, "And in Tokyo?");
+    // Running, then idle: two background writes, both from the frames alone.
+    assert_eq!(host.index.batches() - before, 2);
+    for s in &statements {
+        assert!(
+            !s.contains("edgent_meta"),
+            "an index statement in a turn: {s}"
+        );
+    }
+    assert_eq!(
+        statements.len(),
+        9,
+        "the statements test's text turn: {statements:#?}"
+    );
+    let row = &rows(&host.index)[0];
+    assert_eq!(row["turn_count"], 2);
+    assert_eq!(
+        row["title"], "What time is it in Lisbon?",
+        "the first message stays the title"
+    );
+    assert!(row["updated_at"].as_i64().unwrap() >= T0);
+    assert!(
+        host.logged_errors().is_empty(),
+        "{:?}",
+        host.logged_errors()
+    );
+}
+
+#[test]
+fn the_title_is_the_first_user_message_cut_to_80_characters() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    turn(
+        &host,
+        &rt,
+        &format!("Ça {}\n\nsecond paragraph", "é".repeat(100)),
+    );
+    let title = rows(&host.index)[0]["title"].as_str().unwrap().to_owned();
+    assert_eq!(title.chars().count(), 80);
+    assert!(title.starts_with("Ça éé") && !title.contains('\n'));
+}
+
+#[test]
+fn nothing_is_written_when_nothing_the_row_shows_changed() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    turn(&host, &rt, "Hi");
+    let before = host.index.batches();
+    for op in [
+        ThreadOp::Summary,
+        ThreadOp::from_http("GET", "/messages", &[], b"")
+            .unwrap()
+            .unwrap(),
+        // A stored message that is not the thread's first user message.
+        ThreadOp::from_rpc(
+            "inject_message",
+            &json!({ "content": "note for the model", "role": "system" }),
+        )
+        .unwrap(),
+    ] {
+        host.run(rt.apply(op)).unwrap();
+        host.run_spawned();
+    }
+    assert_eq!(host.index.batches(), before);
+}
+
+#[test]
+fn a_failed_turn_shows_its_error_until_the_next_turn_starts() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    turn(&host, &rt, "Hi");
+    host.script(Err(ProviderError::Http {
+        status: 400,
+        message: "bad tools".into(),
+        retry_after_ms: None,
+    }));
+    host.run(rt.apply(send("Again"))).unwrap();
+    host.run_spawned();
+    let summary = host.thread().summary().unwrap();
+    let row = &rows(&host.index)[0];
+    assert_eq!(row["status"], "idle");
+    assert_eq!(row["last_error"].as_str(), summary.last_error.as_deref());
+    assert!(row["last_error"].as_str().unwrap().contains("bad tools"));
+
+    turn(&host, &rt, "Third time");
+    assert_eq!(rows(&host.index)[0]["last_error"], Value::Null);
+}
+
+#[test]
+fn a_failed_write_marks_the_thread_dirty_and_the_next_change_writes_it() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    turn(&host, &rt, "Hi");
+    host.index.fail(true);
+    turn(&host, &rt, "While D1 is down");
+    assert!(dirty(&host), "the thread knows its row is behind");
+    assert_eq!(rows(&host.index)[0]["turn_count"], 1, "the row is behind");
+    assert!(host
+        .logged_errors()
+        .iter()
+        .any(|e| e.contains("could not write the thread index")));
+
+    host.index.fail(false);
+    turn(&host, &rt, "D1 is back");
+    assert_eq!(rows(&host.index)[0]["turn_count"], 3);
+    assert!(!dirty(&host), "caught up: the flag is cleared");
+}
+
+#[test]
+fn a_new_instance_retries_a_dirty_row_on_first_contact() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    host.index.fail(true);
+    turn(&host, &rt, "Hi");
+    assert!(dirty(&host) && rows(&host.index).is_empty());
+    host.index.fail(false);
+
+    // Evicted; the next request reaches a new instance, with no change to the thread.
+    let next = host.runtime();
+    next.on_contact();
+    host.run_spawned();
+    let row = &rows(&host.index)[0];
+    assert_eq!(
+        (row["turn_count"].as_i64(), row["title"].as_str()),
+        (Some(1), Some("Hi"))
+    );
+    assert!(!dirty(&host));
+
+    // A clean thread costs a new instance one read of the flag and no write.
+    let before = host.index.batches();
+    host.runtime().on_contact();
+    host.run_spawned();
+    assert_eq!(host.index.batches(), before);
+}
+
+#[test]
+fn a_created_thread_gets_its_row_with_tags_and_parent() {
+    let registry = crate::registry().unwrap();
+    let host = TestHost::without_thread(registry, T0).into_rc();
+    let rt = host.runtime();
+    let id = "5b6e08e5-7166-4fc7-8314-9694ee25ac11";
+    let create =
+        CreateThread::parse(br#"{"agent_id":"support","tags":["vip","eu","vip"]}"#).unwrap();
+    let parent = ParentLink {
+        thread_id: PARENT,
+        nesting: 1,
+    };
+    host.run(rt.create(id, &create, Some(parent), None))
+        .unwrap();
+    host.run_spawned();
+    let row = &rows(&host.index)[0];
+    assert_eq!(row["thread_id"], id);
+    assert_eq!(
+        (row["status"].as_str(), row["turn_count"].as_i64()),
+        (Some("idle"), Some(0))
+    );
+    assert_eq!(
+        (row["parent"].as_str(), row["title"].clone()),
+        (Some(PARENT), Value::Null)
+    );
+    assert_eq!(row["created_at"], T0);
+    let tags = host
+        .index
+        .query("SELECT tag FROM thread_tags ORDER BY tag", vec![])
+        .unwrap();
+    assert_eq!(tags, vec![json!({"tag": "eu"}), json!({"tag": "vip"})]);
+
+    let page = list(&host.index, &[("parent", PARENT)]).unwrap();
+    assert_eq!(page["threads"][0]["thread_id"], id);
+    assert_eq!(page["threads"][0]["tags"], json!(["vip", "eu", "vip"]));
+}
+
+#[test]
+fn a_deleted_thread_is_forgotten_and_leaves_no_row() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    turn(&host, &rt, "Hi");
+    assert_eq!(rows(&host.index).len(), 1);
+
+    let id = rt.forget_thread().unwrap();
+    assert_eq!(id, "thread-1");
+    // A change that races the delete is not written.
+    host.script(Ok(reply_events("late", &[])));
+    let before = host.index.batches();
+    host.run(rt.apply(send("late message"))).unwrap();
+    host.run_spawned();
+    assert_eq!(
+        host.index.batches(),
+        before,
+        "no write after the delete began"
+    );
+
+    // The host erases the storage (the Worker: `deleteAll`), then the runtime forgets it.
+    let tables = host
+        .db
+        .0
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    for table in tables {
+        host.db
+            .0
+            .execute_batch(&format!("DROP TABLE {table}"))
+            .unwrap();
+    }
+    rt.thread_erased();
+    let e = host.run(rt.apply(ThreadOp::Summary)).unwrap_err();
+    assert_eq!(e.status, 404);
+    assert_eq!(rt.forget_thread().unwrap_err().status, 404);
+
+    block_on(delete_from_index(&*host.index, &id)).unwrap();
+    assert!(rows(&host.index).is_empty());
+}
+
+/// Query pairs as a test writes them.
+type Query<'a> = &'a [(&'a str, &'a str)];
+
+fn list(index: &SqliteD1, query: Query<'_>) -> Result<Value, edgent::api::ApiError> {
+    let pairs: Vec<(String, String)> = query
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    block_on(list_threads(index, &pairs))
+}
+
+/// Six threads: two agents, all three statuses, tags, one child; created a millisecond
+/// apart except two in the same millisecond (ordered by id).
+fn seeded() -> SqliteD1 {
+    let index = SqliteD1::thread_index();
+    let threads = [
+        (
+            "00000000-0000-4000-8000-000000000001",
+            "support",
+            "idle",
+            vec!["vip"],
+            None,
+            1,
+        ),
+        (
+            "00000000-0000-4000-8000-000000000002",
+            "sales",
+            "running",
+            vec![],
+            None,
+            2,
+        ),
+        (
+            "00000000-0000-4000-8000-000000000003",
+            "support",
+            "stopped",
+            vec!["vip", "eu"],
+            None,
+            3,
+        ),
+        (
+            "00000000-0000-4000-8000-000000000004",
+            "support",
+            "idle",
+            vec!["eu"],
+            Some(PARENT),
+            4,
+        ),
+        (
+            "00000000-0000-4000-8000-000000000005",
+            "sales",
+            "idle",
+            vec![],
+            None,
+            4,
+        ),
+        (
+            "00000000-0000-4000-8000-000000000006",
+            "support",
+            "running",
+            vec!["vip"],
+            None,
+            5,
+        ),
+    ];
+    for (id, agent, status, tags, parent, at) in threads {
+        let row = IndexRow {
+            thread_id: id.into(),
+            agent_id: agent.into(),
+            status: status.into(),
+            tags: tags.into_iter().map(str::to_owned).collect(),
+            parent: parent.map(str::to_owned),
+            created_at: T0 + at,
+            updated_at: T0 + at,
+            ..IndexRow::default()
+        };
+        block_on(edgent::runtime::ConfigDb::batch(&index, row.upsert())).unwrap();
+    }
+    index
+}
+
+/// The last digit of each listed id, in order.
+fn ids(page: &Value) -> Vec<u8> {
+    page["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["thread_id"].as_str().unwrap().as_bytes()[35] - b'0')
+        .collect()
+}
+
+#[test]
+fn pages_follow_the_cursor_newest_first_without_gaps_or_repeats() {
+    let index = seeded();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut query = vec![("limit", "4")];
+        if let Some(c) = &cursor {
+            query.push(("cursor", c.as_str()));
+        }
+        let page = list(&index, &query).unwrap();
+        seen.extend(ids(&page));
+        pages += 1;
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 2);
+    // 5 and 4 share a millisecond: the id orders them.
+    assert_eq!(seen, vec![6, 5, 4, 3, 2, 1]);
+    let page = list(&index, &[("limit", "6")]).unwrap();
+    assert_eq!(page["next_cursor"], Value::Null, "no empty last page");
+    let first = &list(&index, &[("limit", "1")]).unwrap()["threads"][0];
+    for key in [
+        "thread_id",
+        "agent_id",
+        "status",
+        "title",
+        "tags",
+        "parent",
+        "turn_count",
+        "last_error",
+        "created_at",
+        "updated_at",
+    ] {
+        assert!(first.get(key).is_some(), "{key} missing from {first}");
+    }
+}
+
+#[test]
+fn each_filter_selects_its_threads_and_pages_too() {
+    let index = seeded();
+    let cases: [(Query<'_>, Vec<u8>); 6] = [
+        (&[("agent", "sales")], vec![5, 2]),
+        (&[("status", "idle")], vec![5, 4, 1]),
+        (&[("tag", "vip")], vec![6, 3, 1]),
+        (&[("tag", "eu"), ("agent", "support")], vec![4, 3]),
+        (&[("parent", PARENT)], vec![4]),
+        (&[("agent", "nobody")], vec![]),
+    ];
+    for (query, want) in cases {
+        assert_eq!(ids(&list(&index, query).unwrap()), want, "{query:?}");
+    }
+    let first = list(&index, &[("tag", "vip"), ("limit", "2")]).unwrap();
+    assert_eq!(ids(&first), vec![6, 3]);
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let rest = list(
+        &index,
+        &[("tag", "vip"), ("limit", "2"), ("cursor", cursor)],
+    )
+    .unwrap();
+    assert_eq!(
+        (ids(&rest), rest["next_cursor"].clone()),
+        (vec![1], Value::Null)
+    );
+}
+
+#[test]
+fn every_listing_walks_an_index_in_its_order() {
+    let index = seeded();
+    let cursor = edgent::api::thread_index::Cursor {
+        created_at: T0 + 4,
+        thread_id: "00000000-0000-4000-8000-000000000005".into(),
+    }
+    .encode();
+    let queries: [Query<'_>; 6] = [
+        &[],
+        &[("cursor", &cursor)],
+        &[("agent", "support"), ("cursor", &cursor)],
+        &[("status", "idle")],
+        &[("parent", PARENT)],
+        &[("tag", "vip"), ("cursor", &cursor)],
+    ];
+    for query in queries {
+        let pairs: Vec<(String, String)> = query
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let (sql, params) = edgent::api::thread_index::ListQuery::parse(&pairs)
+            .unwrap()
+            .statement();
+        let plan = index
+            .query(&format!("EXPLAIN QUERY PLAN {sql}"), params)
+            .unwrap();
+        let plan: Vec<&str> = plan.iter().filter_map(|r| r["detail"].as_str()).collect();
+        let text = plan.join(" | ");
+        assert!(!text.contains("TEMP B-TREE"), "{query:?} sorts: {text}");
+        // Every table is reached through an index (or the tags' primary key), none scanned.
+        assert!(
+            plan.iter().all(|step| step.contains("USING")),
+            "{query:?}: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_write_never_takes_a_row_back_to_an_older_state() {
+    let index = SqliteD1::thread_index();
+    let newer = IndexRow {
+        thread_id: PARENT.into(),
+        agent_id: "support".into(),
+        status: "idle".into(),
+        turn_count: 2,
+        tags: vec!["vip".into()],
+        created_at: T0,
+        updated_at: T0 + 20,
+        ..IndexRow::default()
+    };
+    let older = IndexRow {
+        status: "running".into(),
+        turn_count: 1,
+        updated_at: T0 + 10,
+        ..newer.clone()
+    };
+    for row in [&newer, &older, &newer] {
+        block_on(edgent::runtime::ConfigDb::batch(&index, row.upsert())).unwrap();
+    }
+    let stored = &rows(&index)[0];
+    assert_eq!(
+        (stored["status"].as_str(), stored["turn_count"].as_i64()),
+        (Some("idle"), Some(2))
+    );
+    let tags = index.query("SELECT tag FROM thread_tags", vec![]).unwrap();
+    assert_eq!(tags.len(), 1, "tags written once however often the row is");
+}
+
+#[test]
+fn a_bad_query_is_a_400_and_d1_failing_a_500() {
+    let index = seeded();
+    let batches = index.batches();
+    for query in [
+        &[("limit", "0")][..],
+        &[("limit", "201")],
+        &[("status", "done")],
+        &[("parent", "not-a-thread")],
+        &[("cursor", "bm9wZQ")],
+    ] {
+        let e = list(&index, query).unwrap_err();
+        assert_eq!((e.status, e.code), (400, "invalid_request"), "{query:?}");
+    }
+    assert_eq!(index.batches(), batches, "a bad query never reaches D1");
+    index.fail(true);
+    let e = list(&index, &[]).unwrap_err();
+    assert_eq!((e.status, e.code), (500, "internal"));
+    assert!(
+        !e.message.contains("D1_ERROR"),
+        "the cause is logged, not shown"
+    );
+    assert!(index.logged_errors().iter().any(|l| l.contains("D1_ERROR")));
+    let e = block_on(delete_from_index(&index, PARENT)).unwrap_err();
+    assert_eq!(e.status, 500);
+}
