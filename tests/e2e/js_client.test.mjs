@@ -5,7 +5,7 @@
 // the final message carries the same text; a socket killed mid-answer reconnects and resumes
 // with ?after= so the streamed text has no gap and no duplicate; rpc timeouts reject while the
 // connection keeps working; a refused or revoked token is surfaced as an EdgentError and not
-// retried.
+// retried; the key pages the thread index and deletes a thread, closing its sockets.
 // Does not prove: browsers' own WebSocket (Node uses the `ws` package's class, through the same
 // WHATWG interface); React (clients/js/react/tests); behaviour on Cloudflare's edge.
 
@@ -78,22 +78,15 @@ function open(t, threadId, token, options = {}) {
   return { conn, store, sockets };
 }
 
-function until(pred, what, timeout = 10000) {
-  return new Promise((resolve, reject) => {
-    const deadline = Date.now() + timeout;
-    const tick = () => {
-      let v;
-      try {
-        v = pred();
-      } catch (e) {
-        return reject(e);
-      }
-      if (v) return resolve(v);
-      if (Date.now() > deadline) return reject(new Error(`timed out waiting for ${what}`));
-      setTimeout(tick, 10);
-    };
-    tick();
-  });
+/** Waits until `pred()` (which may be async) gives a truthy value, and resolves with it. */
+async function until(pred, what, timeout = 10000) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const v = await pred();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 const finalAssistant = (store) =>
@@ -251,4 +244,31 @@ test('revoking the thread\'s tokens closes the client\'s socket for good', { ski
   assert.equal(revoked.generation, 1);
   await until(() => conn.state === 'closed', 'the socket to close');
   assert.equal(store.getSnapshot().error?.code, 'unauthorized');
+});
+
+test('the key pages the thread index and deletes a thread; the client\'s socket closes for good', { skip: skipAll }, async (t) => {
+  const tag = `js-${Date.now()}`;
+  const created = await api.createThread({ agent_id: 'support', tags: [tag], token: { scopes: ['chat'] } });
+  const { conn, store } = open(t, created.thread_id, created.token.token);
+  await until(() => store.getSnapshot().loaded, 'the first page');
+  model.push({ text: 'Indexed.' });
+  await store.send('Index me, please');
+  // The index is written in the background: poll it.
+  const row = await until(async () => {
+    const page = await api.listThreads({ tag, limit: 10 });
+    return page.threads.find((r) => r.thread_id === created.thread_id && r.title === 'Index me, please');
+  }, 'the thread in the index');
+  assert.equal(row.agent_id, 'support');
+  assert.deepEqual(row.tags, [tag]);
+  const page = await api.listThreads({ tag, limit: 1 });
+  assert.equal(page.threads.length, 1);
+  assert.ok('next_cursor' in page);
+  // A client token may not list the index.
+  const asBrowser = new js.EdgentClient({ url: worker.url, token: created.token.token });
+  await assert.rejects(asBrowser.listThreads(), (e) => e.status === 403 && e.code === 'forbidden');
+
+  assert.deepEqual(await api.deleteThread(created.thread_id), { deleted: created.thread_id });
+  await until(() => conn.state === 'closed', 'the socket to close');
+  assert.equal(store.getSnapshot().error?.code, 'not_found');
+  await assert.rejects(api.getThread(created.thread_id), (e) => e.status === 404 && e.code === 'not_found');
 });

@@ -185,7 +185,7 @@ export class EdgentClient {
   }
 
   /** `DELETE /api/threads/:id`: erases the thread, its index row and so its tokens (server key). */
-  deleteThread(threadId: string): Promise<unknown> {
+  deleteThread(threadId: string): Promise<{ deleted: string }> {
     return this.request('DELETE', threadPath(threadId));
   }
 
