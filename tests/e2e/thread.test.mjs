@@ -101,7 +101,8 @@ test('a turn over the socket streams chunks, stores the answer and calls the mod
   sock.threadId = id;
 
   const hello = sock.frames[0];
-  assert.deepEqual(hello, { type: 'hello', thread_id: id, protocol: 1 });
+  // No frame was sent before this socket opened: the newest seq is 0.
+  assert.deepEqual(hello, { type: 'hello', thread_id: id, protocol: 1, seq: 0 });
   const status = await sock.waitFor((f) => f.type === 'status');
   assert.deepEqual(status, { type: 'status', state: 'idle', turn: 0, side: status.side });
 
@@ -281,7 +282,8 @@ test('an unknown tool becomes an error result the model sees, and the turn compl
   const frames = sock.frames.slice(from);
 
   const last = frames.filter((f) => f.type === 'tool').at(-1);
-  assert.deepEqual(last, { type: 'tool', tool_call_id: 'call_rockets', name: 'launch_rockets', status: 'error' });
+  assert.deepEqual(last, { type: 'tool', tool_call_id: 'call_rockets', name: 'launch_rockets', status: 'error', seq: last.seq });
+  assert.ok(Number.isInteger(last.seq));
   const toolMsg = frames.find((f) => f.type === 'message' && f.message.role === 'tool');
   assert.match(toolMsg.message.content, /unknown tool/i);
   assert.match(toolMsg.message.content, /launch_rockets/);

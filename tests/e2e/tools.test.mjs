@@ -566,7 +566,8 @@ test('send_notification queued by a client emits an event to every socket of its
   assert.equal(run.message.content, 'notification sent by sms to +15550100');
   const events = run.frames.filter((f) => f.type === 'event');
   assert.equal(events.length, 1, JSON.stringify(run.frames));
-  assert.deepEqual(Object.keys(events[0]), ['type', 'event', 'data', 'timestamp']);
+  // Logged for resuming sockets: `seq` comes last.
+  assert.deepEqual(Object.keys(events[0]), ['type', 'event', 'data', 'timestamp', 'seq']);
   assert.equal(events[0].event, 'notification');
   assert.deepEqual(events[0].data, note);
   assert.ok(Number.isInteger(events[0].timestamp));
@@ -718,7 +719,7 @@ test('get_weather: each service failure becomes an error result the model can ex
     assert.equal(retrying.length, asked - 1, `${label}: retrying frames`);
     if (asked > 1) assert.match(run.message.content, /gave up after 3 attempts/, label);
     const final = run.frames.filter((f) => f.type === 'tool').at(-1);
-    assert.deepEqual(final, { type: 'tool', tool_call_id: run.callId, name: 'get_weather', status: 'error' });
+    assert.deepEqual(final, { type: 'tool', tool_call_id: run.callId, name: 'get_weather', status: 'error', seq: final.seq });
   }
   assert.equal(model.requests.length, 0);
   await assertKeyNotLeaked(sock);

@@ -21,6 +21,7 @@ mod durable;
 mod engine;
 mod engine_props;
 mod flow_host;
+mod frame_log;
 mod history_budget;
 mod history_cache;
 mod hooks;

@@ -64,14 +64,13 @@ impl FlowHost for ShellHost {
         now()
     }
 
-    /// Sends `frame` to every socket of the object (a closing socket just misses it) and to
-    /// every open AI SDK answer.
-    fn broadcast(&self, frame: &ServerFrame) {
-        let text = frame.to_json();
+    /// The text goes to every socket of the object (the framework numbered and logged it; a
+    /// closing socket just misses it) and to every open AI SDK answer.
+    fn send_to_sockets(&self, text: &str, _frame: &ServerFrame) {
         for ws in self.state.get_websockets() {
-            let _ = ws.send_with_str(&text);
+            let _ = ws.send_with_str(text);
         }
-        self.chats.push(&text);
+        self.chats.push(text);
     }
 
     fn secret(&self, name: &str) -> Option<String> {

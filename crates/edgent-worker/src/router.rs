@@ -348,6 +348,10 @@ async fn stream(
             "this route is a WebSocket: send Upgrade: websocket",
         ));
     }
+    // Checked here, before the upgrade; the object reads its own copy from a header.
+    let after = query_param(req, "after")
+        .map(|a| edgent::api::ops::parse_after(&a))
+        .transpose()?;
     let (thread_id, create) = match thread {
         Some(id) => (id.to_owned(), None),
         None => {
@@ -369,6 +373,9 @@ async fn stream(
     if access::offers_subprotocol(subprotocols.as_deref()) {
         // The object answers the upgrade with it, as browsers require.
         set("x-edgent-subprotocol", SUBPROTOCOL)?;
+    }
+    if let Some(after) = after {
+        set("x-edgent-after", &after.to_string())?;
     }
     if let Some(create) = create {
         // Internal only: the object creates the thread before it accepts the socket.

@@ -21,9 +21,10 @@ use super::host::ShellHost;
 use super::http::{error, json, logged, query_pairs, query_param, read_body, registry_error};
 use super::router::PRINCIPAL_HEADER;
 use edgent::api::access::{Access, Principal, SUBPROTOCOL};
-use edgent::api::ops::{ThreadOp, OP_PREFIX};
+use edgent::api::ops::{parse_after, ThreadOp, OP_PREFIX};
 use edgent::api::ui_stream::ChatRequest;
 use edgent::api::{ApiError, CreateThread};
+use edgent::engine::frame_log::Replay;
 use edgent::engine::thread::ParentLink;
 use edgent::runtime::ThreadRuntime;
 use edgent::tool::RegistryError;
@@ -173,7 +174,10 @@ impl ThreadObject {
         let principal = socket_principal(&ws);
         let answer = match (self.runtime(), ThreadOp::from_rpc(&method, &params)) {
             (Ok(rt), Ok(op)) => match rt.authorize_op(&principal, &op) {
-                Ok(()) => rt.apply(op).await,
+                Ok(()) => match op {
+                    ThreadOp::Resume { after } => resume(rt, &ws, after),
+                    op => rt.apply(op).await,
+                },
                 Err(e) => Err(e),
             },
             (Err(e), _) | (_, Err(e)) => Err(e),
@@ -321,8 +325,17 @@ impl ThreadObject {
     }
 
     /// A client's socket; when the router asks (`x-edgent-create`), the thread is created
-    /// first, so one request creates a thread and connects to it.
+    /// first, so one request creates a thread and connects to it. With `x-edgent-after` (the
+    /// router's copy of `?after=`) the socket is sent, after `hello` and `status`, every
+    /// logged frame after that seq, or `reset` when the log no longer reaches back that far.
     async fn accept_socket(&self, req: &Request) -> Result<Response> {
+        let after = match req.headers().get("x-edgent-after").ok().flatten() {
+            Some(after) => match parse_after(&after) {
+                Ok(after) => Some(after),
+                Err(e) => return error(&e),
+            },
+            None => None,
+        };
         if self.state.get_websockets().len() >= MAX_SOCKETS_PER_THREAD {
             return error(&ApiError::new(
                 429,
@@ -346,8 +359,13 @@ impl ThreadObject {
         {
             return error(&e);
         }
-        let greeting = self.runtime().and_then(|rt| rt.greeting());
-        let (thread_id, status) = match greeting {
+        // From here to the last replayed frame nothing awaits: no frame can be broadcast in
+        // between, so the socket gets every logged frame after `after`, then live ones, with
+        // no gap and no duplicate.
+        let greeting = self
+            .runtime()
+            .and_then(|rt| Ok((rt.greeting()?, rt.replay(after)?)));
+        let ((thread_id, status), replay) = match greeting {
             Ok(v) => v,
             Err(e) => return error(&e),
         };
@@ -364,9 +382,11 @@ impl ThreadObject {
             &ServerFrame::Hello {
                 thread_id,
                 protocol: PROTOCOL_VERSION,
+                seq: replay.newest,
             },
         );
         send(&server, &status);
+        send_replay(&server, &replay);
         let response = Response::from_websocket(pair.client)?;
         if req
             .headers()
@@ -459,4 +479,29 @@ fn state_handle(state: &State) -> State {
 
 fn send(ws: &WebSocket, frame: &ServerFrame) {
     let _ = ws.send_with_str(frame.to_json());
+}
+
+/// Sends a replay to one socket: the logged frames as they were first sent, or `reset`.
+fn send_replay(ws: &WebSocket, replay: &Replay) {
+    if replay.reset {
+        send(ws, &ServerFrame::Reset { seq: replay.newest });
+        return;
+    }
+    for text in &replay.frames {
+        let _ = ws.send_with_str(text);
+    }
+}
+
+/// The rpc `resume`: the frames after `after` go to this socket (read and sent without an
+/// await, like a socket opened with `?after=`), then the answer. Frames broadcast to this
+/// socket since the client's last one are sent again: the client drops seqs it has seen.
+fn resume(rt: &ThreadRuntime, ws: &WebSocket, after: i64) -> std::result::Result<Value, ApiError> {
+    rt.greeting()?; // 404 for an object that holds no thread
+    let replay = rt.replay(Some(after))?;
+    send_replay(ws, &replay);
+    let mut answer = json!({ "replayed": replay.frames.len(), "seq": replay.newest });
+    if replay.reset {
+        answer["reset"] = json!(true);
+    }
+    Ok(answer)
 }

@@ -47,6 +47,13 @@ pub enum ThreadOp {
     MintToken(MintRequest),
     /// Revoke every token minted so far (`POST …/tokens/revoke`).
     RevokeTokens,
+    /// Send this socket every logged frame after a seq (rpc `resume`; a socket opened with
+    /// `?after=` gets the same). Answered by the socket's driver, which alone knows the socket:
+    /// the frames first, then `{"replayed", "seq"}`.
+    Resume {
+        /// The last seq the client saw.
+        after: i64,
+    },
 }
 
 /// Where client operations live in a thread object's own namespace, apart from the routes
@@ -65,7 +72,32 @@ pub const RPC_METHODS: &[&str] = &[
     "stop",
     "approve_tool",
     "regenerate",
+    "resume",
 ];
+
+/// The `after` of `GET …/stream?after=<seq>`: a non-negative integer in decimal digits, else
+/// 400 (before the socket is upgraded).
+pub fn parse_after(text: &str) -> Result<i64, ApiError> {
+    let valid = !text.is_empty() && text.len() <= 19 && text.bytes().all(|b| b.is_ascii_digit());
+    valid
+        .then(|| text.parse::<i64>().ok())
+        .flatten()
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "\"after\" must be a non-negative integer (a seq), not {:?}",
+                crate::values::limits::truncated(text, 32)
+            ))
+        })
+}
+
+/// The `after` of rpc `resume {"after": seq}`: a non-negative JSON integer, else 400.
+fn resume_after(params: &Value) -> Result<i64, ApiError> {
+    params
+        .get("after")
+        .and_then(Value::as_u64)
+        .and_then(|after| i64::try_from(after).ok())
+        .ok_or_else(|| ApiError::invalid("resume needs \"after\": a non-negative integer (a seq)"))
+}
 
 impl ThreadOp {
     /// Decodes a WebSocket `rpc {method, params}`.
@@ -82,6 +114,9 @@ impl ThreadOp {
             "stop" => ThreadOp::Stop,
             "approve_tool" => ThreadOp::DecideApproval(parse_params(params)?),
             "regenerate" => ThreadOp::Regenerate,
+            "resume" => ThreadOp::Resume {
+                after: resume_after(params)?,
+            },
             other => {
                 return Err(ApiError::new(
                     400,
@@ -149,6 +184,7 @@ impl ThreadOp {
             | ThreadOp::GetToolCalls(_)
             | ThreadOp::ToolStatuses
             | ThreadOp::Regenerate
+            | ThreadOp::Resume { .. }
             | ThreadOp::Stop => Access::Chat,
             ThreadOp::DecideApproval(_) => Access::Approve,
             ThreadOp::QueueTool(p)
@@ -298,6 +334,44 @@ mod tests {
         }
         let nested = ThreadOp::from_rpc("get_tool_calls", &json!({ "limit": [2] })).unwrap_err();
         assert_eq!(nested.code, "invalid_request");
+    }
+
+    #[test]
+    fn resume_takes_a_non_negative_integer() {
+        for (params, after) in [(json!({ "after": 0 }), 0), (json!({ "after": 42 }), 42)] {
+            assert_eq!(
+                ThreadOp::from_rpc("resume", &params).unwrap(),
+                ThreadOp::Resume { after }
+            );
+        }
+        for bad in [
+            json!({}),
+            json!({ "after": -1 }),
+            json!({ "after": 1.5 }),
+            json!({ "after": "3" }),
+            json!({ "after": null }),
+            json!({ "after": u64::MAX }),
+        ] {
+            let e = ThreadOp::from_rpc("resume", &bad).unwrap_err();
+            assert_eq!((e.status, e.code), (400, "invalid_request"), "{bad}");
+        }
+        assert_eq!(parse_after("0").unwrap(), 0);
+        assert_eq!(parse_after("007").unwrap(), 7);
+        assert_eq!(parse_after("9223372036854775807").unwrap(), i64::MAX);
+        for bad in [
+            "",
+            "-1",
+            "+1",
+            " 1",
+            "1.0",
+            "1e3",
+            "abc",
+            "9223372036854775808",
+            "0x10",
+        ] {
+            let e = parse_after(bad).unwrap_err();
+            assert_eq!((e.status, e.code), (400, "invalid_request"), "{bad:?}");
+        }
     }
 
     #[test]

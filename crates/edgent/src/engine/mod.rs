@@ -7,6 +7,7 @@
 //! the order of calls.
 
 pub mod durable;
+pub mod frame_log;
 pub mod model_chain;
 pub mod request_log;
 pub mod retry;

@@ -141,6 +141,29 @@ const TRIGGER_ATTEMPT_FINISHED: &str =
               AND finished_at IS NULL;
         END";
 
+// The frame log (see `engine::frame_log`): every frame broadcast to the thread's sockets, for
+// sockets that resume. `seq` is the frame's sequence number: AUTOINCREMENT, so a seq is never
+// reused even after the newest rows are pruned. `message_id` is set on `message` and
+// `message_chunk` frames, `settled` on a `message` frame whose status is not pending; `bytes`
+// is the body's length (kept apart so the bound is summed without reading bodies). A NULL
+// body is a frame too large to keep: a replay that reaches it is a reset.
+const TABLE_FRAME_LOG: &str = "CREATE TABLE frame_log (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            message_id TEXT,
+            settled INTEGER NOT NULL DEFAULT 0,
+            bytes INTEGER NOT NULL,
+            body TEXT
+        )";
+// Compaction: a settled message replaces its streamed chunks and its earlier `message` frames
+// (in the insert itself, no statement of its own). No index on `message_id`: the scan is of at
+// most a few thousand small rows once per settled message, and an index would cost a second
+// row written for every chunk.
+const TRIGGER_FRAME_LOG_COMPACTED: &str =
+    "CREATE TRIGGER frame_log_compacted AFTER INSERT ON frame_log WHEN NEW.settled = 1
+        BEGIN
+            DELETE FROM frame_log WHERE message_id = NEW.message_id AND seq < NEW.seq;
+        END";
+
 /// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&[&str]] = &[
     // v1: the thread row, its messages (ordered by `position`, paged through an index) and the
@@ -280,6 +303,8 @@ pub const MIGRATIONS: &[&[&str]] = &[
             cost_usd = (SELECT COALESCE(SUM(cost), 0) FROM model_requests)",
         TRIGGER_USAGE_COUNTED,
     ],
+    // v9: the frame log, so a socket that reconnects gets the frames it missed (`?after=`).
+    &[TABLE_FRAME_LOG, TRIGGER_FRAME_LOG_COMPACTED],
 ];
 
 /// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
@@ -375,6 +400,8 @@ pub const CURRENT: &[&str] = &[
     TRIGGER_ATTEMPT_STARTED,
     TRIGGER_ATTEMPT_FINISHED,
     TRIGGER_USAGE_COUNTED,
+    TABLE_FRAME_LOG,
+    TRIGGER_FRAME_LOG_COMPACTED,
 ];
 
 /// The schema version this build expects.

@@ -218,6 +218,15 @@ impl ThreadRuntime {
             .map_err(|e| self.thread_error(&e))
     }
 
+    /// What a socket that saw every frame up to `after` is sent when it (re)connects or asks
+    /// with the rpc `resume`: the newest seq and the logged frames after `after`, or a reset
+    /// (`None`: a fresh socket, sent nothing). Synchronous: the caller sends the frames before
+    /// anything else can be broadcast.
+    pub fn replay(&self, after: Option<i64>) -> Result<crate::engine::frame_log::Replay, ApiError> {
+        crate::engine::frame_log::replay(self.platform.sql(), after)
+            .map_err(|e| self.logged("could not read the frame log", e))
+    }
+
     fn now(&self) -> i64 {
         self.platform.now_ms()
     }
@@ -289,13 +298,17 @@ impl ThreadRuntime {
         Ok(thread.with_cache(self.cache.borrow().clone()))
     }
 
-    /// Broadcasts the frames the engine produced; a failing hook is skipped (its input is
-    /// used) and logged, never shown to users.
+    /// Broadcasts the frames the engine produced (numbered and logged first, in one insert);
+    /// a failing hook is skipped (its input is used) and logged, never shown to users.
     fn flush(&self, thread: &mut Thread<'_>) {
-        let mut index_changed = false;
-        while let Some(frame) = thread.poll_frame() {
-            self.platform.broadcast(&frame);
-            index_changed |= self.index.note(&frame, self.now());
+        let frames: Vec<_> = std::iter::from_fn(|| thread.poll_frame()).collect();
+        let now = self.now();
+        let index_changed = frames.iter().fold(false, |changed, frame| {
+            self.index.note(frame, now) | changed
+        });
+        if let Err(e) = crate::tool::broadcast(&*self.tool_host, frames) {
+            self.platform
+                .log_error(&format!("frames sent without seq, not logged: {e}"));
         }
         if index_changed {
             self.schedule_index_write();

@@ -113,6 +113,13 @@ impl ThreadRuntime {
             }
             ThreadOp::MintToken(request) => self.mint_token(&request)?,
             ThreadOp::RevokeTokens => self.revoke_tokens()?,
+            // Only a socket's driver can answer it (it sends the frames to that socket).
+            ThreadOp::Resume { .. } => {
+                return Err(ApiError::invalid(
+                    "resume is answered on a socket: send it as an rpc, or open the stream \
+                     with ?after=<seq>",
+                ))
+            }
         };
         if starts_work {
             self.start_work().await;

@@ -47,6 +47,8 @@ pub struct TestHost {
     pub registry: Registry,
     pub(super) clock: Rc<Cell<i64>>,
     pub(super) frames: RefCell<Vec<ServerFrame>>,
+    /// The same frames as sent on the wire (with `seq` when logged).
+    pub(super) sent: RefCell<Vec<String>>,
     pub(super) secrets: Vec<(String, String)>,
     pub(super) vars: Vec<(String, String)>,
     pub(super) agent: AgentConfig,
@@ -107,6 +109,7 @@ impl TestHost {
             registry,
             clock,
             frames: RefCell::new(Vec::new()),
+            sent: RefCell::new(Vec::new()),
             secrets: Vec::new(),
             vars: Vec::new(),
             agent,
@@ -174,8 +177,9 @@ impl TestHost {
         self.clock.set(self.clock.get().saturating_add(ms));
     }
 
-    /// The frames sent so far, taken.
+    /// The frames sent so far, taken (their wire texts too).
     pub fn take_frames(&self) -> Vec<ServerFrame> {
+        self.sent.borrow_mut().clear();
         std::mem::take(&mut *self.frames.borrow_mut())
     }
 
@@ -184,11 +188,20 @@ impl TestHost {
         self.frames.borrow().clone()
     }
 
-    /// Keeps the frames `t` produced (after an input the test gave it directly).
+    /// The frames sent so far as their wire text (with `"seq"` when logged), taken.
+    pub fn take_sent(&self) -> Vec<String> {
+        std::mem::take(&mut *self.sent.borrow_mut())
+    }
+
+    /// Keeps the frames `t` produced (after an input the test gave it directly): numbered,
+    /// logged and sent as the runtime does; a frame log failure is logged like the runtime's.
     pub fn keep_frames(&self, t: &mut Thread<'_>) {
-        self.frames
-            .borrow_mut()
-            .extend(std::iter::from_fn(|| t.poll_frame()));
+        let frames = std::iter::from_fn(|| t.poll_frame()).collect();
+        if let Err(e) = crate::tool::broadcast(self, frames) {
+            self.errors
+                .borrow_mut()
+                .push(format!("frames sent without seq, not logged: {e}"));
+        }
     }
 
     /// What the deployment counter answers from now on (`None`: it cannot be reached).

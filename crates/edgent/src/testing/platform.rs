@@ -182,8 +182,9 @@ impl FlowHost for TestHost {
     fn now_ms(&self) -> i64 {
         self.clock.get()
     }
-    fn broadcast(&self, frame: &ServerFrame) {
+    fn send_to_sockets(&self, text: &str, frame: &ServerFrame) {
         self.frames.borrow_mut().push(frame.clone());
+        self.sent.borrow_mut().push(text.to_owned());
     }
     fn secret(&self, name: &str) -> Option<String> {
         self.secrets

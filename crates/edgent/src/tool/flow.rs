@@ -23,8 +23,11 @@ pub trait FlowHost {
     fn registry(&self) -> &Registry;
     /// The current time, ms since the Unix epoch.
     fn now_ms(&self) -> i64;
-    /// Sends a frame to every socket of this thread.
-    fn broadcast(&self, frame: &ServerFrame);
+    /// Sends one frame to every socket of this thread. `text` is what goes on the wire: the
+    /// frame serialised once, with its `seq` when the framework logged it (see
+    /// [`crate::engine::frame_log`]); `frame` is the same frame as a value, for hosts that look
+    /// into it (the test host). A host only sends: numbering and logging happened before.
+    fn send_to_sockets(&self, text: &str, frame: &ServerFrame);
     /// A secret binding's value (never log or return it).
     fn secret(&self, name: &str) -> Option<String>;
     /// A plain-text variable binding.
@@ -316,16 +319,48 @@ impl ToolQueue {
     }
 }
 
-/// Events to every socket of the thread (not stored).
+/// Events to every socket of the thread (never part of the conversation).
 #[derive(Clone)]
 pub struct EventStream(Rc<dyn FlowHost>);
 
 impl EventStream {
-    /// Sends an `event` frame; same as [`super::emit_thread_event`].
+    /// Sends an `event` frame, logged with its `seq` so a socket that reconnects gets it again;
+    /// same as [`super::emit_thread_event`].
     pub fn emit(&self, event: &str, data: &impl Serialize) -> Result<(), ToolError> {
-        let frame = ServerFrame::event(event, serde_json::to_value(data)?, self.0.now_ms())
-            .map_err(|why| ToolError::new(why.to_string()))?;
-        self.0.broadcast(&frame);
+        let frame = self.frame(event, data)?;
+        // A frame that could not be logged is still sent (without `seq`); the tool goes on.
+        let _ = broadcast(&*self.0, vec![frame]);
         Ok(())
     }
+
+    /// Sends an `event` frame to the sockets open now only: not logged, no `seq`, never
+    /// replayed (progress ticks, typing indicators: what is stale by the time anyone
+    /// reconnects). Same as [`super::emit_ephemeral_event`].
+    pub fn emit_ephemeral(&self, event: &str, data: &impl Serialize) -> Result<(), ToolError> {
+        let frame = self.frame(event, data)?;
+        self.0.send_to_sockets(&frame.to_json(), &frame);
+        Ok(())
+    }
+
+    fn frame(&self, event: &str, data: &impl Serialize) -> Result<ServerFrame, ToolError> {
+        ServerFrame::event(event, serde_json::to_value(data)?, self.0.now_ms())
+            .map_err(|why| ToolError::new(why.to_string()))
+    }
+}
+
+/// Sends `frames` to every socket of the thread the way every host does: numbered and written
+/// to the frame log first (one insert), then sent as the logged text. Frames that could not be
+/// logged are sent all the same, without `seq`; the error says why.
+pub(crate) fn broadcast(
+    host: &dyn FlowHost,
+    frames: Vec<ServerFrame>,
+) -> Result<(), crate::values::sql::SqlError> {
+    if frames.is_empty() {
+        return Ok(());
+    }
+    let logged = crate::engine::frame_log::append(host.sql(), &frames);
+    for (text, frame) in logged.texts.iter().zip(&frames) {
+        host.send_to_sockets(text, frame);
+    }
+    logged.error.map_or(Ok(()), Err)
 }

@@ -59,6 +59,7 @@ pub use crate::values::policy::{
 pub use crate::values::tool_error::{Retry, ToolError};
 pub use crate::values::tool_result::{CallToolResult, Content, Source, SourceKind, ToolStatus};
 pub use durable::{run_until_suspended, RunState, WebhookEvent};
+pub(crate) use flow::broadcast;
 pub use flow::{
     AgentView, Context, EventStream, FlowHost, FlowState, MessageHistory, Storage, ToolQueue,
 };
@@ -66,7 +67,7 @@ pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
 pub use http::{HostError, HttpRequest, HttpResponse};
 pub use registry::{Registry, RegistryError};
 pub use utils::{
-    emit_thread_event, force_turn, get_messages, inject_message, queue_tool,
+    emit_ephemeral_event, emit_thread_event, force_turn, get_messages, inject_message, queue_tool,
     queue_tool_with_bindings,
 };
 

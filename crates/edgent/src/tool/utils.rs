@@ -1,6 +1,7 @@
 //! The thread utilities tools share with WebSocket clients: `queue_tool`, `inject_message`,
-//! `get_messages`, `emit_thread_event`, `force_turn`. Each runs the same [`Thread`] operation
-//! the `rpc` methods run, then sends the frames it produced to the thread's sockets.
+//! `get_messages`, `emit_thread_event` (and `emit_ephemeral_event`), `force_turn`. Each runs
+//! the same [`Thread`] operation the `rpc` methods run, then sends the frames it produced to
+//! the thread's sockets.
 
 use serde::Serialize;
 
@@ -16,9 +17,9 @@ fn with_thread<T>(
     let host = flow.host();
     let mut thread = Thread::open_migrated(host.sql());
     let out = f(&mut thread, host.now_ms());
-    while let Some(frame) = thread.poll_frame() {
-        host.broadcast(&frame);
-    }
+    let frames = std::iter::from_fn(|| thread.poll_frame()).collect();
+    // Frames that could not be logged are still sent (without `seq`); the operation stands.
+    let _ = super::flow::broadcast(&**host, frames);
     Ok(out?)
 }
 
@@ -73,13 +74,24 @@ pub fn get_messages(
     flow.message_history.page(limit, offset, order, false)
 }
 
-/// Sends an `event` frame with `data` to every socket of this thread (not stored).
+/// Sends an `event` frame with `data` to every socket of this thread. It is logged with its
+/// `seq` (a socket that reconnects gets it again) but never part of the conversation.
 pub fn emit_thread_event(
     flow: &FlowState,
     event_type: &str,
     data: impl Serialize,
 ) -> Result<(), ToolError> {
     flow.stream.emit(event_type, &data)
+}
+
+/// [`emit_thread_event`] for the sockets open now only: not logged, no `seq`, never replayed
+/// to a socket that reconnects.
+pub fn emit_ephemeral_event(
+    flow: &FlowState,
+    event_type: &str,
+    data: impl Serialize,
+) -> Result<(), ToolError> {
+    flow.stream.emit_ephemeral(event_type, &data)
 }
 
 /// Makes `side` take the next turn once queued tools have finished (the model of that side

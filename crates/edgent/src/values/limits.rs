@@ -57,6 +57,14 @@ pub const MAX_TIMER_MS: u64 = i32::MAX as u64;
 /// Longest tool error text kept: a longer one is cut (on a character boundary).
 pub const MAX_ERROR_TEXT_BYTES: usize = 16 * 1024;
 
+/// Most frames a thread's frame log keeps for resuming sockets (`?after=`): older ones are
+/// pruned (a socket asking for them gets `reset`). Checked every 256 frames, so the log may
+/// briefly hold up to 255 more.
+pub const FRAME_LOG_MAX_FRAMES: i64 = 2_000;
+/// Most bytes of frame text a thread's frame log keeps: the oldest frames past it are pruned,
+/// like those past [`FRAME_LOG_MAX_FRAMES`].
+pub const FRAME_LOG_MAX_BYTES: i64 = 4 * 1024 * 1024;
+
 /// `text` cut to at most `max` bytes on a character boundary, marked when cut.
 pub fn truncated(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if text.len() <= max {

@@ -32,6 +32,9 @@ pub enum ServerFrame {
         thread_id: String,
         /// [`PROTOCOL_VERSION`].
         protocol: u32,
+        /// The newest seq in the thread's frame log when the socket opened (0: none yet):
+        /// live frames on this socket carry greater ones.
+        seq: i64,
     },
     /// A message was stored or updated.
     Message {
@@ -45,7 +48,8 @@ pub enum ServerFrame {
         /// Text to append.
         delta: String,
     },
-    /// An application event (`emit_thread_event`); not stored.
+    /// An application event (`emit_thread_event`): logged for resuming sockets unless it was
+    /// emitted as ephemeral; never part of the conversation.
     Event {
         /// Event type, chosen by the emitter.
         event: String,
@@ -112,6 +116,12 @@ pub enum ServerFrame {
     },
     /// Answer to `ping`.
     Pong,
+    /// Sent instead of the missed frames to a socket resuming after a seq the frame log no
+    /// longer holds: refetch pages, then continue from `seq`.
+    Reset {
+        /// The newest seq in the log: live frames carry greater ones.
+        seq: i64,
+    },
 }
 
 impl ServerFrame {
@@ -326,5 +336,9 @@ mod tests {
         };
         assert!(f.to_json().starts_with(r#"{"type":"message_chunk""#));
         assert_eq!(ServerFrame::Pong.to_json(), r#"{"type":"pong"}"#);
+        assert_eq!(
+            ServerFrame::Reset { seq: 7 }.to_json(),
+            r#"{"type":"reset","seq":7}"#
+        );
     }
 }

@@ -1,0 +1,266 @@
+//! The thread's frame log: every frame broadcast to the thread's sockets gets the thread's next
+//! sequence number (`seq`) and is written here before it is sent, so a socket that reconnects
+//! with `?after=<seq>` (or sends the rpc `resume`) is sent every frame it missed, in order.
+//!
+//! Pure over [`Sql`], so every host numbers and logs frames the same way: a host sends the
+//! texts [`append`] returns and never serialises or numbers a frame itself.
+//!
+//! What it costs per flush of frames: one multi-row `INSERT … RETURNING seq` (up to
+//! [`ROWS_PER_INSERT`] frames each, within the Durable Object's 100 bound parameters per
+//! statement; the seqs come back from the insert, so nothing is read to number frames).
+//! Compaction runs inside that insert (the `frame_log_compacted` trigger: a settled `message`
+//! frame drops its chunks and earlier `message` frames). Pruning to the bound
+//! ([`FRAME_LOG_MAX_FRAMES`], [`FRAME_LOG_MAX_BYTES`]) runs only when the seqs cross a multiple
+//! of [`PRUNE_EVERY`] or a flush brings [`PRUNE_AFTER_BYTES`] or more: one read, plus one
+//! transaction when there is something to prune.
+
+use crate::values::limits::{FRAME_LOG_MAX_BYTES, FRAME_LOG_MAX_FRAMES, SQLITE_MAX_LENGTH};
+use crate::values::message::MessageStatus;
+use crate::values::protocol::ServerFrame;
+use crate::values::sql::{Sql, SqlError, SqlValue};
+
+/// Frames per `INSERT`: four bound parameters each, and a Durable Object statement takes at
+/// most 100.
+pub const ROWS_PER_INSERT: usize = 25;
+/// Pruning is checked when a flush's seqs cross a multiple of this (so the log holds at most
+/// this many frames over [`FRAME_LOG_MAX_FRAMES`] between checks).
+pub const PRUNE_EVERY: i64 = 256;
+/// Pruning is also checked after a flush of this many bytes or more (large messages), so the
+/// log holds at most about [`PRUNE_EVERY`] times this over [`FRAME_LOG_MAX_BYTES`].
+pub const PRUNE_AFTER_BYTES: usize = 16 * 1024;
+/// Largest frame kept whole: a row must stay under the Durable Object's 2 MB. A larger frame
+/// is still numbered and sent, but kept without its body: a replay that reaches it is a reset
+/// (the client refetches pages).
+pub const MAX_KEPT_FRAME_BYTES: usize = SQLITE_MAX_LENGTH - 64 * 1024;
+
+/// The floor's key in `edgent_meta`: the highest seq pruned (0: none).
+const FLOOR_KEY: &str = "frame_floor";
+
+/// What [`append`] produced: the text of every frame in order (with `"seq"` when it was
+/// logged), and the error that kept frames from being logged, if any.
+#[derive(Debug)]
+pub struct Appended {
+    /// The frames as sent on the wire, in the order given.
+    pub texts: Vec<String>,
+    /// Why some frames (those whose text has no `seq`) were not logged.
+    pub error: Option<SqlError>,
+}
+
+/// Numbers `frames` with the thread's next seqs, logs them (compacting and pruning as above)
+/// and returns their texts, serialised once, with `"seq":n` last. A storage failure leaves the
+/// frames it hit unnumbered: they are still returned (and so sent) without `seq`, and the
+/// error says why.
+pub fn append(sql: &dyn Sql, frames: &[ServerFrame]) -> Appended {
+    let mut texts = Vec::with_capacity(frames.len());
+    let (mut first, mut last, mut bytes) = (None, 0, 0usize);
+    let mut error = None;
+    for batch in frames.chunks(ROWS_PER_INSERT) {
+        let bodies: Vec<String> = batch.iter().map(ServerFrame::to_json).collect();
+        if error.is_some() {
+            texts.extend(bodies);
+            continue;
+        }
+        bytes += bodies.iter().map(String::len).sum::<usize>();
+        match insert(sql, batch, bodies) {
+            Ok(numbered) => {
+                first.get_or_insert(numbered.first().map_or(0, |(seq, _)| *seq));
+                last = numbered.last().map_or(last, |(seq, _)| *seq);
+                texts.extend(numbered.into_iter().map(|(seq, body)| with_seq(body, seq)));
+            }
+            Err((e, bodies)) => {
+                texts.extend(bodies);
+                error = Some(e);
+            }
+        }
+    }
+    if let (Some(first), None) = (first, &error) {
+        let crossed = last / PRUNE_EVERY > (first - 1) / PRUNE_EVERY;
+        if crossed || bytes >= PRUNE_AFTER_BYTES {
+            error = prune(sql).err();
+        }
+    }
+    Appended { texts, error }
+}
+
+/// Why an insert failed, and the bodies it was given (sent without `seq`).
+type Unlogged = (SqlError, Vec<String>);
+
+/// One `INSERT` of up to [`ROWS_PER_INSERT`] frames: the bodies with their seqs, in order (or
+/// the error and the bodies back). Bodies are moved into the bound parameters and taken back
+/// out, never copied.
+fn insert(
+    sql: &dyn Sql,
+    frames: &[ServerFrame],
+    bodies: Vec<String>,
+) -> Result<Vec<(i64, String)>, Unlogged> {
+    let mut statement =
+        String::from("INSERT INTO frame_log (message_id, settled, bytes, body) VALUES ");
+    let mut params = Vec::with_capacity(frames.len() * 4);
+    // Bodies too large to keep: bound as NULL, held here for the answer.
+    let mut held: Vec<Option<String>> = Vec::with_capacity(frames.len());
+    for (i, (frame, body)) in frames.iter().zip(bodies).enumerate() {
+        statement.push_str(if i == 0 {
+            "(?, ?, ?, ?)"
+        } else {
+            ", (?, ?, ?, ?)"
+        });
+        let (message_id, settled) = match frame {
+            ServerFrame::Message { message } => (
+                Some(message.id.clone()),
+                message.status != MessageStatus::Pending,
+            ),
+            ServerFrame::MessageChunk { message_id, .. } => (Some(message_id.clone()), false),
+            _ => (None, false),
+        };
+        params.push(SqlValue::from(message_id));
+        params.push(SqlValue::from(settled));
+        if body.len() <= MAX_KEPT_FRAME_BYTES {
+            params.push(SqlValue::Integer(body.len() as i64));
+            params.push(SqlValue::Text(body));
+            held.push(None);
+        } else {
+            params.push(SqlValue::Integer(0));
+            params.push(SqlValue::Null);
+            held.push(Some(body));
+        }
+    }
+    statement.push_str(" RETURNING seq");
+    let answer = sql.exec(&statement, &params);
+    let bodies: Vec<String> = held
+        .into_iter()
+        .enumerate()
+        .map(|(i, held)| match (held, params.get_mut(i * 4 + 3)) {
+            (Some(body), _) => body,
+            (None, Some(SqlValue::Text(body))) => std::mem::take(body),
+            (None, _) => String::new(),
+        })
+        .collect();
+    let rows = match answer {
+        Ok(rows) => rows,
+        Err(e) => return Err((e, bodies)),
+    };
+    let mut seqs = Vec::with_capacity(rows.len());
+    for row in &rows {
+        match row.int(0) {
+            Ok(seq) => seqs.push(seq),
+            Err(e) => return Err((e, bodies)),
+        }
+    }
+    if seqs.len() != bodies.len() {
+        let why = format!(
+            "{} frames logged, {} seqs returned",
+            bodies.len(),
+            seqs.len()
+        );
+        return Err((SqlError(why), bodies));
+    }
+    // RETURNING's order is not promised; AUTOINCREMENT numbers the rows in VALUES order.
+    seqs.sort_unstable();
+    Ok(seqs.into_iter().zip(bodies).collect())
+}
+
+/// `body` (a frame's JSON object) with `"seq":n` as its last key.
+pub fn with_seq(mut body: String, seq: i64) -> String {
+    if body.ends_with('}') {
+        body.pop();
+        let sep = if body.ends_with('{') { "" } else { "," };
+        body.push_str(&format!("{sep}\"seq\":{seq}}}"));
+    }
+    body
+}
+
+/// Drops the oldest frames past the bound and raises the floor to the highest one dropped.
+fn prune(sql: &dyn Sql) -> Result<(), SqlError> {
+    let cut = sql
+        .exec(
+            "SELECT MAX(seq) FROM (
+                SELECT seq, ROW_NUMBER() OVER newest AS n, SUM(bytes) OVER newest AS total
+                FROM frame_log WINDOW newest AS (ORDER BY seq DESC)
+            ) WHERE n > ? OR total > ?",
+            &[FRAME_LOG_MAX_FRAMES.into(), FRAME_LOG_MAX_BYTES.into()],
+        )?
+        .first()
+        .map(|row| row.opt_int(0))
+        .transpose()?
+        .flatten();
+    let Some(cut) = cut else {
+        return Ok(());
+    };
+    let floor = [SqlValue::from(FLOOR_KEY), SqlValue::Integer(cut)];
+    let cut = [SqlValue::Integer(cut)];
+    sql.batch(&[
+        ("DELETE FROM frame_log WHERE seq <= ?", &cut),
+        (
+            "INSERT INTO edgent_meta (key, value) VALUES (?, ?)
+             ON CONFLICT (key) DO UPDATE SET value = MAX(value, excluded.value)",
+            &floor,
+        ),
+    ])?;
+    Ok(())
+}
+
+/// The newest seq in the log (0: none yet) and the floor (the highest seq pruned, 0: none).
+pub fn newest_and_floor(sql: &dyn Sql) -> Result<(i64, i64), SqlError> {
+    let rows = sql.exec(
+        "SELECT (SELECT MAX(seq) FROM frame_log),
+                (SELECT value FROM edgent_meta WHERE key = ?)",
+        &[FLOOR_KEY.into()],
+    )?;
+    let Some(row) = rows.first() else {
+        return Ok((0, 0));
+    };
+    let floor = row.opt_int(1)?.unwrap_or(0);
+    // The newest frame is never pruned or compacted away; the floor covers a log emptied by
+    // some future rule all the same.
+    let newest = row.opt_int(0)?.unwrap_or(0).max(floor);
+    Ok((newest, floor))
+}
+
+/// What a socket resuming after a seq is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    /// The newest seq in the log now (what `hello` carries; live frames follow it).
+    pub newest: i64,
+    /// The logged frames after the asked seq, in order, as sent the first time.
+    pub frames: Vec<String>,
+    /// The asked seq is older than the log (or the frames after it were too large to keep):
+    /// send `reset` instead of frames.
+    pub reset: bool,
+}
+
+/// The frames to send a socket that saw everything up to `after` (`None`: a fresh socket, sent
+/// nothing). An `after` at or past the newest seq gets nothing; one below the floor a reset.
+pub fn replay(sql: &dyn Sql, after: Option<i64>) -> Result<Replay, SqlError> {
+    let (newest, floor) = newest_and_floor(sql)?;
+    let nothing = Replay {
+        newest,
+        frames: Vec::new(),
+        reset: false,
+    };
+    let Some(after) = after.filter(|after| *after < newest) else {
+        return Ok(nothing);
+    };
+    if after < floor {
+        return Ok(Replay {
+            reset: true,
+            ..nothing
+        });
+    }
+    let rows = sql.exec(
+        "SELECT seq, body FROM frame_log WHERE seq > ? ORDER BY seq",
+        &[after.into()],
+    )?;
+    let mut frames = Vec::with_capacity(rows.len());
+    for row in rows {
+        match row.opt_text(1)? {
+            Some(body) => frames.push(with_seq(body, row.int(0)?)),
+            None => {
+                return Ok(Replay {
+                    reset: true,
+                    ..nothing
+                })
+            }
+        }
+    }
+    Ok(Replay { frames, ..nothing })
+}
