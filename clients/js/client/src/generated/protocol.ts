@@ -14,6 +14,11 @@ export type ServerFrame =
        */
       protocol: number;
       /**
+       * The newest seq in the thread's frame log when the socket opened (0: none yet):
+       * live frames on this socket carry greater ones.
+       */
+      seq: number;
+      /**
        * The thread this socket is attached to.
        */
       thread_id: string;
@@ -132,6 +137,13 @@ export type ServerFrame =
     }
   | {
       type: 'pong';
+    }
+  | {
+      /**
+       * The newest seq in the log: live frames carry greater ones.
+       */
+      seq: number;
+      type: 'reset';
     };
 /**
  * One piece of a tool result.
