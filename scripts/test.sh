@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `npm test`: install what is missing, then host tests (cargo test), a short fuzzing run, build
-# the Worker, then the end-to-end tests (node --test) against the real built Worker in Miniflare
-# and wrangler dev.
+# `npm test`: install what is missing, then host tests (cargo test), the TypeScript clients' unit
+# tests, a short fuzzing run, build the Worker, then the end-to-end tests (node --test) against
+# the real built Worker in Miniflare and wrangler dev.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -10,6 +10,18 @@ bash scripts/setup.sh
 
 echo "[test] host tests (cargo test)"
 cargo test --workspace --quiet
+
+# The TypeScript clients: @edgent/client and @edgent/react have their own packages (not the
+# root's), installed once per lockfile; their tests build them, check the generated types
+# against the schema the host tests keep current, and run against fake servers.
+# tests/e2e/js_client.test.mjs then uses the built client against the real Worker.
+echo "[test] TypeScript clients (clients/js: build, generated types, unit tests)"
+JS_LOCK_HASH="$(sha256sum clients/js/package-lock.json | cut -d' ' -f1)"
+if [[ ! -x clients/js/node_modules/.bin/tsc || "$(cat clients/js/node_modules/.edgent-lock 2>/dev/null)" != "$JS_LOCK_HASH" ]]; then
+  npm ci --prefix clients/js --no-audit --no-fund
+  echo "$JS_LOCK_HASH" > clients/js/node_modules/.edgent-lock
+fi
+npm test --prefix clients/js
 
 # The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as
 # proptest cases): 5 s each; `npm run fuzz [seconds]` fuzzes for longer.

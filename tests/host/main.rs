@@ -29,6 +29,7 @@ mod llm_conformance;
 mod model_chain;
 mod offer;
 mod openai_stream;
+mod protocol_schema;
 mod runtime;
 mod sqlite;
 mod statements;

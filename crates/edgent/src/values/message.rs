@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Instructions for the model.
@@ -40,7 +40,7 @@ impl Role {
 }
 
 /// Lifecycle of a message: an assistant message is `pending` while it streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageStatus {
     /// Being written (an assistant message while the model streams).
@@ -72,7 +72,7 @@ impl MessageStatus {
 }
 
 /// A tool call requested by the model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCall {
     /// The provider's call id (or one we generated), echoed by the result.
     pub id: String,
@@ -83,7 +83,7 @@ pub struct ToolCall {
 }
 
 /// One message of a thread, as stored and as sent to clients.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Message {
     /// Random UUID.
     pub id: String,

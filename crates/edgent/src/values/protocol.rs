@@ -14,7 +14,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const MAX_FRAME_BYTES: usize = crate::values::limits::MAX_BODY_BYTES;
 
 /// A machine-readable error.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     /// Stable code, e.g. `bad_frame`.
     pub code: String,
@@ -23,7 +23,7 @@ pub struct ErrorBody {
 }
 
 /// What the server sends.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerFrame {
     /// First frame on every connection.
@@ -83,10 +83,12 @@ pub enum ServerFrame {
     /// The thread's state.
     Status {
         /// `running`, `idle` or `stopped`.
+        #[schemars(with = "crate::values::status::ThreadStatus")]
         state: String,
         /// Completed turns.
         turn: i64,
         /// Side that acts next.
+        #[schemars(with = "crate::values::status::Side")]
         side: String,
     },
     /// The reply to an `rpc` frame.

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Whether a thread is working, waiting for input, or finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ThreadStatus {
     /// Waiting for a message.
@@ -35,7 +35,9 @@ impl ThreadStatus {
 
 /// One of the two sides of a thread: `a` is the agent; `b` is the human (or a second agent
 /// in a dual-AI thread).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
     /// The agent's side.
@@ -103,7 +105,7 @@ macro_rules! eq_str {
 macro_rules! named_enum {
     ($(#[$doc:meta])* $name:ident, fallback $fb:ident, { $($(#[$vdoc:meta])* $v:ident = $s:literal),* $(,)? }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "snake_case")]
         pub enum $name {
             $($(#[$vdoc])* $v,)*

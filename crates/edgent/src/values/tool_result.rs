@@ -13,7 +13,7 @@ pub enum ToolStatus {
 }
 
 /// Where the bytes of an image or document are.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Source {
     /// `url` (data is a URL the provider fetches) or `base64` (data is the bytes, encoded).
     #[serde(rename = "type")]
@@ -25,7 +25,7 @@ pub struct Source {
 }
 
 /// How [`Source::data`] is to be read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SourceKind {
     /// A URL.
@@ -63,7 +63,7 @@ impl Source {
 }
 
 /// One piece of a tool result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Content {
     /// Plain text (JSON results are text too).

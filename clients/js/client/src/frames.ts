@@ -1,0 +1,128 @@
+// The wire types: the generated ones (from the Rust types), plus what the server adds while
+// serialising (`seq`) and the client's own frames and rpc methods, which are written by hand.
+import type {
+  ErrorBody,
+  Message,
+  ServerFrame as GeneratedFrame,
+  Side,
+} from './generated/protocol.js';
+
+export type * from './generated/protocol.js';
+
+/** `reset {seq}`: the `?after=` seq is older than the thread's frame log; refetch, then continue from `seq`. */
+export interface ResetFrame {
+  type: 'reset';
+  seq: number;
+}
+
+/**
+ * A frame the server sends. Broadcast frames carry `seq` (per thread, strictly increasing);
+ * `hello` carries the newest seq when the socket opened. Frames for one socket carry none.
+ */
+export type Frame = (GeneratedFrame & { seq?: number }) | ResetFrame;
+
+/** The frame types. */
+export type FrameType = Frame['type'];
+
+/** The frame of one type: `FrameOf<'message_chunk'>`. */
+export type FrameOf<T extends FrameType> = Extract<Frame, { type: T }>;
+
+/** The thread's state as `status` frames report it. */
+export type StatusFrame = FrameOf<'status'>;
+/** A tool call's state as `tool` frames report it. */
+export type ToolFrame = FrameOf<'tool'>;
+/** An application event (`emit_thread_event`). */
+export type EventFrame = FrameOf<'event'>;
+/** An `error` frame: a bad client frame (with `id`), or a failed turn (broadcast). */
+export type ErrorFrame = FrameOf<'error'>;
+
+/** An rpc id: a string or a number. */
+export type RpcId = string | number;
+
+/** A page of messages (`get_messages`, `GET /api/threads/:id/messages`). */
+export interface MessagePage {
+  messages: Message[];
+  total: number;
+  has_more: boolean;
+}
+
+/** One call of the execution history (`get_tool_calls`, `GET /api/threads/:id/tool-calls`). */
+export interface ToolCallRecord {
+  id: string;
+  tool: string;
+  status: import('./generated/protocol.js').CallStatus;
+  origin?: string;
+  arguments?: unknown;
+  result?: string | null;
+  attempts?: number;
+  attempt_log?: unknown[];
+  steps?: unknown[];
+  created_at?: number;
+  started_at?: number | null;
+  finished_at?: number | null;
+  duration_ms?: number | null;
+  interruptions?: number;
+  last_error?: string | null;
+  wake_at?: number | null;
+  waiting_for?: unknown;
+  [key: string]: unknown;
+}
+
+/** A page of the execution history. */
+export interface ToolCallPage {
+  tool_calls: ToolCallRecord[];
+  total: number;
+  has_more: boolean;
+}
+
+/** `get_messages` and the HTTP listing: paging and filters. */
+export interface MessageQuery {
+  limit?: number;
+  offset?: number;
+  order?: 'asc' | 'desc';
+  include_silent?: boolean;
+  depth?: number;
+}
+
+/** `inject_message` params (server key only). */
+export interface InjectMessageParams {
+  content: string;
+  role?: 'user' | 'assistant' | 'system' | 'tool';
+  id?: string;
+  before_message_id?: string;
+  tool_call_id?: string;
+  name?: string;
+  silent?: boolean;
+  force_top_level?: boolean;
+}
+
+/** Every rpc method: its params and its result. */
+export interface RpcMethods {
+  send_message: { params: { content: string; role?: 'user' }; result: { message_id: string } };
+  inject_message: { params: InjectMessageParams; result: { message: Message } };
+  queue_tool: {
+    params: { name: string; args?: Record<string, unknown>; bindings?: Record<string, unknown> };
+    result: { tool_call_id: string };
+  };
+  get_messages: { params: MessageQuery; result: MessagePage };
+  force_turn: { params: { side?: Side }; result: { side: Side } };
+  stop: { params: Record<string, never>; result: { ok: true } };
+  approve_tool: {
+    params: { tool_call_id: string; approved: boolean; reason?: string };
+    result: { approved: boolean; tool_call_id: string };
+  };
+  get_tool_calls: { params: { limit?: number; offset?: number }; result: ToolCallPage };
+  /** Answers the last user message again: the last answer is kept for clients, as `failed`. */
+  regenerate: { params: Record<string, never>; result: { ok: true } };
+  resume: { params: { after: number }; result: unknown };
+}
+
+/** An rpc method's name. */
+export type RpcMethod = keyof RpcMethods;
+
+/** What a client sends. */
+export type ClientFrame =
+  | { type: 'ping' }
+  | { type: 'rpc'; id: RpcId; method: string; params?: Record<string, unknown> };
+
+export type { ErrorBody, Message };

@@ -1,0 +1,12 @@
+// The checked-in generated types match a fresh generation from the checked-in schema (which
+// the Rust host test tests/host/protocol_schema.rs keeps in step with the Rust types).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+test('client/src/generated/protocol.ts is what `npm run gen` makes of the schema', () => {
+  const script = fileURLToPath(new URL('../../scripts/gen.mjs', import.meta.url));
+  const r = spawnSync(process.execPath, [script, '--check'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr || r.stdout);
+});
