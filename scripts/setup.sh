@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing edgent needs, skipping whatever is already there:
 # the wasm32 target, worker-build, the wasm-bindgen CLI matching Cargo.lock, and the pinned
-# npm packages (wrangler, miniflare, binaryen's wasm-opt, ws, smol-toml).
+# npm packages (wrangler, miniflare, binaryen's wasm-opt, ws, smol-toml, and the AI SDK (ai, @ai-sdk/react, react) the chat transport's tests talk through).
 # A fresh machine pays a few minutes once (two cargo installs); later runs take seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
