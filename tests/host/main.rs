@@ -30,6 +30,7 @@ mod model_chain;
 mod offer;
 mod openai_stream;
 mod protocol_schema;
+mod regenerate;
 mod runtime;
 mod sqlite;
 mod statements;
