@@ -53,7 +53,8 @@ cat <<MSG
   edgent is starting on http://127.0.0.1:$PORT
   API key:  $API_KEY
   Try:      curl -s -H "Authorization: Bearer $API_KEY" http://127.0.0.1:$PORT/api/tools
-  Socket:   ws://127.0.0.1:$PORT/api/threads/<thread_id>/stream?token=$API_KEY
+  Browser:  mint a client token for a thread (POST /api/threads with "token", README);
+            the server key stays on servers
 
 MSG
 exec "$WRANGLER" dev --config .wrangler.dev.toml --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" --show-interactive-dev-session=false
