@@ -267,3 +267,36 @@ test('CORS: preflights and answers carry headers only for configured origins', a
   const sock = await client.connect(threadId, { token, viaProtocol: true, headers: { origin: ORIGIN } });
   sock.close();
 });
+
+test('a webhook URL (a capability) never reaches a token holder: not in frames, not in records', async (t) => {
+  const threadId = await client.createThread();
+  const { token } = await mint(threadId);
+  const watcher = await open(t, threadId, { token, viaProtocol: true });
+  const server = await open(t, threadId);
+  const queued = await server.rpc('queue_tool', { name: 'wait_for_callback', args: { purpose: 'capability check', timeout_seconds: 60 } });
+  assert.equal(queued.ok, true, JSON.stringify(queued));
+  const callId = queued.result.tool_call_id;
+  await watcher.waitFor((f) => f.type === 'tool' && f.tool_call_id === callId && f.status === 'waiting', { timeout: 10_000 });
+  const toolFrames = watcher.frames.filter((f) => f.type === 'tool');
+  assert.ok(!JSON.stringify(toolFrames).includes('/webhooks/'), JSON.stringify(toolFrames));
+  const mine = await as(token).request('GET', `/api/threads/${threadId}/tool-calls`);
+  assert.equal(mine.status, 200);
+  assert.ok(!JSON.stringify(mine.body).includes('/webhooks/'), JSON.stringify(mine.body));
+  const viaRpc = await watcher.rpc('get_tool_calls', {});
+  assert.ok(!JSON.stringify(viaRpc).includes('/webhooks/'));
+  // The server key's view has it (the operator hands it to the outside system).
+  assert.match(await client.webhookUrl(threadId, callId), /\/webhooks\/[0-9a-f-]+\/[0-9a-f]{64}$/);
+});
+
+test('a socket whose token expires is closed at the thread\'s next change of state', async (t) => {
+  const threadId = await client.createThread();
+  const soon = sign({ t: threadId, s: ['chat'], e: Math.floor(Date.now() / 1000) + 2, g: 0 });
+  const sock = await open(t, threadId, { token: soon, viaProtocol: true });
+  const closed = new Promise((resolve) => sock.ws.once('close', (code) => resolve(code)));
+  await new Promise((r) => setTimeout(r, 2_300));
+  model.push({ text: 'This answer is not for an expired token.' });
+  const r = await client.request('POST', `/api/threads/${threadId}/messages`, { body: { content: 'hi' } });
+  assert.equal(r.status, 202);
+  assert.equal(await closed, 4401);
+  assert.ok(!sock.frames.some((f) => f.type === 'message_chunk'), 'no frame of the new answer reached it');
+});

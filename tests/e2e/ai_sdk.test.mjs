@@ -208,3 +208,30 @@ test('the chat route refuses what it should: bad bodies, no token, another threa
   assert.equal(refused.status, 403);
   assert.equal((await stored(threadId)).length, 0, 'nothing was stored by the refused requests');
 });
+
+test('a long conversation still posts (the SDK sends its whole history), and a send mid-answer is a 409', async () => {
+  const { threadId } = await chatFor();
+  const token = (await client.request('POST', `/api/threads/${threadId}/tokens`, { body: {} })).body.token;
+  const history = Array.from({ length: 200 }, (_, i) => ({
+    id: `m${i}`,
+    role: i % 2 ? 'assistant' : 'user',
+    parts: [{ type: 'text', text: `turn ${i} `.repeat(60) }],
+  }));
+  history.push({ id: 'last', role: 'user', parts: [{ type: 'text', text: 'Only this one counts.' }] });
+  const body = JSON.stringify({ id: threadId, trigger: 'submit-message', messages: history });
+  assert.ok(body.length > 64 * 1024, `${body.length} bytes`);
+  model.push({ text: 'Slowly, slowly, the answer comes.', chunkSize: 3, chunkDelayMs: 30 });
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
+  const res = await fetch(`${worker.url}api/threads/${threadId}/chat`, { method: 'POST', headers, body });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('x-vercel-ai-ui-message-stream'), 'v1');
+  // While that answer streams, another send is refused: it would start mid-answer.
+  const again = await fetch(`${worker.url}api/threads/${threadId}/chat`, {
+    method: 'POST', headers, body: JSON.stringify({ trigger: 'submit-message', messages: [history.at(-1)] }),
+  });
+  assert.equal(again.status, 409);
+  const text = await res.text();
+  assert.match(text, /data: \[DONE\]/);
+  const users = (await stored(threadId)).filter((m) => m.role === 'user');
+  assert.deepEqual(users.map((m) => m.content), ['Only this one counts.']);
+});

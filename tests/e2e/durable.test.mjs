@@ -415,7 +415,10 @@ test('webhooks: the URL is announced, refuses wrong tokens, bad bodies and GET, 
   const sock = await thread(t);
   const { callId, from } = await queue(sock, 'wait_for_callback', { purpose: 'payment confirmation', timeout_seconds: 60 });
   const waiting = await toolFrame(sock, callId, 'waiting', from);
-  const { url } = waiting.waiting_for;
+  // The frame names the wait but not its URL (a capability; every watcher gets frames).
+  assert.equal(waiting.waiting_for.url, undefined);
+  assert.ok(!JSON.stringify(sock.frames.filter((f) => f.type === 'tool')).includes('/webhooks/'));
+  const url = await client.webhookUrl(sock.threadId, callId);
   assert.equal(waiting.waiting_for.webhook, 'callback');
   within(waiting.waiting_for.until - Date.now(), 50_000, 61_000, 'the wait ends in ~60 s');
   assert.equal(waiting.wake_at, waiting.waiting_for.until);
@@ -478,7 +481,8 @@ test('webhooks: an unanswered wait times out after ~2 s with timed_out: true, an
   const sock = await thread(t);
   const { callId, from } = await queue(sock, 'wait_for_callback', { purpose: 'signature', timeout_seconds: 2 });
   const waiting = await toolFrame(sock, callId, 'waiting', from);
-  const { path } = webhookParts(waiting.waiting_for.url, client, sock.threadId);
+  void waiting;
+  const { path } = webhookParts(await client.webhookUrl(sock.threadId, callId), client, sock.threadId);
   const done = await toolDone(sock, callId, from, 8000);
   assert.equal(done.status, 'success');
   assert.ok(Date.now() >= waiting.waiting_for.until, 'not before the timeout');
@@ -751,7 +755,7 @@ test('eviction: a call waiting for a webhook survives a restart, and the POST to
   const from = sock.frames.length;
   const { tool_call_id: callId } = await rpcOk(sock, 'queue_tool', { name: 'wait_for_callback', args: { purpose: 'delivery', timeout_seconds: 60 } });
   const waiting = await toolFrame(sock, callId, 'waiting', from);
-  const { path } = webhookParts(waiting.waiting_for.url, w.client, id);
+  const { path } = webhookParts(await w.client.webhookUrl(id, callId), w.client, id);
   await idle(sock, sock.frames.indexOf(waiting));
   sock.close();
   await w.dispose();

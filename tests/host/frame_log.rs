@@ -342,3 +342,25 @@ fn seq_goes_last_in_the_object() {
     );
     assert_eq!(with_seq("{}".into(), 1), r#"{"seq":1}"#);
 }
+
+#[test]
+fn an_answer_starts_at_the_first_running_status_since_the_thread_was_last_idle() {
+    let host = TestHost::with_thread(T0);
+    let status = |state: &str| ServerFrame::Status {
+        state: state.into(),
+        turn: 0,
+        side: "a".into(),
+    };
+    assert_eq!(frame_log::answer_start(&host.db).unwrap(), None);
+    let frames = [
+        status("running"), // 1: the first answer
+        event(0, json!(0)),
+        status("idle"),    // 3
+        status("running"), // 4: the answer in progress starts here
+        event(1, json!(1)),
+        status("running"), // 6: a message sent mid-answer says `running` again
+        event(2, json!(2)),
+    ];
+    assert!(frame_log::append(&host.db, &frames).error.is_none());
+    assert_eq!(frame_log::answer_start(&host.db).unwrap(), Some(4));
+}

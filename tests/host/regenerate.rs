@@ -102,3 +102,29 @@ fn a_thread_writing_an_answer_or_stopped_refuses_to_regenerate() {
     let stopped = h.run(rt.apply(op("regenerate"))).unwrap_err();
     assert_eq!(stopped.code, "thread_stopped");
 }
+
+#[test]
+fn an_answer_holding_what_the_server_added_is_not_regenerated() {
+    let h = host();
+    let rt = h.runtime();
+    h.script(Ok(reply_events("An answer.", &[])));
+    h.run(rt.apply(op("send_message"))).unwrap();
+    h.run_spawned();
+    let inject = ThreadOp::from_rpc(
+        "inject_message",
+        &json!({ "role": "system", "content": "Refunds are suspended for this account." }),
+    )
+    .unwrap();
+    h.run(rt.apply(inject)).unwrap();
+    let refused = h.run(rt.apply(op("regenerate"))).unwrap_err();
+    assert_eq!((refused.status, refused.code), (409, "conflict"));
+    assert!(
+        refused.message.contains("server added"),
+        "{}",
+        refused.message
+    );
+    // Nothing was retracted: the injected message and the answer stand.
+    assert!(stored(&h)
+        .iter()
+        .all(|(_, _, status)| status == "completed"));
+}

@@ -198,6 +198,26 @@ fn a_failed_write_marks_the_thread_dirty_and_the_next_change_writes_it() {
 }
 
 #[test]
+fn a_failed_write_is_retried_with_backoff_without_waiting_for_a_change() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    turn(&host, &rt, "Hi");
+    // The last write of a turn fails twice (D1 blips), and the thread then goes quiet.
+    host.index.fail_next(2);
+    let before = host.now();
+    turn(&host, &rt, "The last message for a while");
+    assert_eq!(
+        rows(&host.index)[0]["turn_count"],
+        2,
+        "caught up by the retries"
+    );
+    assert_eq!(rows(&host.index)[0]["status"], "idle");
+    assert!(!dirty(&host), "the flag is cleared once written");
+    // Two backoff delays passed on the virtual clock (1 s, then 4 s).
+    assert!(host.now() - before >= 5_000, "{}", host.now() - before);
+}
+
+#[test]
 fn a_new_instance_retries_a_dirty_row_on_first_contact() {
     let host = TestHost::with_thread(T0);
     let rt = host.runtime();

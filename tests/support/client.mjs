@@ -26,6 +26,18 @@ export class EdgentClient {
     return { status: res.status, body: parsed, headers: res.headers };
   }
 
+  /**
+   * The webhook URL a call waits on, from its record (server key only: frames never carry it,
+   * since every watcher of the thread gets frames).
+   */
+  async webhookUrl(threadId, callId) {
+    const r = await this.request('GET', `/api/threads/${threadId}/tool-calls?limit=200`);
+    if (r.status !== 200) throw new Error(`webhookUrl: ${r.status} ${JSON.stringify(r.body)}`);
+    const url = r.body.tool_calls.find((c) => c.id === callId)?.waiting_for?.url;
+    if (!url) throw new Error(`webhookUrl: ${callId} waits on no webhook: ${JSON.stringify(r.body)}`);
+    return url;
+  }
+
   async createThread(agentId = 'support') {
     const r = await this.request('POST', '/api/threads', { body: { agent_id: agentId } });
     if (r.status !== 201) throw new Error(`createThread: ${r.status} ${JSON.stringify(r.body)}`);

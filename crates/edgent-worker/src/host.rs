@@ -66,7 +66,10 @@ impl FlowHost for ShellHost {
 
     /// The text goes to every socket of the object (the framework numbered and logged it; a
     /// closing socket just misses it) and to every open AI SDK answer.
-    fn send_to_sockets(&self, text: &str, _frame: &ServerFrame) {
+    fn send_to_sockets(&self, text: &str, frame: &ServerFrame) {
+        if matches!(frame, ServerFrame::Status { .. }) {
+            crate::thread_object::close_expired_client_sockets(&self.state);
+        }
         for ws in self.state.get_websockets() {
             let _ = ws.send_with_str(text);
         }

@@ -73,14 +73,29 @@ pub(crate) fn origin(req: &Request) -> Option<String> {
 
 /// Reads the body, refusing more than [`MAX_BODY_BYTES`] (by header first, then by count).
 pub(crate) async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, ApiError> {
+    read_body_within(req, MAX_BODY_BYTES).await
+}
+
+/// [`read_body`] with another limit (the AI SDK chat route's).
+pub(crate) async fn read_body_within(
+    req: &mut Request,
+    max: usize,
+) -> std::result::Result<Vec<u8>, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            413,
+            "payload_too_large",
+            format!("request bodies are limited to {max} bytes"),
+        )
+    };
     let declared = req
         .headers()
         .get("content-length")
         .ok()
         .flatten()
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
-        return Err(ApiError::too_large());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
     }
     if req.inner().body().is_none() {
         return Ok(Vec::new());
@@ -89,12 +104,12 @@ pub(crate) async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>,
     // first chunk past the limit, never buffered whole.
     let unreadable = |_| ApiError::new(400, "bad_body", "could not read the request body");
     let stream = req.stream().map_err(unreadable)?;
-    match collect_at_most(stream, MAX_BODY_BYTES, declared.unwrap_or(0))
+    match collect_at_most(stream, max, declared.unwrap_or(0))
         .await
         .map_err(unreadable)?
     {
         (bytes, true) => Ok(bytes),
-        (_, false) => Err(ApiError::too_large()),
+        (_, false) => Err(too_large()),
     }
 }
 

@@ -6,10 +6,12 @@ use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 use super::clock::now;
 use super::d1::D1;
 use super::http::{
-    error, json, logged, origin, query_pairs, query_param, raw_query, read_body, registry_error,
+    error, json, logged, origin, query_pairs, query_param, raw_query, read_body, read_body_within,
+    registry_error,
 };
 use edgent::api::access::{self, presented, Principal, SUBPROTOCOL, TOKEN_SECRET};
 use edgent::api::cors::{AllowedOrigins, ALLOWED_ORIGINS_VAR};
+use edgent::api::ops::OP_PREFIX;
 use edgent::api::routes::{route, Route};
 use edgent::api::tools::{deployment_limit, tool_entry};
 use edgent::api::{ApiError, CreateThread};
@@ -18,6 +20,7 @@ use edgent::config::policy::ModelPolicy;
 use edgent::runtime::{admin, agents, thread_index};
 use edgent::tool::policy::policy_for;
 use edgent::values::ids::new_id;
+use edgent::values::limits::{MAX_BODY_BYTES, MAX_CHAT_BODY_BYTES};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -310,7 +313,13 @@ async fn forward(
     principal: &Principal,
 ) -> std::result::Result<Response, ApiError> {
     let body = if method == Method::Post {
-        Some(read_body(req).await?)
+        // The AI SDK posts its whole conversation to the chat route; every other body is small.
+        let max = if op == format!("{OP_PREFIX}/chat") {
+            MAX_CHAT_BODY_BYTES
+        } else {
+            MAX_BODY_BYTES
+        };
+        Some(read_body_within(req, max).await?)
     } else {
         None
     };

@@ -18,16 +18,19 @@ use super::chat::{self, ChatStreams};
 use super::clock::now;
 use super::do_sql::DoSql;
 use super::host::ShellHost;
-use super::http::{error, json, logged, query_pairs, query_param, read_body, registry_error};
+use super::http::{
+    error, json, logged, query_pairs, query_param, read_body, read_body_within, registry_error,
+};
 use super::router::PRINCIPAL_HEADER;
 use edgent::api::access::{Access, Principal, SUBPROTOCOL};
 use edgent::api::ops::{parse_after, ThreadOp, OP_PREFIX};
-use edgent::api::ui_stream::ChatRequest;
+use edgent::api::ui_stream::{ChatRequest, UiStream};
 use edgent::api::{ApiError, CreateThread};
 use edgent::engine::frame_log::Replay;
 use edgent::engine::thread::ParentLink;
 use edgent::runtime::ThreadRuntime;
 use edgent::tool::RegistryError;
+use edgent::values::limits::MAX_CHAT_BODY_BYTES;
 use edgent::values::limits::MAX_SOCKETS_PER_THREAD;
 use edgent::values::protocol::{
     parse_client_frame, ClientFrame, ErrorBody, ServerFrame, PROTOCOL_VERSION,
@@ -53,6 +56,23 @@ const CLOSE_UNAUTHORIZED: u16 = 4401;
 
 /// The close code of the sockets of a thread that was deleted (4404 echoes HTTP 404).
 const CLOSE_DELETED: u16 = 4404;
+
+/// The tag of sockets opened with a client token.
+const CLIENT_SOCKET_TAG: &str = "client";
+
+/// Closes the client-token sockets whose token has expired (the host calls this at each
+/// change of the thread's state, so an expired token stops receiving frames by the next turn
+/// at the latest; an rpc or a ping finds it sooner).
+pub(crate) fn close_expired_client_sockets(state: &State) {
+    let now_s = now() / 1000;
+    for ws in state.get_websockets_with_tag(CLIENT_SOCKET_TAG) {
+        if let Principal::Client(token) = socket_principal(&ws) {
+            if token.expires_at <= now_s {
+                let _ = ws.close(Some(CLOSE_UNAUTHORIZED), Some("token expired"));
+            }
+        }
+    }
+}
 
 /// Who sent an internal request: the router's `x-edgent-principal`, or the server (requests
 /// without it come from the router for the server key, or from a parent thread: objects are
@@ -174,13 +194,14 @@ impl ThreadObject {
         };
         let principal = socket_principal(&ws);
         let answer = match (self.runtime(), ThreadOp::from_rpc(&method, &params)) {
-            (Ok(rt), Ok(op)) => match rt.authorize_op(&principal, &op) {
-                Ok(()) => match op {
-                    ThreadOp::Resume { after } => resume(rt, &ws, after),
-                    op => rt.apply(op).await,
-                },
-                Err(e) => Err(e),
-            },
+            (Ok(rt), Ok(ThreadOp::Resume { after })) => {
+                let op = ThreadOp::Resume { after };
+                match rt.authorize_op(&principal, &op) {
+                    Ok(()) => resume(rt, &ws, after),
+                    Err(e) => Err(e),
+                }
+            }
+            (Ok(rt), Ok(op)) => rt.apply_as(&principal, op).await,
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
         let revoked = matches!(&answer, Err(e) if e.status == 401);
@@ -267,10 +288,9 @@ impl ThreadObject {
         let op = ThreadOp::from_http(method.as_ref(), path, &query, &body)?
             .ok_or_else(|| ApiError::not_found("no such thread operation"))?;
         let rt = self.runtime()?;
-        rt.authorize_op(&principal_of(req)?, &op)?;
         let status = op.http_status();
         let revokes = matches!(op, ThreadOp::RevokeTokens);
-        let answer = rt.apply(op).await?;
+        let answer = rt.apply_as(&principal_of(req)?, op).await?;
         if revokes {
             self.close_revoked_sockets();
         }
@@ -286,6 +306,7 @@ impl ThreadObject {
         for ws in self.state.get_websockets() {
             let _ = ws.close(Some(CLOSE_DELETED), Some("the thread was deleted"));
         }
+        self.chats.end_all("the thread was deleted");
         let storage = self.state.storage();
         let erased = match storage.delete_alarm().await {
             Ok(()) => storage.delete_all().await,
@@ -372,7 +393,13 @@ impl ThreadObject {
         };
         let pair = WebSocketPair::new()?;
         let server = pair.server;
-        self.state.accept_web_socket(&server);
+        if principal == Principal::Server {
+            self.state.accept_web_socket(&server);
+        } else {
+            // Tagged, so the thread finds token sockets without reading every attachment.
+            self.state
+                .accept_websocket_with_tags(&server, &[CLIENT_SOCKET_TAG]);
+        }
         server.serialize_attachment(Attachment {
             thread_id: thread_id.clone(),
             connected_at: now(),
@@ -422,7 +449,7 @@ impl ThreadObject {
     > {
         let rt = self.runtime()?;
         let principal = principal_of(req)?;
-        let body = read_body(req).await?;
+        let body = read_body_within(req, MAX_CHAT_BODY_BYTES).await?;
         let ops = match ChatRequest::parse(&body)? {
             ChatRequest::Submit(post) => vec![ThreadOp::SendMessage(post)],
             ChatRequest::Regenerate => vec![ThreadOp::Regenerate],
@@ -434,7 +461,23 @@ impl ThreadObject {
         for op in &ops {
             rt.authorize_op(&principal, op)?;
         }
-        let rx = self.chats.open([]);
+        if matches!(ops.first(), Some(ThreadOp::SendMessage(_))) && rt.answer_in_progress()? {
+            // Its frames would start this answer in the middle of another.
+            return Err(ApiError::new(
+                409,
+                "conflict",
+                "an answer is being written: resume it (GET …/chat/stream) or wait for it",
+            ));
+        }
+        let mut ui = UiStream::new();
+        for op in &ops {
+            if let ThreadOp::DecideApproval(d) = op {
+                if !d.approved {
+                    ui.deny(&d.tool_call_id);
+                }
+            }
+        }
+        let rx = self.chats.open(&principal, ui, []);
         for op in ops {
             // A refused op drops `rx` with the error: the stream is removed at the next frame.
             rt.apply(op).await?;
@@ -446,22 +489,29 @@ impl ThreadObject {
     /// reconnect URL): the answer in progress from its start, then live; 204 when none is.
     fn resume_chat(&self, req: &Request) -> Result<Response> {
         let replay = self.runtime().and_then(|rt| {
-            rt.authorize(&principal_of(req)?, Access::Chat)?;
-            rt.answer_replay()
+            let principal = principal_of(req)?;
+            rt.authorize(&principal, Access::Chat)?;
+            Ok((principal, rt.answer_replay()?))
         });
         match replay {
-            Ok(None) => Ok(Response::empty()?.with_status(204)),
+            Ok((_, None)) => Ok(Response::empty()?.with_status(204)),
             // Older than the log keeps (an answer of thousands of frames): live only.
-            Ok(Some(replay)) if replay.reset => chat::response(self.chats.open([])),
-            Ok(Some(replay)) => {
-                chat::response(self.chats.open(replay.frames.iter().map(String::as_str)))
+            Ok((principal, Some(replay))) if replay.reset => {
+                chat::response(self.chats.open(&principal, UiStream::new(), []))
             }
+            Ok((principal, Some(replay))) => chat::response(self.chats.open(
+                &principal,
+                UiStream::new(),
+                replay.frames.iter().map(String::as_str),
+            )),
             Err(e) => error(&e),
         }
     }
 
-    /// Closes the sockets opened with tokens a revocation just invalidated.
+    /// Closes the sockets (and ends the chat answers) opened with tokens a revocation just
+    /// invalidated.
     fn close_revoked_sockets(&self) {
+        self.chats.end_clients("the token was revoked");
         let Ok(rt) = self.runtime() else { return };
         for ws in self.state.get_websockets() {
             let principal = socket_principal(&ws);

@@ -133,6 +133,29 @@ impl Principal {
     }
 }
 
+/// What a call waits for, as a watcher may see it: without the webhook `url` (its token is a
+/// single-use capability for the outside system, not for people watching the thread).
+pub fn without_capabilities(waiting_for: &Value) -> Value {
+    let mut seen = waiting_for.clone();
+    if let Some(obj) = seen.as_object_mut() {
+        obj.remove("url");
+    }
+    seen
+}
+
+/// Removes the webhook URLs from a page of tool call records (`{"tool_calls": [...]}`) shown
+/// to a client token.
+pub fn redact_records(page: &mut Value) {
+    let Some(calls) = page.get_mut("tool_calls").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for call in calls {
+        if let Some(waiting_for) = call.get_mut("waiting_for") {
+            *waiting_for = without_capabilities(waiting_for);
+        }
+    }
+}
+
 /// `POST /api/threads/:id/tokens` body (also the `"token"` member of `POST /api/threads`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MintRequest {
@@ -400,6 +423,19 @@ mod tests {
                 .status,
             500
         );
+    }
+
+    #[test]
+    fn watchers_never_see_a_webhook_url() {
+        let detail = json!({"webhook": "callback", "url": "https://x/webhooks/t/abc", "until": 5});
+        assert_eq!(
+            without_capabilities(&detail),
+            json!({"webhook": "callback", "until": 5})
+        );
+        let mut page = json!({"tool_calls": [{"id": "c1", "waiting_for": detail}, {"id": "c2"}]});
+        redact_records(&mut page);
+        assert!(!page.to_string().contains("/webhooks/"), "{page}");
+        assert_eq!(page["tool_calls"][1], json!({"id": "c2"}));
     }
 
     #[test]

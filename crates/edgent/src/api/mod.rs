@@ -21,6 +21,11 @@ fn parse_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError>
     if body.len() > MAX_BODY_BYTES {
         return Err(ApiError::too_large());
     }
+    parse_object_unbounded(body)
+}
+
+/// [`parse_object`] for a body whose size the caller has bounded already.
+fn parse_object_unbounded(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(ApiError::new(400, "bad_json", "body must be a JSON object")),

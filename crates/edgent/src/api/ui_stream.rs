@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use super::{ApiError, PostMessage};
+use crate::values::limits::MAX_CHAT_BODY_BYTES;
 
 /// The response headers of a UI message stream.
 pub const STREAM_HEADERS: &[(&str, &str)] = &[
@@ -40,7 +41,17 @@ pub enum ChatRequest {
 impl ChatRequest {
     /// Validates the body `useChat`'s `DefaultChatTransport` posts.
     pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
-        let obj = super::parse_object(body)?;
+        if body.len() > MAX_CHAT_BODY_BYTES {
+            return Err(ApiError::new(
+                413,
+                "payload_too_large",
+                format!(
+                    "chat requests are limited to {MAX_CHAT_BODY_BYTES} bytes; send only the \
+                     newest message (the transport's prepareSendMessagesRequest)"
+                ),
+            ));
+        }
+        let obj = super::parse_object_unbounded(body)?;
         let trigger = obj
             .get("trigger")
             .and_then(Value::as_str)
@@ -127,6 +138,8 @@ pub struct UiStream {
     /// frame about any other (a regenerate failing the previous answer) is not this answer's.
     begun: Vec<String>,
     calls: Vec<String>,
+    /// Calls this answer's request rejected: their results are `tool-output-denied`.
+    denied: Vec<String>,
     finished: bool,
 }
 
@@ -134,6 +147,12 @@ impl UiStream {
     /// A stream that has sent nothing yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The request that opened this answer rejected `call_id` (an approval answered "no"):
+    /// its result shows as denied, not as a tool error.
+    pub fn deny(&mut self, call_id: &str) {
+        self.denied.push(call_id.to_owned());
     }
 
     /// Whether the answer is over (its `finish` was produced).
@@ -218,10 +237,12 @@ impl UiStream {
                 if !self.begun.iter().any(|b| b == id) {
                     self.begun.push(id.to_owned());
                 }
-                // A retried attempt empties the pending message: its streamed text is void.
+                // A retried attempt empties the pending message: its streamed text is void,
+                // and `reset-step` takes the step's parts back out of the SDK's message.
                 if self.open_text.iter().any(|open| open == id) && field("content").is_empty() {
-                    out.push(json!({ "type": "text-end", "id": id }));
+                    out.push(json!({ "type": "reset-step" }));
                     self.open_text.retain(|open| open != id);
+                    self.in_step = false;
                 }
                 self.open_step(out);
             }
@@ -264,6 +285,11 @@ impl UiStream {
             }
             // A result this answer did not announce and that a regenerate failed.
             ("tool", "failed") if !self.calls.iter().any(|c| c == field("tool_call_id")) => {}
+            ("tool", _) if self.denied.iter().any(|d| d == field("tool_call_id")) => {
+                out.push(
+                    json!({ "type": "tool-output-denied", "toolCallId": field("tool_call_id") }),
+                );
+            }
             ("tool", _) => {
                 let call_id = field("tool_call_id");
                 if self.call_failed.get(call_id).copied().unwrap_or(false) {
@@ -481,6 +507,7 @@ mod tests {
         assert!(s.is_finished());
         // The decision's request streams the rest: the rejected call's result, a failed retry.
         let mut rest = UiStream::new();
+        rest.deny("c1");
         let chunks: Vec<Value> = [
             json!({"type":"tool","tool_call_id":"c1","name":"issue_refund","status":"error"}),
             json!({"type":"message","message":{"id":"t1","role":"tool","content":"rejected","tool_call_id":"c1","status":"completed","depth":0}}),
@@ -493,7 +520,14 @@ mod tests {
         .flat_map(|f| rest.on_frame(f))
         .collect();
         let kinds = types(&chunks);
-        assert!(kinds.contains(&"tool-output-error".to_owned()));
+        assert!(
+            kinds.contains(&"tool-output-denied".to_owned()),
+            "{kinds:?}"
+        );
+        assert!(
+            !kinds.contains(&"tool-output-error".to_owned()),
+            "{kinds:?}"
+        );
         assert_eq!(
             kinds.iter().filter(|k| *k == "error").count(),
             1,
@@ -511,6 +545,30 @@ mod tests {
         .flat_map(|f| regen.on_frame(f))
         .collect();
         assert_eq!(types(&retracted), ["start"]);
+        // A retried attempt takes its streamed text back out of the step.
+        let mut retried = UiStream::new();
+        let chunks: Vec<Value> = [
+            json!({"type":"message","message":{"id":"m1","role":"assistant","content":"","status":"pending","depth":0}}),
+            json!({"type":"message_chunk","message_id":"m1","delta":"Half an ans"}),
+            json!({"type":"message","message":{"id":"m1","role":"assistant","content":"","status":"pending","depth":0}}),
+            json!({"type":"message_chunk","message_id":"m1","delta":"Whole."}),
+        ]
+        .iter()
+        .flat_map(|f| retried.on_frame(f))
+        .collect();
+        assert_eq!(
+            types(&chunks),
+            [
+                "start",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "reset-step",
+                "start-step",
+                "text-start",
+                "text-delta"
+            ]
+        );
         assert_eq!(whole["delta"], "whole");
         assert_eq!(
             sse(&json!({"type":"finish"})),

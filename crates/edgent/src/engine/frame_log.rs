@@ -216,15 +216,22 @@ pub fn newest_and_floor(sql: &dyn Sql) -> Result<(i64, i64), SqlError> {
     Ok((newest, floor))
 }
 
-/// The seq of the frame that began the answer in progress: the newest `status` frame saying
-/// `running` (`None` when the log holds none). A resumed AI SDK answer replays from there.
+const RUNNING_STATUS: &str = "{\"type\":\"status\",\"state\":\"running\"%";
+const ANY_STATUS: &str = "{\"type\":\"status\",%";
+
+/// The seq of the frame that began the answer in progress: the first `status` frame saying
+/// `running` since the last one that was not (`None` when the log holds none). A resumed AI
+/// SDK answer replays from there.
 pub fn answer_start(sql: &dyn Sql) -> Result<Option<i64>, SqlError> {
     // The serialiser writes a status frame's fields in this order (`"type"` first); the log is
-    // bounded, so the scan is too.
+    // bounded, so the scan is too. Not the newest `running`: a message sent while a turn runs
+    // says `running` again, mid-answer.
     let rows = sql.exec(
-        "SELECT MAX(seq) FROM frame_log
-         WHERE message_id IS NULL AND body LIKE '{\"type\":\"status\",\"state\":\"running\"%'",
-        &[],
+        "SELECT MIN(seq) FROM frame_log
+         WHERE message_id IS NULL AND body LIKE ?1
+           AND seq > (SELECT COALESCE(MAX(seq), 0) FROM frame_log
+                      WHERE message_id IS NULL AND body LIKE ?2 AND body NOT LIKE ?1)",
+        &[RUNNING_STATUS.into(), ANY_STATUS.into()],
     )?;
     Ok(rows.first().map(|r| r.opt_int(0)).transpose()?.flatten())
 }

@@ -1,6 +1,8 @@
 //! Client tokens as the thread sees them: minting (the signing secret is the platform's),
 //! revocation by generation, and the check of each operation against its caller.
 
+use std::rc::Rc;
+
 use serde_json::{json, Value};
 
 use super::ThreadRuntime;
@@ -27,6 +29,22 @@ impl ThreadRuntime {
             return Ok(());
         }
         self.authorize(principal, op.access(self.platform.registry()))
+    }
+
+    /// Applies `op` for `principal`: refused outside its scope, and what a client token reads
+    /// is cut to what watchers may see (no webhook URLs in tool call records).
+    pub async fn apply_as(
+        self: &Rc<Self>,
+        principal: &Principal,
+        op: ThreadOp,
+    ) -> Result<Value, ApiError> {
+        self.authorize_op(principal, &op)?;
+        let redact = *principal != Principal::Server && matches!(op, ThreadOp::GetToolCalls(_));
+        let mut answer = self.apply(op).await?;
+        if redact {
+            access::redact_records(&mut answer);
+        }
+        Ok(answer)
     }
 
     /// A client token for this thread: `{token, expires_at, scopes, thread_id}`.

@@ -227,12 +227,16 @@ impl ThreadRuntime {
             .map_err(|e| self.logged("could not read the frame log", e))
     }
 
+    /// Whether the thread is writing an answer (a turn is running, parked calls included).
+    pub fn answer_in_progress(&self) -> Result<bool, ApiError> {
+        let status = self.with_thread(|t| Ok(t.summary()?.status))?;
+        Ok(status == crate::engine::store::ThreadStatus::Running)
+    }
+
     /// The frames of the answer in progress, from its start (the AI SDK's resume replays the
     /// whole answer), or `None` when no answer is being written.
     pub fn answer_replay(&self) -> Result<Option<crate::engine::frame_log::Replay>, ApiError> {
-        let running = self.with_thread(|t| Ok(t.summary()?.status))?
-            == crate::engine::store::ThreadStatus::Running;
-        if !running {
+        if !self.answer_in_progress()? {
             return Ok(None);
         }
         let sql = self.platform.sql();

@@ -76,6 +76,11 @@ impl IndexMirror {
     }
 }
 
+/// Retries of a failed index write before the dirty flag waits for the next change or
+/// contact, and the first delay (×4 each time: 1 s, 4 s, 16 s, 64 s).
+const INDEX_RETRIES: u32 = 4;
+const INDEX_RETRY_MS: u64 = 1_000;
+
 impl ThreadRuntime {
     /// Starts a background write of the index row if one is owed and none is in flight.
     pub(super) fn schedule_index_write(&self) {
@@ -95,6 +100,7 @@ impl ThreadRuntime {
     /// until a write fails (then the thread is marked dirty).
     async fn write_index(&self) {
         let index = &self.index;
+        let mut failures = 0u32;
         while index.due.get() && !index.erased.get() {
             let Some(row) = self.current_index_row() else {
                 break;
@@ -118,7 +124,16 @@ impl ThreadRuntime {
                         .log_error(&format!("could not write the thread index: {e}"));
                     index.due.set(true);
                     self.store_index_dirty(true);
-                    break;
+                    // A thread that goes quiet after a failed write would otherwise keep a
+                    // stale row until its next change: retry a few times with backoff (an
+                    // evicted instance leaves the dirty flag to the next contact).
+                    failures += 1;
+                    if failures > INDEX_RETRIES {
+                        break;
+                    }
+                    self.platform
+                        .sleep(INDEX_RETRY_MS << (2 * (failures - 1)))
+                        .await;
                 }
             }
         }

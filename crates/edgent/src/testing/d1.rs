@@ -15,6 +15,8 @@ use crate::values::sql::SqlValue;
 pub struct SqliteD1 {
     conn: RefCell<rusqlite::Connection>,
     failing: Cell<bool>,
+    /// Batches still to fail before the switch decides again (a D1 that blips).
+    fail_next: Cell<u32>,
     batches: Cell<u32>,
     errors: RefCell<Vec<String>>,
 }
@@ -30,6 +32,7 @@ impl SqliteD1 {
         SqliteD1 {
             conn: RefCell::new(conn),
             failing: Cell::new(false),
+            fail_next: Cell::new(0),
             batches: Cell::new(0),
             errors: RefCell::default(),
         }
@@ -43,6 +46,11 @@ impl SqliteD1 {
     /// From now on every batch fails (`true`) or runs (`false`).
     pub fn fail(&self, failing: bool) {
         self.failing.set(failing);
+    }
+
+    /// The next `n` batches fail, then the switch decides again.
+    pub fn fail_next(&self, n: u32) {
+        self.fail_next.set(n);
     }
 
     /// Batches asked for so far (failed ones included).
@@ -66,7 +74,11 @@ impl SqliteD1 {
         statements: Vec<(String, Vec<SqlValue>)>,
     ) -> Result<Vec<Vec<Value>>, String> {
         self.batches.set(self.batches.get() + 1);
-        if self.failing.get() {
+        let blip = self.fail_next.get();
+        if blip > 0 {
+            self.fail_next.set(blip - 1);
+        }
+        if self.failing.get() || blip > 0 {
             return Err("D1_ERROR: the test made D1 unreachable".into());
         }
         let mut conn = self.conn.borrow_mut();

@@ -7,6 +7,11 @@
 
 /// Largest request body (and WebSocket frame) accepted: 64 KiB.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Largest body of `POST /api/threads/:id/chat`: the AI SDK posts the whole conversation it
+/// holds on every send (only its newest user message is taken), so a long chat outgrows
+/// [`MAX_BODY_BYTES`] long before it means anything.
+pub const MAX_CHAT_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// Largest message content accepted, in bytes.
 pub const MAX_CONTENT_BYTES: usize = 32 * 1024;
 /// Largest page of messages.

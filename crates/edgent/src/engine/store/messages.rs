@@ -194,6 +194,23 @@ impl Store<'_> {
         Ok(())
     }
 
+    /// How many top-level messages after the last user message the model did not write in
+    /// its answer: injected messages (no side), queued calls and their results. A regenerate
+    /// must not hide those (they are the server's, not the answer's).
+    pub fn foreign_messages_in_last_answer(&self) -> Result<i64, SqlError> {
+        let rows = self.sql.exec(
+            "SELECT COUNT(*) FROM messages
+             WHERE depth = 0 AND role != 'user' AND status != 'failed'
+               AND position > (SELECT MAX(position) FROM messages
+                               WHERE depth = 0 AND role = 'user')
+               AND NOT ((role = 'assistant' AND side IS NOT NULL)
+                     OR (role = 'tool' AND tool_call_id IN
+                           (SELECT id FROM tool_calls WHERE origin = 'model')))",
+            &[],
+        )?;
+        Ok(rows.first().map(|r| r.int(0)).transpose()?.unwrap_or(0))
+    }
+
     /// Marks the top-level answer to the last user message (every message after it) as
     /// failed, so the model no longer sees it (a regenerate); the messages as now stored.
     /// Clients keep seeing them, failed.

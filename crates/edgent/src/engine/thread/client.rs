@@ -293,6 +293,13 @@ impl<'a> Thread<'a> {
                 "a tool call of the last answer is still open; decide or wait for it first".into(),
             ));
         }
+        if self.store.foreign_messages_in_last_answer()? > 0 {
+            return Err(ThreadError::Conflict(
+                "the last answer holds messages the server added (injected, or queued tool \
+                 calls); regenerating would hide them"
+                    .into(),
+            ));
+        }
         for message in self.store.retract_last_answer()? {
             if let Some(cache) = &self.cache {
                 cache.note_updated(&message);

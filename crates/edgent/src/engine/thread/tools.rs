@@ -88,7 +88,10 @@ impl<'a> Thread<'a> {
             name: call.call.name.clone(),
             status: suspension.status,
             wake_at: suspension.wake_at,
-            waiting_for: detail.cloned(),
+            // Frames reach every watcher (client tokens included) and the frame log: the
+            // webhook URL, a capability for the outside system, stays in the call's record,
+            // which only the server key reads whole.
+            waiting_for: detail.map(crate::api::access::without_capabilities),
             attempt: Some(call.attempts),
             error: error.map(str::to_owned),
         });
