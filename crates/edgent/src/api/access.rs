@@ -133,15 +133,7 @@ impl Principal {
     }
 }
 
-/// What a call waits for, as a watcher may see it: without the webhook `url` (its token is a
-/// single-use capability for the outside system, not for people watching the thread).
-pub fn without_capabilities(waiting_for: &Value) -> Value {
-    let mut seen = waiting_for.clone();
-    if let Some(obj) = seen.as_object_mut() {
-        obj.remove("url");
-    }
-    seen
-}
+pub use crate::values::redact::without_capabilities;
 
 /// Removes the webhook URLs from a page of tool call records (`{"tool_calls": [...]}`) shown
 /// to a client token.

@@ -75,6 +75,16 @@ fn percent_encode(text: &str, lower: bool, form: bool) -> String {
     out
 }
 
+/// What a call waits for, as a watcher may see it: without the webhook `url` (its token is a
+/// single-use capability for the outside system, not for people watching the thread).
+pub fn without_capabilities(waiting_for: &serde_json::Value) -> serde_json::Value {
+    let mut seen = waiting_for.clone();
+    if let Some(obj) = seen.as_object_mut() {
+        obj.remove("url");
+    }
+    seen
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

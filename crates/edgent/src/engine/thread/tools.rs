@@ -91,7 +91,7 @@ impl<'a> Thread<'a> {
             // Frames reach every watcher (client tokens included) and the frame log: the
             // webhook URL, a capability for the outside system, stays in the call's record,
             // which only the server key reads whole.
-            waiting_for: detail.map(crate::api::access::without_capabilities),
+            waiting_for: detail.map(crate::values::redact::without_capabilities),
             attempt: Some(call.attempts),
             error: error.map(str::to_owned),
         });
