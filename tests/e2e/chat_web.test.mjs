@@ -1,6 +1,6 @@
 // Layer: real `wrangler dev` with examples/chat-web/wrangler.toml: the built Worker with the
 // example page's dist/ as static assets.
-// Proves: the config is one wrangler accepts; `/` serves the page's index.html and its JS and CSS
+// Proves: the config is one wrangler accepts (dev, and `deploy --dry-run` with the page's files); `/` serves the page's index.html and its JS and CSS
 // assets; a path the page does not have gets index.html (single-page application); `/api/*`
 // reaches the Worker first (health answers, an unknown `/api/...` path is the Worker's 401 JSON,
 // never the page); and the calls the page makes work with the client token `npm run open` would
@@ -11,7 +11,7 @@
 // Skipped, with the reason, when the page is not built (`npm run build` in examples/chat-web).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import http from 'node:http';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -198,4 +198,21 @@ test('the page\'s calls work with the client token npm run open prints: socket a
   assert.match(sse, /data: \[DONE\]/);
   // Nothing in progress: the SDK's resume on page load answers 204.
   assert.equal((await api('GET', `/api/threads/${threadId}/chat/${threadId}/stream`, { token: token.token })).status, 204);
+});
+
+test('wrangler deploy --dry-run bundles the Worker with the page\'s files', { skip, timeout: 120_000 }, () => {
+  const out = mkdtempSync(join(tmpdir(), 'edgent-chat-web-deploy-'));
+  try {
+    const r = spawnSync(WRANGLER, ['deploy', '--dry-run', '--config', join(dir, 'wrangler.toml'), '--outdir', out], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
+      timeout: 110_000,
+    });
+    assert.equal(r.status, 0, `wrangler deploy --dry-run failed:\n${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout + r.stderr, /from the assets directory/);
+    assert.ok(existsSync(join(out, 'index.js')), 'bundle written');
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
 });

@@ -8,6 +8,7 @@
 //   npm run open -- --agent review --ttl 600
 //   npm run open -- --thread <id>         # a fresh token for an existing thread
 //   npm run open -- --scopes chat         # a token that cannot approve tool calls
+//   npm run open -- --page http://localhost:5173   # the page served by `npm run vite` instead
 //
 // EDGENT_URL: the Worker (default http://127.0.0.1:8787). EDGENT_API_KEY: the server key, from
 // the environment or else the app's .dev.vars (written by `npm run dev`).
@@ -23,6 +24,7 @@ const { values: args } = parseArgs({
     ttl: { type: 'string', default: '3600' },
     scopes: { type: 'string', default: 'chat,approve' },
     thread: { type: 'string' },
+    page: { type: 'string' },
   },
 });
 
@@ -100,5 +102,5 @@ console.log(`
   Thread ${threadId} (${args.thread ? 'existing' : `agent ${args.agent}`}); token scopes ${token.scopes.join(', ')}, expires ${new Date(token.expires_at * 1000).toLocaleString()}.
   Open this address in your browser (the part after # never leaves the browser):
 
-  ${base}/#${fragment}
+  ${(args.page ?? base).replace(/\/+$/, '')}/#${fragment}
 `);

@@ -11,12 +11,12 @@ import {
   type UIMessage,
 } from 'ai';
 import { EdgentClient } from '@edgent/client';
-import type { Credentials } from './credentials';
+import { EDGENT_URL, type Credentials } from './credentials';
 import { loadHistory } from './history';
 import { Badge, Json } from './ui';
 
 export function ChatPage({ threadId, token }: Credentials) {
-  const client = useMemo(() => new EdgentClient({ url: window.location.origin, token }), [token]);
+  const client = useMemo(() => new EdgentClient({ url: EDGENT_URL, token }), [token]);
   const [initial, setInitial] = useState<UIMessage[] | null>(null);
   const [loadError, setLoadError] = useState<string | null>(null);
   useEffect(() => {
@@ -45,7 +45,7 @@ function ChatView({ threadId, token, client, initial }: Credentials & { client: 
   const transport = useMemo(
     () =>
       new DefaultChatTransport({
-        api: `/api/threads/${encodeURIComponent(threadId)}/chat`,
+        api: `${EDGENT_URL}/api/threads/${encodeURIComponent(threadId)}/chat`,
         headers: { authorization: `Bearer ${token}` },
       }),
     [threadId, token],

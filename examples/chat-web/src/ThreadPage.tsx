@@ -4,7 +4,7 @@
 import { useEffect, useState, type FormEvent } from 'react';
 import { useThread, messageText, type ThreadStore } from '@edgent/react';
 import type { Message, ToolCall } from '@edgent/client';
-import type { Credentials } from './credentials';
+import { EDGENT_URL, type Credentials } from './credentials';
 import { Badge, Json } from './ui';
 
 const resumeKey = (threadId: string) => `edgent-chat-web:after:${threadId}`;
@@ -44,7 +44,7 @@ function isWaitingForApproval(waitingFor: unknown): boolean {
 export function ThreadPage({ threadId, token }: Credentials) {
   // Read once per page load: the seq this tab saved before a reload, if any.
   const [after] = useState(() => savedAfter(threadId));
-  const thread = useThread({ url: window.location.origin, threadId, token, after });
+  const thread = useThread({ url: EDGENT_URL, threadId, token, after });
   const { messages, toolCalls, events, status, connection, loaded, error, store } = thread;
   useResumePoint(store, threadId);
   const [actionError, setActionError] = useState<string | null>(null);

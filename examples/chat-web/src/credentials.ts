@@ -5,6 +5,13 @@
 
 export type View = 'thread' | 'chat';
 
+/**
+ * The Worker's origin: this page's own (wrangler serves both), or `VITE_EDGENT_URL` set at build
+ * time when the page is hosted elsewhere (then list the page's origin in the Worker's
+ * `EDGENT_ALLOWED_ORIGINS`).
+ */
+export const EDGENT_URL: string = import.meta.env.VITE_EDGENT_URL?.replace(/\/+$/, '') || window.location.origin;
+
 export interface Credentials {
   threadId: string;
   token: string;
