@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `npm run dev`: install what is missing, build, migrate and seed the local D1, then run
 # `wrangler dev` on http://127.0.0.1:8787 (PORT overrides the port). Runs the example app at
-# the repository root, or the app in $EDGENT_APP_DIR (examples/hello).
+# the repository root, or the app in $EDGENT_APP_DIR (examples/hello). EDGENT_WRANGLER_CONFIG
+# names another wrangler config to run the built Worker with (one without [build]; e.g.
+# examples/chat-web/wrangler.toml: the Worker with a web page as static assets), with this
+# app's .dev.vars; EDGENT_DEV_NOTE is one more line for the banner.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WRANGLER="$ROOT/node_modules/.bin/wrangler"
@@ -46,7 +49,13 @@ EDGENT_APP_DIR="$PWD" bash "$ROOT/scripts/build.sh"
 echo "[dev] applying D1 migrations and seeding agents/ into the local D1"
 "$WRANGLER" d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
 node "$ROOT/scripts/seed.mjs" --persist-to "$STATE"
-node "$ROOT/scripts/dev-config.mjs"
+if [[ -n "${EDGENT_WRANGLER_CONFIG:-}" ]]; then
+  # wrangler reads .dev.vars beside its config: name this app's explicitly.
+  CONFIG=("$EDGENT_WRANGLER_CONFIG" --env-file "$PWD/.dev.vars")
+else
+  node "$ROOT/scripts/dev-config.mjs"
+  CONFIG=(.wrangler.dev.toml)
+fi
 
 cat <<MSG
 
@@ -55,6 +64,7 @@ cat <<MSG
   Try:      curl -s -H "Authorization: Bearer $API_KEY" http://127.0.0.1:$PORT/api/tools
   Browser:  mint a client token for a thread (POST /api/threads with "token", README);
             the server key stays on servers
-
+${EDGENT_DEV_NOTE:+  $EDGENT_DEV_NOTE
+}
 MSG
-exec "$WRANGLER" dev --config .wrangler.dev.toml --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" --show-interactive-dev-session=false
+exec "$WRANGLER" dev --config "${CONFIG[@]}" --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" --show-interactive-dev-session=false

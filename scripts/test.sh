@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm test`: install what is missing, then host tests (cargo test), the TypeScript clients' unit
-# tests, a short fuzzing run, build the Worker, then the end-to-end tests (node --test) against
-# the real built Worker in Miniflare and wrangler dev.
+# tests, the example page's build, a short fuzzing run, build the Worker, then the end-to-end
+# tests (node --test) against the real built Worker in Miniflare and wrangler dev.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -22,6 +22,17 @@ if [[ ! -x clients/js/node_modules/.bin/tsc || "$(cat clients/js/node_modules/.e
   echo "$JS_LOCK_HASH" > clients/js/node_modules/.edgent-lock
 fi
 npm test --prefix clients/js
+
+# The example page (examples/chat-web): its own packages, installed once per lockfile like the
+# clients' above; type-checked and built with Vite (about 10 s) so that
+# tests/e2e/chat_web.test.mjs serves it as assets beside the Worker under wrangler dev.
+echo "[test] the example page (examples/chat-web: type check, vite build)"
+WEB_LOCK_HASH="$(sha256sum examples/chat-web/package-lock.json | cut -d' ' -f1)"
+if [[ ! -x examples/chat-web/node_modules/.bin/vite || "$(cat examples/chat-web/node_modules/.edgent-lock 2>/dev/null)" != "$WEB_LOCK_HASH" ]]; then
+  npm ci --prefix examples/chat-web --no-audit --no-fund
+  echo "$WEB_LOCK_HASH" > examples/chat-web/node_modules/.edgent-lock
+fi
+npm run build --prefix examples/chat-web
 
 # The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as
 # proptest cases): 5 s each; `npm run fuzz [seconds]` fuzzes for longer.

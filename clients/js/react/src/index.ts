@@ -11,10 +11,13 @@ import {
   type ThreadStoreOptions,
 } from '@edgent/client';
 
-/** Options of {@link useThread}: where the thread is, the credential, and the connection's and store's settings. */
-export interface UseThreadOptions
-  extends Omit<ThreadConnectionOptions, 'autoConnect' | 'after'>,
-    ThreadStoreOptions {}
+/**
+ * Options of {@link useThread}: where the thread is, the credential, and the connection's and
+ * store's settings. `after` (a seq saved before a page reload) resumes the first socket from
+ * there, so an answer in progress is replayed; like the other settings it is read when the
+ * connection opens.
+ */
+export interface UseThreadOptions extends Omit<ThreadConnectionOptions, 'autoConnect'>, ThreadStoreOptions {}
 
 /** What {@link useThread} returns: the thread's snapshot and its actions. */
 export interface UseThreadResult {

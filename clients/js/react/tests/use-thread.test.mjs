@@ -69,6 +69,53 @@ test('useThread renders messages, streamed text and status, and send() calls sen
   await server.connections[0].closed;
 });
 
+test('after: a page reloaded mid-answer resumes from the seq it saved and shows the whole answer', async (t) => {
+  // The thread's log: the answer began after seq 2 (what the page saved while idle).
+  const log = [
+    { type: 'status', state: 'running', turn: 1, side: 'a', seq: 3 },
+    { type: 'message', message: { id: 'a1', role: 'assistant', content: '', created_at: 2, silent: false, depth: 0, status: 'pending' }, seq: 4 },
+    { type: 'message_chunk', message_id: 'a1', delta: 'Once upon ', seq: 5 },
+    { type: 'message_chunk', message_id: 'a1', delta: 'a time', seq: 6 },
+  ];
+  const server = new FakeServer({
+    helloSeq: 6,
+    onConnection: (conn) => {
+      for (const f of log) if (conn.after !== undefined && f.seq > conn.after) conn.send(f);
+    },
+  });
+  await server.ready;
+  server.seq = 6;
+  server.handle('get_messages', () => ({
+    messages: [
+      { id: 'a1', role: 'assistant', content: '', created_at: 2, silent: false, depth: 0, status: 'pending' },
+      { id: 'u1', role: 'user', content: 'a story', created_at: 1, silent: false, depth: 0, status: 'completed' },
+    ],
+    total: 2,
+    has_more: false,
+  }));
+  server.handle('get_tool_calls', () => ({ tool_calls: [], total: 0, has_more: false }));
+
+  let latest;
+  function Chat() {
+    latest = useThread({ url: server.url, threadId: 't1', token: 'tok', WebSocket, heartbeatIntervalMs: 0, after: 2 });
+    return React.createElement('p', null, latest.streaming.a1 ?? '');
+  }
+  const container = document.createElement('div');
+  document.body.appendChild(container);
+  const root = createRoot(container);
+  t.after(async () => {
+    root.unmount();
+    await server.close();
+  });
+  root.render(React.createElement(Chat));
+  await until(() => container.textContent === 'Once upon a time', 3000, 'the replayed answer rendered');
+  assert.equal(server.connections[0].after, 2, 'the socket asked for the frames after the saved seq');
+  server.broadcast({ type: 'message_chunk', message_id: 'a1', delta: '...' });
+  await until(() => container.textContent === 'Once upon a time...', 3000, 'live chunks follow');
+  assert.equal(latest.status?.state, 'running');
+  assert.equal(latest.store?.connection.lastSeq, 7);
+});
+
 test('server rendering shows the empty state without connecting', () => {
   let constructed = 0;
   class NoWS {
