@@ -17,11 +17,12 @@ import { startWeatherServer, CELSIUS, FAHRENHEIT } from '../support/weather-serv
 
 const WEATHER_KEY = 'owm-test-key-7d3f0c2a9b1e';
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$/;
-const AGENT_TOOLS = ['get_current_time', 'lookup_customer', 'get_weather', 'process_order', 'update_context', 'conversation_stats'];
+const AGENT_TOOLS = ['get_current_time', 'lookup_customer', 'get_weather', 'process_order', 'issue_refund', 'update_context', 'conversation_stats'];
 // The support prompt also offers a prompt (run as a sub-prompt) and an agent (a child thread).
 const DELEGATES = ['summarize', 'review'];
-// The durable examples (docs/durable-tools.md) are registered too; no prompt offers them.
-const DURABLE_TOOLS = ['compare_weather', 'issue_refund', 'remind_later', 'retry_with_cooldown', 'schedule_reminder', 'wait_for_callback', 'weather_brief'];
+// The other durable examples (docs/durable-tools.md) are registered too; no prompt offers them
+// (support offers issue_refund, so a model's refund asks for approval).
+const DURABLE_TOOLS = ['compare_weather', 'remind_later', 'retry_with_cooldown', 'schedule_reminder', 'wait_for_callback', 'weather_brief'];
 const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification', 'approve_draft', ...DURABLE_TOOLS];
 const ADA = { id: 'cus_1001', name: 'Ada Lovelace', email: 'ada@example.com', plan: 'enterprise' };
 const GRACE = { id: 'cus_1002', name: 'Grace Hopper', email: 'grace@example.com', plan: 'pro' };

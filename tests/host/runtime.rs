@@ -914,3 +914,36 @@ fn a_failed_attempts_reported_usage_counts_toward_the_budget() {
     let s = h.thread().summary().unwrap();
     assert_eq!(s.stopped_by.as_deref(), Some("budget"));
 }
+
+#[test]
+fn a_model_call_of_a_tool_its_prompt_does_not_offer_fails_at_once_without_asking_approval() {
+    let guarded = Tool::new("Needs a person's yes.")
+        .needs_approval()
+        .handler(|_flow: FlowState| async { CallToolResult::text("done") });
+    let registry =
+        edgent::tool::Registry::build(vec![("echo", echo()), ("guarded", guarded)]).unwrap();
+    let h = TestHost::new(registry, T0)
+        .with_agent(edgent::testing::agent(&["echo"]))
+        .into_rc();
+    let rt = h.runtime();
+    h.script(Ok(reply_events("", &[("c1", "guarded", "{}")])));
+    h.script(Ok(reply_events("I cannot do that.", &[])));
+    h.run(rt.apply(send("Do the guarded thing"))).unwrap();
+    h.run_spawned();
+    let call = record(&h, "c1");
+    assert_eq!(call.status, "error", "{call:?}");
+    assert!(
+        call.result
+            .as_deref()
+            .unwrap_or_default()
+            .contains("unknown tool"),
+        "{call:?}"
+    );
+    assert!(
+        !h.frames()
+            .iter()
+            .any(|f| matches!(f, ServerFrame::Tool { status, .. } if status.as_str() == "waiting")),
+        "no approval was asked for a call that could never run"
+    );
+    assert_eq!(transcript(&h).last().unwrap().1, "I cannot do that.");
+}

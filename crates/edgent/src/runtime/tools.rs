@@ -18,6 +18,7 @@ use crate::tool::nested::{millis, with_timeout};
 use crate::tool::offer::{callee, Callee};
 use crate::tool::policy::policy_for;
 use crate::tool::{run_until_suspended, FlowState};
+use crate::values::policy::{RetryPolicy, ToolPolicy};
 
 impl ThreadRuntime {
     /// Runs calls of one reply (concurrently when there are several) and hands each outcome
@@ -33,7 +34,20 @@ impl ThreadRuntime {
         let platform = &*self.platform;
         let mut runs: Vec<ToolRun> = Vec::new();
         for call in calls {
-            let policy = policy_for(platform.registry(), &call.call.name, |k| platform.var(k));
+            let offered = !matches!(
+                callee(platform.registry(), config, &call.call.name, call.origin),
+                Callee::Unavailable(_)
+            );
+            let policy = if offered {
+                policy_for(platform.registry(), &call.call.name, |k| platform.var(k))
+            } else {
+                // Not a tool this prompt offers: it fails at once with the list of those it
+                // does (no approval asked for a call that could never run, no limit counted).
+                ToolPolicy {
+                    retry: RetryPolicy::none(),
+                    ..ToolPolicy::default()
+                }
+            };
             let prompt_bindings = config.prompt.tool_bindings.get(&call.call.name);
             let mut admitted = thread.handle_due_call(self.now(), call, policy, prompt_bindings);
             if let Ok(Admission::AskLimiter {
