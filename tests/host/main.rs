@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+mod access;
 mod admin;
 mod adversarial;
 mod anthropic_stream;

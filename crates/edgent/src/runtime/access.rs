@@ -15,10 +15,20 @@ impl ThreadRuntime {
     /// a client token (already verified by the router) only within its scopes and only if the
     /// thread has not revoked its generation since, nor has it expired meanwhile.
     pub fn authorize(&self, principal: &Principal, access: Access) -> Result<(), ApiError> {
-        if *principal == Principal::Server {
+        let Principal::Client(token) = principal else {
             return Ok(());
+        };
+        let (thread_id, generation) =
+            self.with_thread(|t| Ok((t.summary()?.thread_id, t.token_generation()?)))?;
+        // The router matched the token to the route's thread; checked again here, where the
+        // thread's own id is known, so no path into the object can widen a token.
+        if token.thread_id != thread_id {
+            return Err(ApiError::new(
+                403,
+                "forbidden",
+                "this token is for another thread",
+            ));
         }
-        let generation = self.with_thread(|t| t.token_generation())?;
         principal.check(access, generation, self.now() / 1000)
     }
 
