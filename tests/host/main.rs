@@ -21,6 +21,7 @@ mod docs_examples;
 mod durable;
 mod engine;
 mod engine_props;
+mod first_run;
 mod flow_host;
 mod frame_log;
 mod history_budget;

@@ -128,6 +128,20 @@ async fn attempt_once(
     policy
         .check(model)
         .map_err(|why| ProviderError::Config(format!("model {:?}: {why}", model.name)))?;
+    // A key that is missing or empty would only earn an opaque 401 (or a network error) from
+    // the provider: say what to do instead, before any request.
+    if let Some(secret) = &model.api_key_secret {
+        let set = platform
+            .secret(secret)
+            .is_some_and(|key| !key.trim().is_empty());
+        if !set {
+            return Err(ProviderError::Config(format!(
+                "secret {secret} is empty: set it in .dev.vars (locally) or with `wrangler \
+                 secret put {secret}` (model {:?})",
+                model.name
+            )));
+        }
+    }
     // The whole attempt has a deadline: the first-chunk and stall timeouts never end a stream
     // that drips a byte at a time.
     let total = model.total_timeout_ms.unwrap_or(DEFAULT_TOTAL_TIMEOUT_MS);
