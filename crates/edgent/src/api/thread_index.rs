@@ -21,8 +21,9 @@ use serde_json::{json, Value};
 use super::ApiError;
 use crate::engine::store::ThreadSummary;
 use crate::values::ids::is_uuid;
-use crate::values::limits::{DEFAULT_PAGE, MAX_PAGE};
+use crate::values::limits::DEFAULT_PAGE;
 use crate::values::message::Role;
+use crate::values::page::parse_limit;
 use crate::values::protocol::ServerFrame;
 use crate::values::sql::SqlValue;
 
@@ -312,17 +313,7 @@ impl ListQuery {
                     return Err(ApiError::invalid("\"parent\" must be a thread id"))
                 }
                 "parent" => q.parent = Some(value.clone()),
-                "limit" => {
-                    q.limit = value
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_PAGE).contains(n))
-                        .ok_or_else(|| {
-                            ApiError::invalid(format!(
-                                "\"limit\" must be an integer from 1 to {MAX_PAGE}"
-                            ))
-                        })?
-                }
+                "limit" => q.limit = parse_limit(value)?,
                 "cursor" => q.cursor = Some(Cursor::decode(value)?),
                 _ => {}
             }

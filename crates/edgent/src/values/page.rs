@@ -19,6 +19,18 @@ pub struct PageQuery {
     pub depth: u32,
 }
 
+/// A page's `limit` query value: an integer from 1 to [`MAX_PAGE`], else 400 (every paged
+/// listing reads it the same way).
+pub fn parse_limit(value: &str) -> Result<u32, ApiError> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| (1..=MAX_PAGE).contains(n))
+        .ok_or_else(|| {
+            ApiError::invalid(format!("\"limit\" must be an integer from 1 to {MAX_PAGE}"))
+        })
+}
+
 impl PageQuery {
     /// Validates query pairs; unknown keys are ignored.
     pub fn parse<'a>(
@@ -33,17 +45,7 @@ impl PageQuery {
         };
         for (k, v) in pairs {
             match k {
-                "limit" => {
-                    q.limit = v
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_PAGE).contains(n))
-                        .ok_or_else(|| {
-                            ApiError::invalid(format!(
-                                "\"limit\" must be an integer from 1 to {MAX_PAGE}"
-                            ))
-                        })?
-                }
+                "limit" => q.limit = parse_limit(v)?,
                 "offset" => {
                     q.offset = v.parse().map_err(|_| {
                         ApiError::invalid("\"offset\" must be a non-negative integer")
