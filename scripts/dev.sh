@@ -45,6 +45,11 @@ API_KEY="$(grep '^EDGENT_API_KEY=' .dev.vars | head -n1 | cut -d= -f2-)"
 
 echo "[dev] building the Worker"
 EDGENT_APP_DIR="$PWD" bash "$ROOT/scripts/build.sh"
+# The playground and inspector, for an app whose wrangler.toml serves them (the root's does).
+if grep -q '^directory = "ui/dist"' wrangler.toml 2>/dev/null; then
+  bash "$ROOT/scripts/ui.sh"
+  UI_NOTE="UI:       http://127.0.0.1:$PORT/  (playground, inspector, configuration; sign in with the API key)"
+fi
 
 echo "[dev] applying D1 migrations and seeding agents/ into the local D1"
 "$WRANGLER" d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
@@ -64,7 +69,8 @@ cat <<MSG
   Try:      curl -s -H "Authorization: Bearer $API_KEY" http://127.0.0.1:$PORT/api/tools
   Browser:  mint a client token for a thread (POST /api/threads with "token", README);
             the server key stays on servers
-${EDGENT_DEV_NOTE:+  $EDGENT_DEV_NOTE
+${UI_NOTE:+  $UI_NOTE
+}${EDGENT_DEV_NOTE:+  $EDGENT_DEV_NOTE
 }
 MSG
 exec "$WRANGLER" dev --config "${CONFIG[@]}" --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" --show-interactive-dev-session=false

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm test`: install what is missing, then host tests (cargo test), the TypeScript clients' unit
 # tests, the example page's build, a short fuzzing run, build the Worker, then the end-to-end
-# tests (node --test) against the real built Worker in Miniflare and wrangler dev.
+# tests (node --test) against the real built Worker in Miniflare and wrangler dev, and the UI's
+# tests in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -34,6 +35,11 @@ if [[ ! -x examples/chat-web/node_modules/.bin/vite || "$(cat examples/chat-web/
 fi
 npm run build --prefix examples/chat-web
 
+# The playground and inspector (ui/): its own packages, type-checked and built with Vite into
+# ui/dist, which the Worker serves at / and tests/browser drives in Chromium.
+echo "[test] the UI (ui/: type check, vite build)"
+EDGENT_UI_FORCE=1 bash scripts/ui.sh
+
 # The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as
 # proptest cases): 5 s each; `npm run fuzz [seconds]` fuzzes for longer.
 echo "[test] fuzzing (cargo-fuzz, 5 s per target)"
@@ -47,3 +53,6 @@ echo "[test] end-to-end tests (node --test)"
 # Test files are independent (each starts its own Worker, model server and state on free
 # ports), so they run side by side; the longest, reliability.test.mjs, sets the wall time.
 node --test --test-concurrency=4 tests/e2e/
+
+echo "[test] browser tests (Chromium + playwright-core, tests/browser)"
+bash scripts/test-browser.sh

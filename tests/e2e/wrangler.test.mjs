@@ -39,7 +39,8 @@ before(async () => {
   const toml = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8')
     .replace(/^\[build\][^\[]*/m, '')
     .replace(/^main = .*$/m, `main = ${JSON.stringify(join(ROOT, 'build', 'index.js'))}`)
-    .replace(/^migrations_dir = .*$/m, `migrations_dir = ${JSON.stringify(join(ROOT, 'migrations'))}`);
+    .replace(/^migrations_dir = .*$/m, `migrations_dir = ${JSON.stringify(join(ROOT, 'migrations'))}`)
+    .replace(/^directory = "(.*)"$/m, (_, p) => `directory = ${JSON.stringify(join(ROOT, p))}`);
   writeFileSync(join(dir, 'wrangler.toml'), toml);
   const port = await freePort();
   proc = spawn(

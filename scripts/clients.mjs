@@ -7,14 +7,14 @@ import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from '
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const JS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'clients', 'js');
+const JS = join(dirname(fileURLToPath(import.meta.url)), '..', 'clients', 'js');
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const run = (args) => execFileSync(npm, args, { cwd: JS, stdio: 'inherit' });
 
 const lockHash = createHash('sha256').update(readFileSync(join(JS, 'package-lock.json'))).digest('hex');
 const marker = join(JS, 'node_modules', '.edgent-lock');
 if (!existsSync(join(JS, 'node_modules', '.bin', 'tsc')) || (existsSync(marker) ? readFileSync(marker, 'utf8').trim() : '') !== lockHash) {
-  console.log('[chat-web] installing clients/js dev dependencies (once per lockfile)');
+  console.log('[clients] installing clients/js dev dependencies (once per lockfile)');
   run(['ci', '--no-audit', '--no-fund']);
   writeFileSync(marker, `${lockHash}\n`);
 }
@@ -34,6 +34,6 @@ const built = (pkg) => {
   return existsSync(out) && statSync(out).mtimeMs >= newest(join(JS, pkg, 'src'));
 };
 if (!built('client') || !built('react')) {
-  console.log('[chat-web] building @edgent/client and @edgent/react (clients/js)');
+  console.log('[clients] building @edgent/client and @edgent/react (clients/js)');
   run(['run', 'build']);
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `npm run test:browser` (and the last step of `npm test`): the UI's end-to-end tests in headless
+# Chromium (Debian's package, /usr/bin/chromium; CHROMIUM overrides the path) driven by
+# playwright-core against the real Worker under wrangler dev and the scripted model server.
+# Needs the Worker (scripts/build.sh) and the UI (scripts/ui.sh) built. A failing test saves a
+# screenshot under $TMPDIR/edgent-browser-shots and prints its path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
+if [[ ! -x "$CHROMIUM" ]]; then
+  echo "test-browser: no Chromium at $CHROMIUM: install Debian's package (apt-get install chromium) or set CHROMIUM" >&2
+  exit 1
+fi
+LOCK_HASH="$(sha256sum tests/browser/package-lock.json | cut -d' ' -f1)"
+if [[ ! -d tests/browser/node_modules/playwright-core || "$(cat tests/browser/node_modules/.edgent-lock 2>/dev/null)" != "$LOCK_HASH" ]]; then
+  npm ci --prefix tests/browser --no-audit --no-fund
+  echo "$LOCK_HASH" > tests/browser/node_modules/.edgent-lock
+fi
+export CHROMIUM
+node --test --test-concurrency=2 tests/browser/

@@ -1,0 +1,76 @@
+// Layer: the UI in headless Chromium against the real Worker under wrangler dev (harness.mjs).
+// Proves: the sign-in screen refuses a wrong key with a visible error and keeps the right one
+// for the tab only (sessionStorage: a reload stays signed in, the key is never in the URL, a new
+// tab context is signed out); signing out forgets it; a client token in the fragment opens its
+// one thread (the fragment is cleared, no configuration or thread index is offered); the pages
+// make no request outside the Worker's origin; a narrow window has no sideways scrolling; the
+// shell can be used with the keyboard alone (skip link, tab order reaching navigation).
+// Does not prove: the playground, inspector and configuration views (their own files).
+import { before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { KEY, startApp, uiTest } from './harness.mjs';
+
+let app, page;
+before(async () => {
+  app = await startApp();
+});
+after(async () => {
+  await app?.stop();
+});
+
+uiTest('a wrong key is refused with a visible error and nothing is kept', async () => {
+  page = await app.page();
+  await page.goto('/');
+  await page.getByLabel('Server key or client token').fill('not-the-key');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('alert').filter({ hasText: 'did not accept' }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('edgent.session')), null);
+}, () => page);
+
+uiTest('the server key signs in for this tab only, never in the URL, until signed out', async () => {
+  page = await app.page();
+  await app.login(page);
+  for (const name of ['Playground', 'Threads', 'Configuration']) {
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name }).waitFor();
+  }
+  assert.ok(!page.url().includes(KEY));
+  await page.reload();
+  await page.getByRole('button', { name: 'Sign out' }).waitFor();
+  // Another context (another tab's storage) is not signed in.
+  const other = await app.page();
+  await other.goto('/');
+  await other.getByLabel('Server key or client token').waitFor();
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('Server key or client token').waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('edgent.session')), null);
+}, () => page);
+
+uiTest('a client token in the fragment opens its one thread and leaves the URL', async () => {
+  const created = await app.api('POST', '/api/threads', { agent_id: 'support', token: { scopes: ['chat', 'approve'] } });
+  page = await app.page();
+  await page.goto(`/#token=${created.token.token}`);
+  await page.getByText('client token', { exact: true }).waitFor();
+  assert.ok(!page.url().includes('token='), page.url());
+  assert.ok(page.url().includes(created.thread_id), page.url());
+  assert.equal(await page.getByRole('link', { name: 'Configuration' }).count(), 0);
+  assert.equal(await page.getByRole('link', { name: 'Threads' }).count(), 0);
+}, () => page);
+
+uiTest('a narrow window scrolls only down, and the keyboard reaches everything', async () => {
+  page = await app.page({ viewport: { width: 360, height: 740 } });
+  await app.login(page);
+  const sideways = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(sideways <= 0, `the page is ${sideways}px wider than the window`);
+  await page.reload();
+  await page.getByRole('button', { name: 'Sign out' }).waitFor();
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip to content');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Playground');
+}, () => page);
+
+uiTest('no page request leaves the Worker (no fonts, no CDNs)', async () => {
+  const foreign = app.requests.filter((u) => !u.startsWith(app.base) && !u.startsWith(app.base.replace('http', 'ws')) && !u.startsWith('data:'));
+  assert.deepEqual(foreign, []);
+  assert.ok(app.requests.length > 5, 'the other tests made requests');
+}, () => page);
