@@ -69,6 +69,17 @@ uiTest('a narrow window scrolls only down, and the keyboard reaches everything',
   assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Playground');
 }, () => page);
 
+uiTest('the page is served with a policy that keeps it on its origin and out of frames', async () => {
+  const res = await fetch(`${app.base}/`);
+  const csp = res.headers.get('content-security-policy') ?? '';
+  assert.match(csp, /default-src 'self'/);
+  assert.match(csp, /connect-src 'self'/);
+  assert.match(csp, /frame-ancestors 'none'/);
+  assert.equal(res.headers.get('referrer-policy'), 'no-referrer');
+  // The API's own answers are the Worker's, not the page's.
+  assert.equal((await fetch(`${app.base}/api/health`)).headers.get('content-security-policy'), null);
+}, () => page);
+
 uiTest('no page request leaves the Worker (no fonts, no CDNs)', async () => {
   const foreign = app.requests.filter((u) => !u.startsWith(app.base) && !u.startsWith(app.base.replace('http', 'ws')) && !u.startsWith('data:'));
   assert.deepEqual(foreign, []);

@@ -1,7 +1,9 @@
 // Layer: real `wrangler dev` (the command users run) and `wrangler deploy --dry-run`.
 // Proves: the built Worker starts under wrangler with the project's bindings, answers the API
-// with auth, and runs a turn over a real WebSocket against a scripted model; the deploy bundle
-// builds. Does not prove: anything about Cloudflare's production network.
+// with auth, and runs a turn over a real WebSocket against a scripted model; the UI (ui/dist,
+// the config's [assets]) is served at / and at any path it routes, while /api/* always reaches
+// the Worker; the deploy bundle builds. Does not prove: anything about Cloudflare's production
+// network; the UI in a browser (tests/browser).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -87,6 +89,25 @@ test('wrangler dev answers /api/health without a key and the rest only with one'
   const tools = await client.request('GET', '/api/tools');
   assert.equal(tools.status, 200);
   assert.ok(tools.body.tools.some((t) => t.name === 'get_current_time'));
+});
+
+test('wrangler dev serves the UI at / and leaves /api/* to the Worker', async () => {
+  const config = parseToml(readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'));
+  assert.deepEqual(config.assets.run_worker_first, ['/api/*', '/webhooks/*']);
+  const base = client.baseUrl;
+  for (const path of ['/', '/threads/anything']) {
+    const page = await fetch(base + path);
+    assert.equal(page.status, 200, path);
+    assert.match(page.headers.get('content-type') ?? '', /text\/html/, path);
+    const html = await page.text();
+    assert.match(html, /<title>edgent<\/title>/, path);
+    const script = html.match(/src="(\/assets\/[^"]+\.js)"/)?.[1];
+    assert.ok(script, 'index.html names its bundle');
+    assert.equal((await fetch(base + script)).status, 200);
+  }
+  const unknown = await fetch(`${base}/api/no-such-route`);
+  assert.equal(unknown.status, 401);
+  assert.match(unknown.headers.get('content-type') ?? '', /application\/json/);
 });
 
 test('wrangler dev runs a turn over a real WebSocket', async () => {
