@@ -33,9 +33,10 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-
 
 /**
  * Starts the Worker with the UI and a browser. `script` and `fallback` go to the scripted model
- * server (tests/support/model-server.mjs); `modelServer` replaces it (e.g. one in demo mode).
+ * server (tests/support/model-server.mjs); `demo` seeds every model as `npm run dev` seeds the
+ * demo model (the id `edgent-demo`, no key), for a `fallback` of tests/support/demo-model.mjs.
  */
-export async function startApp({ script = [], fallback, vars = {} } = {}) {
+export async function startApp({ script = [], fallback, demo = false, vars = {} } = {}) {
   for (const file of [join(ROOT, 'build', 'index.js'), join(ROOT, 'ui', 'dist', 'index.html')]) {
     if (!existsSync(file)) throw new Error(`${file} is missing: run \`bash scripts/build.sh && bash scripts/ui.sh\` (npm test does)`);
   }
@@ -44,7 +45,10 @@ export async function startApp({ script = [], fallback, vars = {} } = {}) {
   const source = readFileSync(join(ROOT, 'wrangler.toml'), 'utf8');
   const d1 = parseToml(source).d1_databases.find((d) => d.binding === 'DB');
   const defs = loadDefinitions(join(ROOT, 'agents'));
-  for (const m of defs.models) m.base_url = `${model.url}/v1`;
+  for (const m of defs.models) {
+    m.base_url = `${model.url}/v1`;
+    if (demo) Object.assign(m, { provider: 'openai', model: 'edgent-demo', api_key_secret: null });
+  }
   await seedLocal({ persistTo: join(dir, 'state'), databaseId: d1.database_id, migrationsDir: join(ROOT, 'migrations'), defs });
   // The project's config, without [build] (built already), its paths absolute, in a folder of
   // its own so a developer's .dev.vars cannot leak in.
