@@ -8,8 +8,9 @@
 // totals; the tabs move with the arrow keys and live in the URL; with the page open, a new turn
 // appears without a reload and an event a tool emits shows in the Events tab; a narrow window
 // scrolls tables inside their box, not the page.
-// Does not prove: the demo badge on requests (the demo model is another harness setup), child
-// threads of a dual-AI agent, webhooks shown to the server key (see tests/e2e for the API side).
+// Requests of a model the demo server answers for carry a "demo" badge.
+// Does not prove: child threads of a dual-AI agent, or a webhook's URL in a waiting call (see
+// tests/e2e for the API side of both).
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -231,4 +232,18 @@ uiTest('a narrow window scrolls the tables inside their box, not the page', asyn
     const sideways = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(sideways <= 0, `${hash} is ${sideways}px wider than the window`);
   }
+}, () => page);
+
+// Last: it turns the `default` model into the demo model for the rest of the file.
+uiTest('requests of the demo model are marked "demo"', async () => {
+  page = await signedIn();
+  await go(page, `#/threads/${threads.weather}?tab=requests`);
+  const log = page.getByRole('table', { name: 'Model requests, oldest first' });
+  await log.waitFor();
+  assert.equal(await log.getByText('demo', { exact: true }).count(), 0);
+  const model = await app.api('GET', '/api/models/default');
+  await app.api('PUT', '/api/models/default', { ...model, model: 'edgent-demo' });
+  await page.reload();
+  await log.getByText('demo', { exact: true }).nth(2).waitFor();
+  assert.equal(await log.getByText('demo', { exact: true }).count(), 3, 'every row of the thread used `default`');
 }, () => page);
