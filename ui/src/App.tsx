@@ -9,9 +9,7 @@ import { Playground } from './playground/Playground';
 import { ThreadList } from './inspector/ThreadList';
 import { ThreadDetail } from './inspector/ThreadDetail';
 import { ConfigEditor } from './config/ConfigEditor';
-
-/** The model id the demo model server answers as (scripts/demo-model.mjs). */
-export const DEMO_MODEL_ID = 'edgent-demo';
+import { demoModelNames } from './demo';
 
 export function App() {
   const [session, setSession] = useState<Session | null>(() => loadSession());
@@ -116,7 +114,7 @@ function useDemoModels(api: Api): string[] {
     if (!api.isServer) return;
     let live = true;
     api.client.listConfig('models').then(
-      (models) => live && setNames(models.filter((m) => m.model === DEMO_MODEL_ID).map((m) => String(m.name))),
+      (models) => live && setNames(demoModelNames(models)),
       () => {},
     );
     return () => {

@@ -3,7 +3,7 @@
 // (the summary's tokens and cost count every attempt, sub-prompts' included).
 import { threadPath, type ThreadSummary } from '@edgent/client';
 import { useApi, useLoad } from '../api';
-import { DEMO_MODEL_ID } from '../App';
+import { demoModelNames } from '../demo';
 import { Badge, Time, duration } from '../components';
 import { usePagedList } from './paging';
 import { PageFooter, count, usd } from './parts';
@@ -48,7 +48,7 @@ export function Requests({ threadId, tick, summary }: { threadId: string; tick: 
   );
   // The models the demo server answers for, by name (the log names a model by its `name`).
   const models = useLoad(() => client.listConfig('models'), [client]);
-  const demo = new Set((models.data ?? []).filter((m) => m.model === DEMO_MODEL_ID).map((m) => String(m.name)));
+  const demo = new Set(demoModelNames(models.data ?? []));
 
   const rows = log.items;
   const tokensIn = rows.reduce((n, r) => n + r.input_tokens, 0);

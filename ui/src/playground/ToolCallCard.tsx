@@ -62,7 +62,7 @@ export function ToolCallCard({
     <section className="pg-call" aria-labelledby={headingId}>
       <div className="row">
         <h4 id={headingId} className="pg-call-name">
-          <span className="pg-sr-only">Tool call </span>
+          <span className="sr-only">Tool call </span>
           <code>{call.name}</code>
         </h4>
         <Badge state={status}>{status.replace(/_/g, ' ')}</Badge>
