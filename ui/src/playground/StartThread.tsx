@@ -31,7 +31,8 @@ export function StartThread({ onThread }: { onThread: (id: string) => void }) {
   const descriptionId = useId();
 
   const list = agents.data ?? [];
-  const agent = list.find((a) => a.id === chosen) ?? list[0];
+  // A person chatting wants an agent that answers them: the first ai_human one, unless chosen.
+  const agent = list.find((a) => a.id === chosen) ?? list.find((a) => a.kind === 'ai_human') ?? list[0];
 
   const start = async (e: FormEvent) => {
     e.preventDefault();
