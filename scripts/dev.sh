@@ -5,6 +5,11 @@
 # names another wrangler config to run the built Worker with (one without [build]; e.g.
 # examples/chat-web/wrangler.toml: the Worker with a web page as static assets), with this
 # app's .dev.vars; EDGENT_DEV_NOTE is one more line for the banner.
+#
+# With no key for the default model (its api_key_secret empty in .dev.vars), it also runs
+# edgent's demo model (scripts/demo-model.mjs, on EDGENT_DEMO_PORT, default PORT+10) and seeds
+# the keyless models as that demo; EDGENT_DEMO=0 turns this off. Setting the key and
+# restarting seeds the real model again. The demo server stops when this script does.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WRANGLER="$ROOT/node_modules/.bin/wrangler"
@@ -51,9 +56,63 @@ if grep -q '^directory = "ui/dist"' wrangler.toml 2>/dev/null; then
   UI_NOTE="UI:       http://127.0.0.1:$PORT/  (playground, inspector, configuration; sign in with the API key)"
 fi
 
+# Children (the demo model, wrangler) stop with this script, however it ends; its exit code
+# is wrangler's.
+CHILDREN=()
+stop_children() {
+  local pid
+  for pid in ${CHILDREN[@]+"${CHILDREN[@]}"}; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in ${CHILDREN[@]+"${CHILDREN[@]}"}; do wait "$pid" 2>/dev/null || true; done
+  CHILDREN=()
+}
+trap stop_children EXIT
+trap 'stop_children; exit 130' INT
+trap 'stop_children; exit 143' TERM
+
+# The model: the default model with its key, or the demo model when the key is not set.
+demo_failed() {
+  echo "[dev] the demo model did not start on port $DEMO_PORT: $1 (EDGENT_DEMO_PORT picks another; EDGENT_DEMO=0 runs without it)" >&2
+  exit 1
+}
+MODEL_LINE=""
+SEED_ARGS=()
+if status="$(node "$ROOT/scripts/seed.mjs" --key-status default)"; then
+  IFS=$'\t' read -r SECRET KEY_STATE MODEL_ID MODEL_URL <<<"$status"
+  if [[ "$KEY_STATE" == "empty" && "${EDGENT_DEMO:-}" != "0" ]]; then
+    DEMO_PORT="${EDGENT_DEMO_PORT:-$((PORT + 10))}"
+    DEMO_URL="http://127.0.0.1:$DEMO_PORT"
+    # Whatever already listens there (another dev server's demo) would answer for ours.
+    if node -e 'require("net").connect(Number(process.argv[1]), "127.0.0.1")
+        .on("connect", () => process.exit(0)).on("error", () => process.exit(1))' "$DEMO_PORT"; then
+      demo_failed "the port is in use"
+    fi
+    echo "[dev] no $SECRET in .dev.vars: starting the demo model on $DEMO_URL"
+    node "$ROOT/scripts/demo-model.mjs" --port "$DEMO_PORT" --secret "$SECRET" &
+    CHILDREN+=($!)
+    DEMO_PID=$!
+    ready=""
+    for _ in $(seq 1 100); do
+      kill -0 "$DEMO_PID" 2>/dev/null || demo_failed "it exited"
+      if node -e 'fetch(process.argv[1], { signal: AbortSignal.timeout(1000) })
+          .then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "$DEMO_URL/v1/models"; then
+        ready=1
+        break
+      fi
+      sleep 0.1
+    done
+    [[ -n "$ready" ]] || demo_failed "it did not answer GET /v1/models"
+    SEED_ARGS=(--demo-model "$DEMO_URL")
+    MODEL_LINE="demo (no API key set: put $SECRET in .dev.vars and restart for $MODEL_ID)"
+  elif [[ "$KEY_STATE" == "empty" ]]; then
+    MODEL_LINE="default ($MODEL_ID via $MODEL_URL): $SECRET is empty in .dev.vars, so turns fail until it is set"
+  else
+    MODEL_LINE="default ($MODEL_ID via $MODEL_URL)"
+  fi
+fi
+
 echo "[dev] applying D1 migrations and seeding agents/ into the local D1"
 "$WRANGLER" d1 migrations apply DB --local --persist-to "$STATE" >/dev/null
-node "$ROOT/scripts/seed.mjs" --persist-to "$STATE"
+node "$ROOT/scripts/seed.mjs" --persist-to "$STATE" ${SEED_ARGS[@]+"${SEED_ARGS[@]}"}
 if [[ -n "${EDGENT_WRANGLER_CONFIG:-}" ]]; then
   # wrangler reads .dev.vars beside its config: name this app's explicitly.
   CONFIG=("$EDGENT_WRANGLER_CONFIG" --env-file "$PWD/.dev.vars")
@@ -66,11 +125,21 @@ cat <<MSG
 
   edgent is starting on http://127.0.0.1:$PORT
   API key:  $API_KEY
-  Try:      curl -s -H "Authorization: Bearer $API_KEY" http://127.0.0.1:$PORT/api/tools
+${MODEL_LINE:+  Model:    $MODEL_LINE
+}  Try:      curl -s -H "Authorization: Bearer $API_KEY" http://127.0.0.1:$PORT/api/tools
   Browser:  mint a client token for a thread (POST /api/threads with "token", README);
             the server key stays on servers
 ${UI_NOTE:+  $UI_NOTE
 }${EDGENT_DEV_NOTE:+  $EDGENT_DEV_NOTE
 }
 MSG
-exec "$WRANGLER" dev --config "${CONFIG[@]}" --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" --show-interactive-dev-session=false
+# In the background (stdin kept: a background job would get /dev/null), so the traps above run
+# as soon as a signal arrives rather than after wrangler exits.
+"$WRANGLER" dev --config "${CONFIG[@]}" --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" \
+  --show-interactive-dev-session=false <&0 &
+CHILDREN+=($!)
+set +e
+wait "$!"
+code=$?
+set -e
+exit "$code"

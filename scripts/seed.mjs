@@ -1,9 +1,17 @@
 #!/usr/bin/env node
 // Loads agents/{models,prompts,agents}/*.toml into D1, idempotently.
 //
-//   node scripts/seed.mjs [--persist-to DIR]
+//   node scripts/seed.mjs [--persist-to DIR] [--demo-model URL]
 //       The local D1 (the one `wrangler dev` uses), written directly with parameterised
-//       statements after applying any pending migrations.
+//       statements after applying any pending migrations. With --demo-model, every model whose
+//       key secret has no value in ./.dev.vars is written as edgent's demo model at URL
+//       (scripts/demo-model.mjs; `npm run dev` does this when the default model has no key).
+//       Without it, the files' definitions are written, so the next seed after setting a key
+//       puts the real model back.
+//   node scripts/seed.mjs --key-status NAME
+//       For scripts/dev.sh: one tab-separated line about model NAME: its key secret (or -),
+//       whether .dev.vars sets it (set, empty, or - without a secret), its model and base_url.
+//       Exit 3 when there is no model NAME.
 //   node scripts/seed.mjs --remote [--url URL] [--skip-migrations]
 //       A deployed Worker: `wrangler d1 migrations apply DB --remote`, then the definitions go
 //       to `PUT $URL/api/config`, which validates them as one set and writes them in one batch.
@@ -11,7 +19,7 @@
 import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { parse as parseToml } from 'smol-toml';
-import { seedLocal, toDefinitions, toRows } from './lib/d1.mjs';
+import { asDemoModel, keylessModels, readDevVars, seedLocal, toDefinitions, toRows } from './lib/d1.mjs';
 
 const args = process.argv.slice(2);
 
@@ -35,8 +43,23 @@ try {
   fail(e.message);
 }
 
-if (args.includes('--remote')) await seedRemote();
-else await seedLocalD1();
+const demoUrl = flagValue('--demo-model');
+if (demoUrl !== undefined && !/^https?:\/\/[^/]/.test(demoUrl)) fail(`--demo-model needs the demo server's URL (got "${demoUrl}")`, 2);
+
+if (args.includes('--key-status')) keyStatus(flagValue('--key-status'));
+else if (args.includes('--remote')) {
+  // The demo server runs on this machine: a deployed Worker cannot reach it.
+  if (demoUrl !== undefined) fail('--demo-model is for the local D1 only; it cannot be used with --remote', 2);
+  await seedRemote();
+} else await seedLocalD1();
+
+function keyStatus(name) {
+  const model = defs.models.find((m) => m.name === name);
+  if (!model) process.exit(3);
+  const secret = model.api_key_secret;
+  const state = !secret ? '-' : keylessModels([model], readDevVars('.dev.vars')).length ? 'empty' : 'set';
+  console.log([secret || '-', state, model.model ?? '-', model.base_url ?? '-'].join('\t'));
+}
 
 async function seedRemote() {
   const url = (flagValue('--url') ?? process.env.EDGENT_URL ?? '').replace(/\/+$/, '');
@@ -85,6 +108,13 @@ async function seedLocalD1() {
   const config = parseToml(readFileSync('wrangler.toml', 'utf8'));
   const d1 = (config.d1_databases ?? []).find((d) => d.binding === 'DB');
   if (!d1) fail('wrangler.toml has no D1 binding named DB');
+  if (demoUrl !== undefined) {
+    const swap = new Set(keylessModels(defs.models, readDevVars('.dev.vars')));
+    defs.models = defs.models.map((m) => (swap.has(m.name) ? asDemoModel(m, demoUrl) : m));
+    for (const m of defs.models.filter((d) => swap.has(d.name))) {
+      console.log(`seed: model "${m.name}" is the demo model (${m.base_url}): no key in .dev.vars`);
+    }
+  }
   let rows;
   try {
     rows = toRows(defs);

@@ -165,6 +165,54 @@ export function loadDefinitions(root) {
   return toRows(toDefinitions(root));
 }
 
+/**
+ * Reads a `.dev.vars` file (dotenv: `NAME=value`, `#` comments, optional quotes and `export`)
+ * into `{ NAME: value }`, as `wrangler dev` gives the Worker its secrets. A missing file is `{}`.
+ */
+export function readDevVars(file) {
+  let text;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return {};
+  }
+  const vars = {};
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.trim().replace(/^export\s+/, '');
+    const m = line.match(/^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/);
+    if (!m) continue;
+    // As dotenv (which wrangler uses) reads it: a quoted value as written, otherwise up to a `#`.
+    const quoted = m[2].match(/^(["'`])(.*?)\1\s*(?:#.*)?$/);
+    vars[m[1]] = quoted ? quoted[2] : m[2].split('#')[0].trim();
+  }
+  return vars;
+}
+
+/**
+ * The models whose key is not set: each names an `api_key_secret` whose value in `vars` is
+ * missing or blank (the runtime treats a blank key as none: crates/edgent/src/runtime/chain.rs).
+ */
+export function keylessModels(models, vars) {
+  return models.filter((m) => m.api_key_secret && !(vars[m.api_key_secret] ?? '').trim()).map((m) => m.name);
+}
+
+/**
+ * A model definition rewritten to edgent's demo model at `url` (scripts/demo-model.mjs): an
+ * OpenAI-compatible server needing no key. The name, fallbacks, timeouts and limits stay, so
+ * prompts and budgets work as before; prices become 0, since the demo costs nothing.
+ */
+export function asDemoModel(def, url) {
+  return {
+    ...def,
+    provider: 'openai',
+    model: 'edgent-demo',
+    base_url: `${url.replace(/\/+$/, '')}/v1`,
+    api_key_secret: null,
+    input_price_per_mtok: 0,
+    output_price_per_mtok: 0,
+  };
+}
+
 /** Upserts rows into a table (idempotent: running it twice changes nothing). */
 function upsert(db, table, key, row) {
   const cols = Object.keys(row);

@@ -1,6 +1,7 @@
 //! The first run without a model key: a model whose key secret is missing or empty fails the
 //! turn at once with `model_config`, saying which secret to set and where, with no request
-//! made (a provider would only answer an opaque 401, or the network an opaque error).
+//! made (a provider would only answer an opaque 401, or the network an opaque error), and
+//! pointing at the demo model `npm run dev` starts when no key is set.
 
 use std::rc::Rc;
 
@@ -51,7 +52,8 @@ fn a_missing_or_empty_key_fails_at_once_saying_what_to_set() {
         assert!(
             error.contains("secret OPENAI_API_KEY is empty")
                 && error.contains(".dev.vars")
-                && error.contains("wrangler secret put OPENAI_API_KEY"),
+                && error.contains("wrangler secret put OPENAI_API_KEY")
+                && error.contains("or use the demo model"),
             "{key:?}: {error}"
         );
         let code = h.frames().into_iter().find_map(|f| match f {

@@ -129,7 +129,8 @@ async fn attempt_once(
         .check(model)
         .map_err(|why| ProviderError::Config(format!("model {:?}: {why}", model.name)))?;
     // A key that is missing or empty would only earn an opaque 401 (or a network error) from
-    // the provider: say what to do instead, before any request.
+    // the provider: say what to do instead, before any request. Locally, `npm run dev` with no
+    // key seeds the demo model in this model's place, so a first run gets answers.
     if let Some(secret) = &model.api_key_secret {
         let set = platform
             .secret(secret)
@@ -137,7 +138,8 @@ async fn attempt_once(
         if !set {
             return Err(ProviderError::Config(format!(
                 "secret {secret} is empty: set it in .dev.vars (locally) or with `wrangler \
-                 secret put {secret}` (model {:?})",
+                 secret put {secret}`, or use the demo model (`npm run dev` with no key set \
+                 starts it) (model {:?})",
                 model.name
             )));
         }
