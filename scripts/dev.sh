@@ -53,7 +53,7 @@ EDGENT_APP_DIR="$PWD" bash "$ROOT/scripts/build.sh"
 # The playground and inspector, for an app whose wrangler.toml serves them (the root's does).
 if grep -q '^directory = "ui/dist"' wrangler.toml 2>/dev/null; then
   bash "$ROOT/scripts/ui.sh"
-  UI_NOTE="UI:       http://127.0.0.1:$PORT/  (playground, inspector, configuration; sign in with the API key)"
+  UI_NOTE="UI:       http://127.0.0.1:$PORT/  (playground, inspector, configuration: sign in with the API key)"
 fi
 
 # Children (the demo model, wrangler) stop with this script, however it ends; its exit code
@@ -76,6 +76,7 @@ demo_failed() {
 }
 MODEL_LINE=""
 SEED_ARGS=()
+DEV_VARS=()
 if status="$(node "$ROOT/scripts/seed.mjs" --key-status default)"; then
   IFS=$'\t' read -r SECRET KEY_STATE MODEL_ID MODEL_URL <<<"$status"
   if [[ "$KEY_STATE" == "empty" && "${EDGENT_DEMO:-}" != "0" ]]; then
@@ -87,7 +88,13 @@ if status="$(node "$ROOT/scripts/seed.mjs" --key-status default)"; then
       demo_failed "the port is in use"
     fi
     echo "[dev] no $SECRET in .dev.vars: starting the demo model on $DEMO_URL"
-    node "$ROOT/scripts/demo-model.mjs" --port "$DEMO_PORT" --secret "$SECRET" &
+    # The weather tool's service too, when it has no key: the demo should show a tool working.
+    DEMO_ARGS=(--port "$DEMO_PORT" --secret "$SECRET")
+    if [[ -f agents/tools/get_weather.rs ]] && ! grep -Eq '^WEATHER_API_KEY=.+' .dev.vars; then
+      DEMO_ARGS+=(--weather-port "$((DEMO_PORT + 1))")
+      DEV_VARS+=(--var "WEATHER_API_KEY:demo" --var "WEATHER_API_URL:http://127.0.0.1:$((DEMO_PORT + 1))")
+    fi
+    node "$ROOT/scripts/demo-model.mjs" "${DEMO_ARGS[@]}" &
     CHILDREN+=($!)
     DEMO_PID=$!
     ready=""
@@ -124,19 +131,19 @@ fi
 cat <<MSG
 
   edgent is starting on http://127.0.0.1:$PORT
-  API key:  $API_KEY
+${UI_NOTE:+  $UI_NOTE
+}  API key:  $API_KEY
 ${MODEL_LINE:+  Model:    $MODEL_LINE
 }  Try:      curl -s -H "Authorization: Bearer $API_KEY" http://127.0.0.1:$PORT/api/tools
-  Browser:  mint a client token for a thread (POST /api/threads with "token", README);
-            the server key stays on servers
-${UI_NOTE:+  $UI_NOTE
-}${EDGENT_DEV_NOTE:+  $EDGENT_DEV_NOTE
+  Clients:  a browser app gets a client token per thread (POST /api/threads with "token",
+            README); the server key stays on servers
+${EDGENT_DEV_NOTE:+  $EDGENT_DEV_NOTE
 }
 MSG
 # In the background (stdin kept: a background job would get /dev/null), so the traps above run
 # as soon as a signal arrives rather than after wrangler exits.
 "$WRANGLER" dev --config "${CONFIG[@]}" --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" \
-  --show-interactive-dev-session=false <&0 &
+  ${DEV_VARS[@]+"${DEV_VARS[@]}"} --show-interactive-dev-session=false <&0 &
 CHILDREN+=($!)
 set +e
 wait "$!"

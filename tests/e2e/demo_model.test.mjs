@@ -494,9 +494,8 @@ function stubRoot(t) {
   for (const f of ['dev.sh', 'seed.mjs', 'demo-model.mjs', 'dev-config.mjs', 'lib/d1.mjs']) {
     cpSync(join(ROOT, 'scripts', f), join(root, 'scripts', f));
   }
-  for (const f of ['model-server.mjs', 'demo-model.mjs']) cpSync(join(ROOT, 'tests', 'support', f), join(root, 'tests', 'support', f));
-  writeFileSync(join(root, 'scripts', 'setup.sh'), 'exit 0\n');
-  writeFileSync(join(root, 'scripts', 'build.sh'), 'exit 0\n');
+  for (const f of ['model-server.mjs', 'demo-model.mjs', 'weather-server.mjs']) cpSync(join(ROOT, 'tests', 'support', f), join(root, 'tests', 'support', f));
+  for (const f of ['setup.sh', 'build.sh', 'ui.sh']) writeFileSync(join(root, 'scripts', f), 'exit 0\n');
   mkdirSync(join(root, 'node_modules', '.bin'), { recursive: true });
   for (const pkg of ['miniflare', 'smol-toml']) symlinkSync(join(ROOT, 'node_modules', pkg), join(root, 'node_modules', pkg));
   writeFileSync(join(root, 'node_modules', '.bin', 'wrangler'), STUB_WRANGLER);
@@ -528,9 +527,16 @@ async function startDev(t, root, app, env = {}) {
 test('dev.sh with no key starts the demo, seeds it, names it in the banner and stops it on SIGTERM', { timeout: 60_000 }, async (t) => {
   const root = stubRoot(t);
   const app = tempApp(t); // no .dev.vars: the first run writes it with OPENAI_API_KEY empty
+  // An app with the weather tool and no WEATHER_API_KEY gets the weather stand-in as well.
+  mkdirSync(join(app, 'agents', 'tools'), { recursive: true });
+  cpSync(join(ROOT, 'agents', 'tools', 'get_weather.rs'), join(app, 'agents', 'tools', 'get_weather.rs'));
   const dev = await startDev(t, root, app);
   await dev.until(/stub wrangler dev/);
   const out = dev.output();
+  const weatherUrl = `http://127.0.0.1:${Number(new URL(dev.demoUrl).port) + 1}`;
+  assert.match(out, new RegExp(`--var WEATHER_API_KEY:demo --var WEATHER_API_URL:${weatherUrl.replace(/[.]/g, '\\.')} `));
+  const weather = await (await fetch(`${weatherUrl}/weather?q=Lisbon&units=metric&appid=demo`)).json();
+  assert.equal(weather.name, 'Lisbon');
   assert.match(out, /\n {2}Model: {4}demo \(no API key set: put OPENAI_API_KEY in \.dev\.vars and restart for gpt-4o-mini\)\n/);
   assert.match(out, /model "default" is the demo model/);
   assert.match(readFileSync(join(app, '.dev.vars'), 'utf8'), /^OPENAI_API_KEY=$/m);
@@ -541,6 +547,7 @@ test('dev.sh with no key starts the demo, seeds it, names it in the banner and s
   dev.child.kill('SIGTERM');
   assert.equal(await exited(dev.child, 10_000), 143);
   assert.ok(await refused(`${dev.demoUrl}/v1/models`), 'the demo stopped with dev.sh');
+  assert.ok(await refused(`${weatherUrl}/weather?q=Lisbon`), 'and so did the weather stand-in');
 });
 
 test('dev.sh stops the demo when wrangler exits, keeping wrangler\'s exit code; EDGENT_DEMO=0 runs without it', { timeout: 60_000 }, async (t) => {

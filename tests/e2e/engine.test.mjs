@@ -592,7 +592,7 @@ test('fallback: a model whose secret is not set is skipped for its fallback; wit
   const failed = await turn(other, 'hi', 0);
   await noMoreRequests(1);
   assert.deepEqual(errors(failed).map((e) => e.code), ['model_config']);
-  assert.match(errors(failed)[0].message, /secret NOT_A_SET_SECRET is empty: set it in .dev.vars .*, or use the demo model/);
+  assert.match(errors(failed)[0].message, /secret NOT_A_SET_SECRET is empty: set it in .dev.vars, or use the demo model/);
 });
 
 test('fallback: only the first model\'s fallbacks are tried, not a fallback\'s own fallbacks', async (t) => {

@@ -50,8 +50,9 @@ fn a_missing_or_empty_key_fails_at_once_saying_what_to_set() {
         );
         let error = summary.last_error.unwrap_or_default();
         assert!(
-            error.contains("secret OPENAI_API_KEY is empty")
-                && error.contains(".dev.vars")
+            error.contains(
+                "secret OPENAI_API_KEY is empty: set it in .dev.vars, or use the demo model"
+            ) && error.contains(".dev.vars")
                 && error.contains("wrangler secret put OPENAI_API_KEY")
                 && error.contains("or use the demo model"),
             "{key:?}: {error}"

@@ -31,7 +31,8 @@ export function defaultReply(request) {
   };
 }
 
-export async function startWeatherServer() {
+/** Starts the stand-in on 127.0.0.1 (`port` 0: any free port). */
+export async function startWeatherServer({ port = 0 } = {}) {
   const requests = [];
   const sockets = new Set();
   let handler = defaultReply;
@@ -79,7 +80,7 @@ export async function startWeatherServer() {
   });
   await new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(port, '127.0.0.1', () => {
       server.off('error', reject);
       resolve();
     });

@@ -137,9 +137,9 @@ async fn attempt_once(
             .is_some_and(|key| !key.trim().is_empty());
         if !set {
             return Err(ProviderError::Config(format!(
-                "secret {secret} is empty: set it in .dev.vars (locally) or with `wrangler \
-                 secret put {secret}`, or use the demo model (`npm run dev` with no key set \
-                 starts it) (model {:?})",
+                "secret {secret} is empty: set it in .dev.vars, or use the demo model \
+                 (`npm run dev` with no key set starts it); deployed: `wrangler secret put \
+                 {secret}` (model {:?})",
                 model.name
             )));
         }
