@@ -2,6 +2,7 @@
 // pending answer as it streams, and the tool calls an assistant message made (their results
 // under them, not as messages of their own). Sub-prompt messages (depth ≥ 1) belong to the
 // inspector, not the chat.
+import { useEffect, useRef } from 'react';
 import type { Message, ThreadSnapshot } from '@edgent/client';
 import { Badge, Time } from '../components';
 import { ToolCallCard, isWaitingForApproval, type ApprovalActions, type CallShown } from './ToolCallCard';
@@ -35,6 +36,8 @@ export function Conversation(props: ConversationProps) {
   // A call waiting for approval whose message is not on the page (older history, a sub-prompt)
   // still needs deciding here.
   const openElsewhere = Object.values(toolCalls).filter((c) => !callsShown.has(c.tool_call_id) && isWaitingForApproval(c));
+
+  useFollowNewest(shown.length + Object.values(streaming).reduce((n, text) => n + text.length, 0));
 
   const renderCall = (call: CallShown) => (
     <li key={call.id}>
@@ -84,4 +87,22 @@ export function Conversation(props: ConversationProps) {
       )}
     </div>
   );
+}
+
+/**
+ * Keeps the newest message in view while it grows, as chats do, but only for a reader already
+ * at the bottom: someone who scrolled up to read stays where they are.
+ */
+function useFollowNewest(size: number): void {
+  const following = useRef(true);
+  useEffect(() => {
+    const update = () => {
+      following.current = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 120;
+    };
+    window.addEventListener('scroll', update, { passive: true });
+    return () => window.removeEventListener('scroll', update);
+  }, []);
+  useEffect(() => {
+    if (following.current) window.scrollTo({ top: document.documentElement.scrollHeight });
+  }, [size]);
 }
