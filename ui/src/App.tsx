@@ -3,6 +3,7 @@
 import { useEffect, useMemo, useState } from 'react';
 import { ApiContext, makeClient, useApi, type Api } from './api';
 import { Login } from './Login';
+import { ErrorNote } from './components';
 import { href, navigate, useRoute, type Route } from './route';
 import { clearSession, loadSession, saveSession, type Session } from './session';
 import { Playground } from './playground/Playground';
@@ -10,6 +11,7 @@ import { ThreadList } from './inspector/ThreadList';
 import { ThreadDetail } from './inspector/ThreadDetail';
 import { ConfigEditor } from './config/ConfigEditor';
 import { demoModelNames } from './demo';
+import { useLinkToken } from './linkToken';
 
 export function App() {
   const [session, setSession] = useState<Session | null>(() => loadSession());
@@ -27,9 +29,23 @@ export function App() {
     };
   }, [session]);
 
+  const link = useLinkToken(session, (s) => {
+    clearSession();
+    saveSession(s);
+    setSession(s);
+  });
+
+  if (link.checking) {
+    return (
+      <main className="login" id="main">
+        <p role="status">Checking the link's token…</p>
+      </main>
+    );
+  }
   if (!api) {
     return (
       <Login
+        notice={link.refused}
         onLogin={(s) => {
           saveSession(s);
           setSession(s);
@@ -39,12 +55,12 @@ export function App() {
   }
   return (
     <ApiContext.Provider value={api}>
-      <Shell route={route} />
+      <Shell route={route} notice={link.refused} />
     </ApiContext.Provider>
   );
 }
 
-function Shell({ route }: { route: Route }) {
+function Shell({ route, notice }: { route: Route; notice: string | null }) {
   const api = useApi();
   const demo = useDemoModels(api);
   // A client token reaches one thread: every route shows that thread's playground.
@@ -88,6 +104,7 @@ function Shell({ route }: { route: Route }) {
         </p>
       )}
       <main id="main" tabIndex={-1}>
+        <ErrorNote>{notice}</ErrorNote>
         <Page route={shown} />
       </main>
     </>
@@ -101,7 +118,8 @@ function Page({ route }: { route: Route }) {
     case 'threads':
       return <ThreadList query={route.query} />;
     case 'thread':
-      return <ThreadDetail threadId={route.threadId} query={route.query} />;
+      // Keyed by thread: nothing of one thread's page (its summary, its loads) shows on another's.
+      return <ThreadDetail key={route.threadId} threadId={route.threadId} query={route.query} />;
     case 'config':
       return <ConfigEditor kind={route.kind} name={route.name} />;
   }

@@ -1,12 +1,11 @@
 // The sign-in screen: the server key or a client token, checked against the Worker before it is
 // kept (in sessionStorage only; see session.ts).
 import { useState, type FormEvent } from 'react';
-import { EdgentError } from '@edgent/client';
-import { describe, makeClient } from './api';
+import { checkCredential } from './api';
 import { sessionFor, type Session } from './session';
 import { ErrorNote } from './components';
 
-export function Login({ onLogin }: { onLogin: (s: Session) => void }) {
+export function Login({ onLogin, notice }: { onLogin: (s: Session) => void; notice?: string | null }) {
   const [credential, setCredential] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -18,21 +17,15 @@ export function Login({ onLogin }: { onLogin: (s: Session) => void }) {
     setBusy(true);
     setError(null);
     try {
-      const client = makeClient(session);
-      // A route each credential may read: the key reads the configuration, a token its thread.
-      if (session.kind === 'key') await client.listConfig('agents');
-      else await client.getThread(session.threadId);
+      await checkCredential(session);
       onLogin(session);
     } catch (err) {
-      setError(
-        err instanceof EdgentError && (err.status === 401 || err.status === 403)
-          ? 'The Worker did not accept this key or token.'
-          : describe(err),
-      );
+      setError(err instanceof Error ? err.message : String(err));
     } finally {
       setBusy(false);
     }
   }
+  const shown = error ?? notice ?? null;
 
   return (
     <main className="login" id="main">
@@ -50,14 +43,14 @@ export function Login({ onLogin }: { onLogin: (s: Session) => void }) {
           autoFocus
           value={credential}
           onChange={(e) => setCredential(e.target.value)}
-          aria-describedby={error ? 'login-error' : undefined}
+          aria-describedby={shown ? 'login-error' : undefined}
         />
         <button type="submit" disabled={busy}>
           {busy ? 'Checking…' : 'Sign in'}
         </button>
       </form>
       <div id="login-error">
-        <ErrorNote>{error}</ErrorNote>
+        <ErrorNote>{shown}</ErrorNote>
       </div>
     </main>
   );

@@ -1,7 +1,7 @@
 // The session's client, for every view: `useApi()`.
 import { createContext, useCallback, useContext, useEffect, useState } from 'react';
 import { EdgentClient, EdgentError } from '@edgent/client';
-import { EDGENT_URL, type Session } from './session';
+import { EDGENT_URL, fitsSubprotocol, type Session } from './session';
 
 export interface Api {
   client: EdgentClient;
@@ -21,6 +21,34 @@ export function useApi(): Api {
 
 export function makeClient(session: Session): EdgentClient {
   return new EdgentClient({ url: EDGENT_URL, token: session.credential });
+}
+
+/**
+ * Checks a credential against the Worker before it is kept, with a route each kind may read
+ * (the key: the configuration; a token: its thread). Throws a message for people.
+ */
+export async function checkCredential(session: Session): Promise<void> {
+  if (!fitsSubprotocol(session.credential)) {
+    // HTTP would accept it, but no socket could carry it: every live view would hang.
+    throw new Error(
+      'This key has characters a WebSocket cannot carry (use letters, digits and - _ . ~ only; ' +
+        '`openssl rand -hex 32` makes one): set a new EDGENT_API_KEY.',
+    );
+  }
+  const client = makeClient(session);
+  try {
+    if (session.kind === 'key') await client.listConfig('agents');
+    else await client.getThread(session.threadId);
+  } catch (err) {
+    if (err instanceof EdgentError && (err.status === 401 || err.status === 403)) {
+      throw new Error(
+        session.kind === 'key'
+          ? 'The Worker did not accept this key or token.'
+          : 'The Worker did not accept this client token: it may have expired or been revoked.',
+      );
+    }
+    throw new Error(describe(err));
+  }
 }
 
 /** An error as one line for people. */

@@ -1,8 +1,9 @@
 // Who the app acts as: the server key (everything: every thread, the configuration) or a client
 // token for one thread (its chat, and approvals with the `approve` scope). Kept in
-// sessionStorage: it lasts while the tab is open, is not shared with other tabs, and never
-// appears in a URL. A token may arrive in the fragment (`#token=…`, which browsers never send to
-// a server); it is moved to sessionStorage and the fragment is cleared at once.
+// sessionStorage once the Worker accepted it: it lasts while the tab is open, is not shared with
+// other tabs, and never appears in a URL. A token may arrive in the fragment (`#token=…`, which
+// browsers never send to a server); the fragment is cleared at once, and the token is kept only
+// after the same check (linkToken.ts).
 
 const STORAGE_KEY = 'edgent.session';
 
@@ -45,11 +46,6 @@ export function sessionFor(credential: string): Session {
 }
 
 export function loadSession(): Session | null {
-  const fromFragment = takeFragmentToken();
-  if (fromFragment) {
-    saveSession(fromFragment);
-    return fromFragment;
-  }
   try {
     const raw = sessionStorage.getItem(STORAGE_KEY);
     if (!raw) return null;
@@ -72,14 +68,26 @@ export function clearSession(): void {
   }
 }
 
-/** `#token=et1…` (what `POST /api/threads` with `token` gives a server to hand a browser). */
-function takeFragmentToken(): Session | null {
+/**
+ * A token handed over in the fragment (`#token=et1…`, what a server gives a browser), taken out
+ * of the address bar and history at once, before it is checked: `null` when there is none.
+ * The address becomes the token's thread (or `#/` for something that is not a client token).
+ */
+export function takeFragmentToken(): string | null {
   const params = new URLSearchParams(window.location.hash.replace(/^#\/?/, ''));
   const token = params.get('token');
   if (!token) return null;
   const info = tokenInfo(token);
   window.history.replaceState(null, '', window.location.pathname + (info ? `#/threads/${encodeURIComponent(info.threadId)}/chat` : '#/'));
-  return info ? { kind: 'token', credential: token, ...info } : null;
+  return token;
+}
+
+/**
+ * Characters a WebSocket subprotocol may hold (an HTTP token, RFC 7230): the socket carries the
+ * credential there, and a browser refuses to open a socket with any other.
+ */
+export function fitsSubprotocol(credential: string): boolean {
+  return /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(credential);
 }
 
 /** The last frame seq seen per thread, so a reload resumes the socket where it was. */
