@@ -1,13 +1,18 @@
 // Writes .wrangler.dev.toml: wrangler.toml without its [build] section. The Worker is built
 // once before `wrangler dev` starts, so wrangler need not run the build again (which it
 // does twice at startup, ~20 s).
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
 const lines = readFileSync('wrangler.toml', 'utf8').split('\n');
+// [assets] too when its directory is not built (a bench that built only the Worker): wrangler
+// refuses a missing assets directory, and the API works without the UI.
+const assets = readFileSync('wrangler.toml', 'utf8').match(/^\[assets\][^[]*?^directory = "([^"]+)"/ms)?.[1];
+const dropAssets = assets !== undefined && !existsSync(assets);
+if (dropAssets) console.log(`[dev] ${assets} is not built: serving the API without the UI (bash scripts/ui.sh builds it)`);
 const out = [];
 let skipping = false;
 for (const line of lines) {
-  if (/^\s*\[/.test(line)) skipping = /^\s*\[build\]\s*$/.test(line);
+  if (/^\s*\[/.test(line)) skipping = /^\s*\[build\]\s*$/.test(line) || (dropAssets && /^\s*\[assets\]\s*$/.test(line));
   if (!skipping) out.push(line);
 }
 // Local-only vars for a tool that drives this config (bench:compare's harness configures a model
