@@ -46,7 +46,8 @@ export function Requests({ threadId, tick, summary }: { threadId: string; tick: 
     PAGE,
     tick,
   );
-  // The models the demo server answers for, by name (the log names a model by its `name`).
+  // The models the demo server answers for now, by name: a log row records the model's name,
+  // not what served it, so the badge follows the model's current configuration.
   const models = useLoad(() => client.listConfig('models'), [client]);
   const demo = new Set(demoModelNames(models.data ?? []));
 
@@ -150,7 +151,12 @@ export function Requests({ threadId, tick, summary }: { threadId: string; tick: 
                     <Time ms={r.created_at} />
                   </td>
                   <td>
-                    {r.model} {demo.has(r.model) && <Badge state="demo">demo</Badge>}
+                    {r.model}{' '}
+                    {demo.has(r.model) && (
+                      <span title="This model is answered by edgent's demo model now (its current configuration)">
+                        <Badge state="demo">demo</Badge>
+                      </span>
+                    )}
                     {r.depth > 0 && <Badge state="sub">sub-prompt</Badge>}
                   </td>
                   <td className="hide-narrow">{r.provider}</td>
