@@ -2,9 +2,12 @@
 // Proves: the configuration editor reads and writes D1 through the configuration API: a refused
 // save shows the server's message beside the field it names (linked with aria-describedby,
 // aria-invalid, focused) and writes nothing; a fixed save writes and says "Saved"; a new model
-// is created and listed; deleting a model in use shows the 409 message and keeps it; a model's
-// key appears only as the NAME of a secret; the form can be reached, edited and saved with the
-// keyboard alone; a narrow window stacks the list above the form without sideways scrolling.
+// is created and listed; a new model under a name that exists is refused beside Name and sends
+// nothing; deleting a model in use shows the 409 message and keeps it; a model's key appears only
+// as the NAME of a secret; the form can be reached, edited and saved with the keyboard alone; a
+// name typed into a list but not added is saved with it; leaving a form with unsaved changes
+// (header link, browser Back) asks first and stays when refused; a narrow window stacks the list
+// above the form without sideways scrolling.
 // Does not prove: every field's server-side rule (tests/e2e and the Rust config tests do), nor
 // that a change reaches a running thread's next turn (tests/e2e).
 import { before, after } from 'node:test';
@@ -21,6 +24,23 @@ after(async () => {
 
 const saved = () => page.getByRole('status').filter({ hasText: /^Saved$/ });
 const list = (kind) => page.getByRole('navigation', { name: kind });
+
+/** Polls `check` every 50 ms until it holds; fails after `ms`. */
+async function until(check, what, ms = 5000) {
+  for (const deadline = Date.now() + ms; !(await check()); await new Promise((r) => setTimeout(r, 50))) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+  }
+}
+
+/**
+ * Runs `action` and proves it sent no PUT to `path`: waits a second for one, so a late request
+ * fails the test too.
+ */
+async function sendsNoPut(path, action) {
+  const put = page.waitForRequest((r) => r.method() === 'PUT' && new URL(r.url()).pathname === path, { timeout: 1000 });
+  await action();
+  await assert.rejects(put, /Timeout/, `a PUT ${path} was sent`);
+}
 
 /** Presses Tab until `matches(activeElement)` holds; fails after `max` presses. */
 async function tabTo(description, matches, max = 60) {
@@ -86,6 +106,24 @@ uiTest('a new model is created and listed', async () => {
   assert.equal(stored.base_url, 'https://api.example.com/v1');
 }, () => page);
 
+uiTest('a new model under a name that exists is refused beside Name, and nothing is sent', async () => {
+  const stored = await app.api('GET', '/api/models/default');
+  await list('Models').getByRole('link', { name: 'New model' }).click();
+  await page.getByRole('heading', { name: 'New model' }).waitFor();
+  const name = page.getByLabel('Name', { exact: true });
+  await name.fill('default');
+  await page.getByLabel('Model', { exact: true }).fill('gpt-4o');
+  await page.getByLabel('Base URL', { exact: true }).fill('https://api.example.com/v1');
+  await sendsNoPut('/api/models/default', () => page.getByRole('button', { name: 'Save' }).click());
+  const message = page.getByText('A model named "default" exists already: open it to change it, or pick another name', { exact: true });
+  await message.waitFor();
+  assert.equal(await name.getAttribute('aria-invalid'), 'true');
+  assert.ok((await name.getAttribute('aria-describedby')).split(' ').includes(await message.getAttribute('id')), 'Name is described by the message');
+  assert.equal(await name.evaluate((el) => el === document.activeElement), true, 'Name has the focus');
+  assert.deepEqual(await app.api('GET', '/api/models/default'), stored, 'the stored default is unchanged');
+  await page.getByRole('button', { name: 'Reset' }).click();
+}, () => page);
+
 uiTest('deleting a model in use shows why and keeps it', async () => {
   await list('Models').getByRole('link', { name: 'default', exact: true }).click();
   await page.getByRole('heading', { name: 'Model "default"' }).waitFor();
@@ -131,10 +169,8 @@ uiTest("a side's field gets its own message; bad JSON is shown before saving; Re
   await bindings.fill('{"get_weather": ');
   await page.getByText('Tool bindings (JSON): not valid JSON').waitFor();
   assert.equal(await bindings.getAttribute('aria-invalid'), 'true');
-  const before = app.requests.length;
-  await page.getByRole('button', { name: 'Save' }).click();
+  await sendsNoPut('/api/prompts/writer', () => page.getByRole('button', { name: 'Save' }).click());
   assert.equal(await bindings.evaluate((el) => el === document.activeElement), true, 'the bad JSON has the focus');
-  assert.ok(!app.requests.slice(before).some((u) => u.includes('/api/prompts/writer')), 'nothing was sent');
   await page.getByRole('button', { name: 'Reset' }).click();
   assert.equal(await bindings.inputValue(), '{}');
 }, () => page);
@@ -153,6 +189,48 @@ uiTest('the keyboard alone reaches a field, edits it and saves', async () => {
   await page.keyboard.press('Enter');
   await saved().waitFor();
   assert.equal((await app.api('GET', '/api/prompts/summarize')).description, 'Summarizes, edited by keyboard.');
+}, () => page);
+
+uiTest('a name typed into a list but not added is saved with the rest', async () => {
+  await list('Prompts').getByRole('link', { name: 'writer', exact: true }).click();
+  await page.getByRole('heading', { name: 'Prompt "writer"' }).waitFor();
+  // Typed, no Enter and no "Add": Save takes it all the same.
+  await page.getByLabel('Tools', { exact: true }).fill('get_current_time');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await saved().waitFor();
+  assert.deepEqual((await app.api('GET', '/api/prompts/writer')).tools, ['lookup_customer', 'get_current_time']);
+  await page.getByRole('list', { name: 'Tools: chosen' }).getByText('get_current_time', { exact: true }).waitFor();
+}, () => page);
+
+uiTest('leaving a form with unsaved changes asks first: refused, the edit stays; accepted, it goes', async () => {
+  const description = page.getByLabel('Description', { exact: true });
+  await description.fill('An edit not saved yet.');
+  await page.getByText('Unsaved changes').waitFor();
+  const heading = page.getByRole('heading', { name: 'Prompt "writer"' });
+  const asked = [];
+  const answer = (accept) => page.once('dialog', (d) => (asked.push(d.message()), accept ? d.accept() : d.dismiss()));
+
+  // The browser's Back, refused.
+  answer(false);
+  await page.evaluate(() => history.back());
+  await until(() => asked.length === 1, 'the question on Back');
+  await heading.waitFor();
+  assert.equal(await description.inputValue(), 'An edit not saved yet.');
+  assert.match(page.url(), /#\/config\/prompts\/writer$/);
+
+  // The header's Threads link: refused, then accepted.
+  const threadsLink = page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Threads' });
+  answer(false);
+  await threadsLink.click();
+  await until(() => asked.length === 2, 'the question on the Threads link');
+  await heading.waitFor();
+  assert.equal(await description.inputValue(), 'An edit not saved yet.');
+  assert.match(page.url(), /#\/config\/prompts\/writer$/);
+  answer(true);
+  await threadsLink.click();
+  await page.getByRole('heading', { name: 'Threads', exact: true }).waitFor();
+  assert.deepEqual(asked, Array(3).fill('Leave without saving your changes?'));
+  assert.equal((await app.api('GET', '/api/prompts/writer')).description, 'Drafts customer replies.', 'nothing was saved');
 }, () => page);
 
 uiTest('a narrow window stacks the list above the form and never scrolls sideways', async () => {

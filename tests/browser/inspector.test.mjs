@@ -8,7 +8,8 @@
 // totals; the tabs move with the arrow keys and live in the URL; with the page open, a new turn
 // appears without a reload and an event a tool emits shows in the Events tab; a narrow window
 // scrolls tables inside their box, not the page.
-// Requests of a model the demo server answers for carry a "demo" badge.
+// Requests of a model the demo server answers now carry a "demo" badge (the log records a model's
+// name, not what served it, so the badge follows the model's current configuration).
 // Does not prove: child threads of a dual-AI agent, or a webhook's URL in a waiting call (see
 // tests/e2e for the API side of both).
 import { before, after } from 'node:test';
@@ -126,6 +127,15 @@ uiTest('the thread index filters by agent, status and tag in the URL, and pages 
   await page.getByLabel('Tag', { exact: true }).press('Enter');
   await page.getByText('No threads match these filters.').waitFor();
 
+  // A tag typed, then a status chosen before the tag applies (500 ms): both end up in the URL.
+  await go(page, '#/threads');
+  await page.getByText(/threads? shown/).waitFor();
+  await page.getByLabel('Tag', { exact: true }).fill('insp');
+  await page.getByLabel('Status', { exact: true }).selectOption('stopped');
+  await page.waitForFunction(() => /tag=insp\b/.test(location.hash) && /status=stopped/.test(location.hash));
+  await page.getByText('1 thread shown.').waitFor();
+  await page.getByRole('button', { name: 'Clear filters' }).click();
+
   // Two a page: "Load more" follows the cursor to the end.
   await go(page, '#/threads?tag=insp&limit=2');
   await page.getByText('2 threads shown, more on the next page.').waitFor();
@@ -235,7 +245,10 @@ uiTest('a narrow window scrolls the tables inside their box, not the page', asyn
 }, () => page);
 
 // Last: it turns the `default` model into the demo model for the rest of the file.
-uiTest('requests of the demo model are marked "demo"', async () => {
+// The badge says which rows name a model the demo answers NOW: a request log row records the
+// model's name only, so rows written before the switch get the badge too (recording the model id
+// that served each request would be a server change).
+uiTest('rows of a model the demo answers now are marked "demo", whenever they were written', async () => {
   page = await signedIn();
   await go(page, `#/threads/${threads.weather}?tab=requests`);
   const log = page.getByRole('table', { name: 'Model requests, oldest first' });
@@ -245,5 +258,5 @@ uiTest('requests of the demo model are marked "demo"', async () => {
   await app.api('PUT', '/api/models/default', { ...model, model: 'edgent-demo' });
   await page.reload();
   await log.getByText('demo', { exact: true }).nth(2).waitFor();
-  assert.equal(await log.getByText('demo', { exact: true }).count(), 3, 'every row of the thread used `default`');
+  assert.equal(await log.getByText('demo', { exact: true }).count(), 3, 'every row of the thread names `default`');
 }, () => page);

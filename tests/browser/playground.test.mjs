@@ -13,6 +13,7 @@
 // wording is rendered from the same frames the e2e layer checks), a dual-AI side choice.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startApp, uiTest } from './harness.mjs';
 
 let app, page;
@@ -147,6 +148,7 @@ uiTest('a reload mid-answer shows the answer from its start while it is written,
 
 uiTest('an injected system message shows, marked as such', async () => {
   const note = 'The customer is on the pro plan.';
+  const asked = app.model.requests.length;
   const controls = page.getByRole('complementary', { name: 'Thread controls' });
   await controls.getByLabel('Role').selectOption('system');
   await controls.getByLabel('Content').fill(note);
@@ -155,11 +157,17 @@ uiTest('an injected system message shows, marked as such', async () => {
   await injected.waitFor();
   await injected.getByText('system message').waitFor();
   await injected.getByText('injected').waitFor();
-  assert.equal(app.model.pending, 0, 'no turn started');
+  // No turn starts: the model is not asked (proving an absence takes a wait).
+  await sleep(500);
+  assert.equal(app.model.requests.length, asked, 'no turn started');
+  await threadStatus().filter({ hasText: 'idle' }).waitFor();
 }, () => page);
 
 uiTest('Stop stops the thread mid-answer and the composer closes', async () => {
-  app.model.push(slow('This answer will be cut short by the stop button, long before it ends here.'));
+  // About six seconds of answer (580 characters, 4 every 40 ms): Stop lands in the middle even
+  // on a busy machine.
+  const lines = Array.from({ length: 15 }, (_, i) => `Line ${i + 1} of an answer that goes on.`).join(' ');
+  app.model.push(slow(`This answer will be cut short by the stop button. ${lines} It ends here.`));
   await send('One more thing');
   await conversation().getByText('This answer').waitFor();
   await page.getByRole('button', { name: 'Stop' }).click();
@@ -167,7 +175,7 @@ uiTest('Stop stops the thread mid-answer and the composer closes', async () => {
   await page.getByText('This thread is stopped').waitFor();
   // Cut off: what was written stays, the rest never comes.
   await conversation().getByText('writing…').waitFor({ state: 'detached' });
-  assert.doesNotMatch(await messageWith('This answer').textContent(), /long before it ends here\./);
+  assert.doesNotMatch(await messageWith('This answer').textContent(), /It ends here\./);
   assert.equal(await page.getByLabel('Message', { exact: true }).isDisabled(), true);
   assert.equal(await page.getByRole('button', { name: 'Stop' }).isDisabled(), true);
   const summary = await app.api('GET', `/api/threads/${threadId}`);

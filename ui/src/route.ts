@@ -56,10 +56,34 @@ export function navigate(route: Route, replace = false): void {
   }
 }
 
+let leaveGuard: (() => boolean) | null = null;
+/** The hash of the route on screen: where a refused leave goes back to (replaceState fires no hashchange). */
+let shownHash = window.location.hash;
+
+/**
+ * A view with something to lose (unsaved changes) sets `fn`, which answers whether the route may
+ * change (true: leave), and sets `null` when there is nothing to lose any more. It is asked for
+ * every route change: links (the header's too), `navigate`, the browser's Back and Forward.
+ */
+export function setLeaveGuard(fn: (() => boolean) | null): void {
+  leaveGuard = fn;
+}
+
+/** The current route; one caller (the App), so the guard is asked once per change. */
 export function useRoute(): Route {
   const [route, setRoute] = useState(() => parseRoute(window.location.hash));
   useEffect(() => {
-    const update = () => setRoute(parseRoute(window.location.hash));
+    shownHash = window.location.hash;
+    const update = () => {
+      const target = window.location.hash;
+      if (target !== shownHash && leaveGuard && !leaveGuard()) {
+        // Refused: the address goes back to what is on screen, and the route stays.
+        window.history.replaceState(null, '', shownHash || `${window.location.pathname}${window.location.search}`);
+        return;
+      }
+      shownHash = target;
+      setRoute(parseRoute(target));
+    };
     window.addEventListener('hashchange', update);
     return () => window.removeEventListener('hashchange', update);
   }, []);

@@ -1,7 +1,8 @@
 // The configuration editor (#/config/<kind>/<name>): a tab per kind, the definitions of that kind
 // as a list of links, and the selected one's form (DefinitionForm). `#/config/<kind>/+new` is a
-// new definition: `+` is never part of a name, so it cannot collide with one.
-import { useCallback, useRef, useState, type MouseEvent } from 'react';
+// new definition: `+` is never part of a name, so it cannot collide with one. Leaving a form with
+// unsaved changes asks first (the form's leave guard, route.ts).
+import { useCallback, useState } from 'react';
 import type { ConfigDefinition, ConfigKind } from '@edgent/client';
 import { useApi, useLoad } from '../api';
 import { ErrorNote, Tabs } from '../components';
@@ -35,16 +36,7 @@ export function ConfigEditor({ kind: routeKind, name }: { kind?: string; name?: 
   const known: Known | undefined = lists.data && { ...lists.data, tools: tools.data ?? [] };
   const [notice, setNotice] = useState<string | null>(null);
 
-  // Leaving a form with unsaved changes asks first (the form reports its state here).
-  const dirty = useRef(false);
-  const onDirtyChange = useCallback((d: boolean) => {
-    dirty.current = d;
-  }, []);
-  const mayLeave = () => !dirty.current || window.confirm('Discard the unsaved changes?');
-  const guard = (e: MouseEvent) => {
-    if (!mayLeave()) e.preventDefault();
-    else setNotice(null);
-  };
+  const clearNotice = () => setNotice(null);
   const { reload } = lists;
   const onChanged = useCallback(
     (text?: string) => {
@@ -59,6 +51,18 @@ export function ConfigEditor({ kind: routeKind, name }: { kind?: string; name?: 
   const creating = name === NEW;
   const selected = creating ? undefined : name;
 
+  // A fresh form for every definition shown, so no control's state (a half-typed name) carries
+  // over; except that a new definition's form stays itself when the route moves to the name it
+  // was just saved under, keeping its "Saved" and the focus. (State adjusted while rendering, as
+  // React documents for props that change.)
+  const routeKey = `${kind}/${selected ?? NEW}`;
+  const [form, setForm] = useState({ routeKey, key: routeKey, count: 0, created: '' });
+  if (form.routeKey !== routeKey) {
+    const count = form.count + 1;
+    setForm({ routeKey, key: form.created === routeKey ? form.key : `${routeKey}#${count}`, count, created: '' });
+  }
+  const onCreated = useCallback((created: string) => setForm((f) => ({ ...f, created: `${kind}/${created}` })), [kind]);
+
   return (
     <div className="config">
       <h1>Configuration</h1>
@@ -67,14 +71,14 @@ export function ConfigEditor({ kind: routeKind, name }: { kind?: string; name?: 
         tabs={KINDS.map((k) => ({ id: k, label: TITLES[k] }))}
         selected={kind}
         onSelect={(k) => {
-          if (k === kind || !mayLeave()) return;
+          if (k === kind) return;
           setNotice(null);
           navigate({ page: 'config', kind: k });
         }}
       >
         <div className="config-layout">
           <nav className="config-list panel" aria-label={TITLES[kind]}>
-            <a className="button-link" href={href({ page: 'config', kind, name: NEW })} onClick={guard} aria-current={creating ? 'page' : undefined}>
+            <a className="button-link" href={href({ page: 'config', kind, name: NEW })} onClick={clearNotice} aria-current={creating ? 'page' : undefined}>
               New {singular(kind)}
             </a>
             <ErrorNote>{lists.error}</ErrorNote>
@@ -85,7 +89,7 @@ export function ConfigEditor({ kind: routeKind, name }: { kind?: string; name?: 
                 const n = String(d[key]);
                 return (
                   <li key={n}>
-                    <a href={href({ page: 'config', kind, name: n })} onClick={guard} aria-current={n === selected ? 'page' : undefined}>
+                    <a href={href({ page: 'config', kind, name: n })} onClick={clearNotice} aria-current={n === selected ? 'page' : undefined}>
                       {n}
                     </a>
                     <span className="muted">{summary(kind, d)}</span>
@@ -100,12 +104,12 @@ export function ConfigEditor({ kind: routeKind, name }: { kind?: string; name?: 
             </p>
             {creating || selected !== undefined ? (
               <DefinitionForm
-                key={kind}
+                key={form.key}
                 kind={kind}
                 name={selected}
                 known={known ?? NOTHING_KNOWN}
                 onChanged={onChanged}
-                onDirtyChange={onDirtyChange}
+                onCreated={onCreated}
               />
             ) : (
               <p className="muted">Choose a {singular(kind)} in the list, or create a new one.</p>

@@ -1,11 +1,13 @@
 // One definition's form: loads it (or starts from the defaults for a new one), saves it whole with
 // PUT, deletes it after a second press, resets to the stored version, and says when there are
-// unsaved changes. A refused save puts the server's message beside the field it names.
+// unsaved changes (and asks before they are left behind). A refused save puts the server's
+// message beside the field it names; a new definition never takes a name that exists (PUT would
+// replace that definition).
 import { useEffect, useId, useMemo, useState, type FormEvent } from 'react';
 import { EdgentError, type ConfigDefinition, type ConfigKind } from '@edgent/client';
 import { describe, useApi } from '../api';
 import { ErrorNote, Json } from '../components';
-import { navigate } from '../route';
+import { navigate, setLeaveGuard } from '../route';
 import { Field, type FieldContext } from './controls';
 import { draftsDiffer, fieldPaths, fromDraft, toDraft, type Draft, type DraftValue, type FieldErrors } from './draft';
 import { FIELDS, KNOWN_SECRET_NAMES, nameKey, singular, type FieldSpec } from './fields';
@@ -27,7 +29,7 @@ export function DefinitionForm({
   name,
   known,
   onChanged,
-  onDirtyChange,
+  onCreated,
 }: {
   kind: ConfigKind;
   /** `undefined`: a new definition. */
@@ -35,7 +37,8 @@ export function DefinitionForm({
   known: Known;
   /** Something was written or deleted: the lists are stale. */
   onChanged: (notice?: string) => void;
-  onDirtyChange: (dirty: boolean) => void;
+  /** A new definition was stored under `name`: the route is about to name it. */
+  onCreated: (name: string) => void;
 }) {
   const { client } = useApi();
   const fields = FIELDS[kind];
@@ -88,14 +91,17 @@ export function DefinitionForm({
 
   const baseline = useMemo(() => toDraft(fields, stored), [fields, stored]);
   const dirty = shown !== null && draftsDiffer(draft, baseline);
-  useEffect(() => onDirtyChange(dirty), [dirty, onDirtyChange]);
-  useEffect(() => () => onDirtyChange(false), [onDirtyChange]);
   useEffect(() => {
     if (!dirty) return;
     // Closing or reloading the tab would lose the changes: the browser asks first.
     const ask = (e: BeforeUnloadEvent) => e.preventDefault();
     window.addEventListener('beforeunload', ask);
-    return () => window.removeEventListener('beforeunload', ask);
+    // Any other way out (a link, the tabs, Back) changes the route: it asks first.
+    setLeaveGuard(() => window.confirm('Leave without saving your changes?'));
+    return () => {
+      window.removeEventListener('beforeunload', ask);
+      setLeaveGuard(null);
+    };
   }, [dirty]);
 
   useEffect(() => {
@@ -156,6 +162,13 @@ export function DefinitionForm({
       setFocusRequest({ path: first });
       return;
     }
+    if (name === undefined && names(known[kind], key).includes(target)) {
+      // PUT stores whole definitions: this one would silently replace the one of that name.
+      const article = /^[aeiou]/.test(singular(kind)) ? 'An' : 'A';
+      setErrors({ [key]: `${article} ${singular(kind)} named "${target}" exists already: open it to change it, or pick another name` });
+      setFocusRequest({ path: key });
+      return;
+    }
     definition[key] = target;
     setBusy(true);
     setErrors({});
@@ -168,7 +181,12 @@ export function DefinitionForm({
       setShown({ name: target });
       setSaved((n) => n + 1);
       onChanged();
-      if (name === undefined) navigate({ page: 'config', kind, name: target }, true);
+      if (name === undefined) {
+        // Nothing is unsaved now, whatever the last render said.
+        setLeaveGuard(null);
+        onCreated(target);
+        navigate({ page: 'config', kind, name: target }, true);
+      }
     } catch (err) {
       const path = err instanceof EdgentError && err.code === 'invalid_definition' ? fieldOfMessage(err.message, kind, target, paths) : null;
       if (path && err instanceof Error) {
@@ -189,6 +207,8 @@ export function DefinitionForm({
     try {
       await client.deleteConfig(kind, name);
       onChanged(`Deleted ${singular(kind)} "${name}".`);
+      // Unsaved edits of a deleted definition are gone with it: nothing to ask about.
+      setLeaveGuard(null);
       navigate({ page: 'config', kind });
     } catch (err) {
       // 409 in_use names what still refers to it.

@@ -168,7 +168,9 @@ function SideFieldset({ spec, path, ctx }: { spec: FieldSpec; path: string; ctx:
 
 /**
  * A list of names as chips: each has its own remove button, and the input adds what is typed
- * (Enter or "Add"; several names at once when separated by commas or spaces).
+ * (Enter or "Add"; several names at once when separated by commas or spaces). Leaving the input
+ * adds it too: whatever ends the typing (Save, Tab, a click elsewhere) moves the focus, and text
+ * left in the box would otherwise be dropped without a word.
  */
 function ChipList({
   id,
@@ -220,8 +222,10 @@ function ChipList({
       )}
       <div className="row">
         <input id={id} {...aria} type="text" value={typed} list={listId} autoComplete="off" spellCheck={false}
-          placeholder={items.length ? 'add another' : 'add a name'} onChange={(e) => setTyped(e.target.value)} onKeyDown={onKey} />
-        <button type="button" className="secondary" onClick={add} disabled={!typed.trim()} aria-label={`Add to ${label}`}>
+          placeholder={items.length ? 'add another' : 'add a name'} onChange={(e) => setTyped(e.target.value)} onKeyDown={onKey}
+          onBlur={() => typed.trim() && add()} />
+        {/* Never disabled: Tab from the box adds the text (on blur) and lands here, which must stay focusable. */}
+        <button type="button" className="secondary" onClick={add} aria-label={`Add to ${label}`}>
           Add
         </button>
       </div>

@@ -36,7 +36,10 @@ export interface FieldSpec {
   suggest?: Suggest;
   /** One line for people: what it does, its default and range. */
   help?: string;
-  /** Shown in an empty control: what the server uses instead. */
+  /**
+   * Shown in an empty control: what the server uses instead ("… (default)", "none", "no limit"),
+   * or, starting with "e.g.", an example of a value the field needs.
+   */
   placeholder?: string;
 }
 
@@ -67,8 +70,9 @@ export const MODEL_FIELDS: readonly FieldSpec[] = [
     label: 'Base URL',
     type: 'text',
     default: '',
-    placeholder: 'https://api.openai.com/v1',
-    help: 'An https:// URL (/chat/completions or /messages is appended); not used by workers_ai.',
+    // No default: the server refuses an empty base URL for openai and anthropic.
+    placeholder: 'e.g. https://api.openai.com/v1',
+    help: 'Required for openai and anthropic: an https:// URL (/chat/completions or /messages is appended). Not used by workers_ai.',
   },
   {
     key: 'api_key_secret',

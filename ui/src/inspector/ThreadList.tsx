@@ -64,11 +64,18 @@ export function ThreadList({ query }: { query: URLSearchParams }) {
 
   const setFilters = useCallback((f: Filters) => navigate({ page: 'threads', query: queryOf(f) }, true), []);
 
+  // The filters of the latest render: the tag's timer reads them when it fires, so an agent or
+  // status chosen during the pause is kept.
+  const latest = useRef(filters);
+  useEffect(() => {
+    latest.current = filters;
+  });
+
   // The tag box follows the route (back/forward, "Clear filters"); typing applies after a pause.
   useEffect(() => setTag(filters.tag), [filters.tag]);
   useEffect(() => {
     if (tag === filters.tag) return;
-    const timer = setTimeout(() => setFilters({ ...filters, tag: tag.trim() }), 500);
+    const timer = setTimeout(() => setFilters({ ...latest.current, tag: tag.trim() }), 500);
     return () => clearTimeout(timer);
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [tag]);

@@ -20,21 +20,35 @@ export function useDualAi(client: EdgentClient, isServer: boolean, agentId: stri
   return kind.data === 'dual_ai';
 }
 
-/** Webhook URLs by call id, fetched from the execution history when a call starts waiting for one. */
+/** Which webhook a call waits for now: a workflow may wait for several, one after another. */
+function webhookKey(callId: string, waitingFor: unknown): string | null {
+  const name = (waitingFor as { webhook?: unknown } | null | undefined)?.webhook;
+  return typeof name === 'string' ? `${callId}/${name}` : null;
+}
+
+/**
+ * The URL of the webhook each waiting call waits for now, by call id; fetched from the execution
+ * history whenever a call starts waiting for a webhook not seen before ('' until it is known).
+ */
 export function useWebhookUrls(
   client: EdgentClient,
   threadId: string,
   isServer: boolean,
   toolCalls: ThreadSnapshot['toolCalls'],
 ): Record<string, string> {
+  // By `<call id>/<webhook name>`, so a second wait of the same call is a new URL, not the first.
   const [urls, setUrls] = useState<Record<string, string>>({});
-  const missing = isServer
-    ? Object.values(toolCalls)
-        .filter((c) => isWaitingForWebhook(c) && !(c.tool_call_id in urls))
-        .map((c) => c.tool_call_id)
-        .sort()
-        .join(' ')
-    : '';
+  const waiting = isServer
+    ? Object.values(toolCalls).flatMap((c) => {
+        const key = isWaitingForWebhook(c) ? webhookKey(c.tool_call_id, c.waiting_for) : null;
+        return key ? [{ id: c.tool_call_id, key }] : [];
+      })
+    : [];
+  const missing = waiting
+    .filter((w) => !(w.key in urls))
+    .map((w) => w.key)
+    .sort()
+    .join(' ');
   useEffect(() => {
     if (!missing) return;
     let live = true;
@@ -43,11 +57,12 @@ export function useWebhookUrls(
       if (page.has_more) page = await client.getToolCalls(threadId, { limit: 200, offset: Math.max(0, page.total - 200) });
       const found: Record<string, string> = {};
       for (const call of page.tool_calls) {
+        const key = webhookKey(call.id, call.waiting_for);
         const url = (call.waiting_for as { url?: unknown } | null | undefined)?.url;
-        if (typeof url === 'string') found[call.id] = url;
+        if (key && typeof url === 'string') found[key] = url;
       }
-      // Calls still without a URL are remembered as such, so they are not asked for again.
-      for (const id of missing.split(' ')) found[id] ??= '';
+      // Waits still without a URL are remembered as such, so they are not asked for again.
+      for (const key of missing.split(' ')) found[key] ??= '';
       if (live) setUrls((u) => ({ ...u, ...found }));
     })().catch(() => {
       // The URL is a convenience: the call's status still shows.
@@ -56,5 +71,5 @@ export function useWebhookUrls(
       live = false;
     };
   }, [client, threadId, missing]);
-  return urls;
+  return Object.fromEntries(waiting.map((w) => [w.id, urls[w.key] ?? '']));
 }
