@@ -152,11 +152,7 @@ export function Requests({ threadId, tick, summary }: { threadId: string; tick: 
                   </td>
                   <td>
                     {r.model}{' '}
-                    {demo.has(r.model) && (
-                      <span title="This model is answered by edgent's demo model now (its current configuration)">
-                        <Badge state="demo">demo</Badge>
-                      </span>
-                    )}
+                    {demo.has(r.model) && <Badge state="demo">demo</Badge>}
                     {r.depth > 0 && <Badge state="sub">sub-prompt</Badge>}
                   </td>
                   <td className="hide-narrow">{r.provider}</td>
@@ -176,6 +172,12 @@ export function Requests({ threadId, tick, summary }: { threadId: string; tick: 
             </tbody>
           </table>
         </div>
+      )}
+      {rows.some((r) => demo.has(r.model)) && (
+        <p className="muted small" role="note">
+          <Badge state="demo">demo</Badge> the demo model answers this model now. The log records only a model's name, so
+          the mark covers its earlier rows too.
+        </p>
       )}
       <PageFooter list={log} noun="requests" />
     </div>
