@@ -33,9 +33,12 @@ export function Conversation(props: ConversationProps) {
   const callsShown = new Set(topLevel.flatMap((m) => (m.tool_calls ?? []).map((c) => c.id)));
   const shown = topLevel.filter((m) => m.role !== 'tool' || !m.tool_call_id || !callsShown.has(m.tool_call_id));
   const lastFailed = [...shown].reverse().find((m) => m.status === 'failed' && m.role === 'assistant');
-  // A call waiting for approval whose message is not on the page (older history, a sub-prompt)
-  // still needs deciding here.
-  const openElsewhere = Object.values(toolCalls).filter((c) => !callsShown.has(c.tool_call_id) && isWaitingForApproval(c));
+  // Calls no message on the page made are still live here while they are open: those queued by
+  // `queue_tool` or a tool (a reminder sleeping, a workflow waiting for its webhook), and those of
+  // older history or a sub-prompt waiting for approval. A finished one shows as its tool result.
+  const openElsewhere = Object.values(toolCalls).filter(
+    (c) => !callsShown.has(c.tool_call_id) && (isWaitingForApproval(c) || (c.status !== 'success' && c.status !== 'error')),
+  );
 
   useFollowNewest(shown.length + Object.values(streaming).reduce((n, text) => n + text.length, 0));
 
@@ -80,8 +83,8 @@ export function Conversation(props: ConversationProps) {
         })}
       </ol>
       {openElsewhere.length > 0 && (
-        <section aria-label="Other calls waiting for approval" className="pg-msg">
-          <p className="muted">Calls waiting for approval, of messages not shown here:</p>
+        <section aria-label="Calls outside the conversation" className="pg-msg">
+          <p className="muted">Calls still open that no message here made (queued, or of older history):</p>
           <ul className="pg-calls">{openElsewhere.map((c) => renderCall({ id: c.tool_call_id, name: c.name }))}</ul>
         </section>
       )}

@@ -89,6 +89,8 @@ export function reduceThread(s: ThreadSnapshot, action: ThreadAction, options: R
         if (typeof c.wake_at === 'number') view.wake_at = c.wake_at;
         if (c.waiting_for !== undefined && c.waiting_for !== null) view.waiting_for = c.waiting_for;
         if (typeof c.attempts === 'number') view.attempt = c.attempts;
+        // As the `retrying` frame carries it: why the attempt failed.
+        if (c.status === 'retrying' && typeof c.last_error === 'string') view.error = c.last_error;
         toolCalls[c.id] = view;
       }
       return { ...s, toolCalls };

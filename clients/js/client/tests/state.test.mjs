@@ -35,6 +35,18 @@ test('chunks stream into the pending message; the final message replaces them wi
   assert.equal(messageText(s, s.messages[0]), 'Hello, world.');
 });
 
+test('a page of the execution history gives a retrying call its error, as its frame would', () => {
+  const s = reduceThread(emptyThread, {
+    type: 'tool_calls',
+    calls: [
+      { id: 'c1', tool: 'get_weather', status: 'retrying', attempts: 1, wake_at: 5000, last_error: 'HTTP 429' },
+      { id: 'c2', tool: 'get_weather', status: 'success', attempts: 2, last_error: 'HTTP 503' },
+    ],
+  });
+  assert.deepEqual(s.toolCalls.c1, { tool_call_id: 'c1', name: 'get_weather', status: 'retrying', wake_at: 5000, attempt: 1, error: 'HTTP 429' });
+  assert.equal(s.toolCalls.c2.error, undefined, 'a finished call has no current error');
+});
+
 test('a retried attempt (the pending message again, empty) drops the text assembled so far', () => {
   const s = run([
     { type: 'message', message: msg('a1', { status: 'pending' }) },
