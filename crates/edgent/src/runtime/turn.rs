@@ -131,9 +131,12 @@ impl ThreadRuntime {
             // right after `start_work` armed it): if we die, it resumes the turn in time.
             if self.now() > self.armed_until.get() - WATCHDOG_MS / 2 {
                 thread.forget_row_hint();
+                // Frames never wait behind an await (see the end of `call_model`).
+                self.flush(&mut thread);
                 self.arm_watchdog().await;
             }
             let Ok(Some(summary)) = thread.step_wanted(self.now()) else {
+                self.flush(&mut thread);
                 break None;
             };
             if summary.status == ThreadStatus::Stopped {
@@ -161,6 +164,7 @@ impl ThreadRuntime {
             // Loading yields, and the row may change meanwhile: then it is read again.
             let fresh = (!stale).then_some(summary.clone());
             if stale {
+                self.flush(&mut thread);
                 let loaded = match self.platform.load_agent(agent_id, side).await {
                     Ok(Ok(a)) => Ok(a),
                     Ok(Err(why)) => Err(why),
@@ -257,6 +261,9 @@ impl ThreadRuntime {
             self.platform
                 .log_error(&format!("could not store the model reply: {e}"));
         }
-        self.flush(thread);
+        // Not flushed here: the loop's next step runs at once without awaiting (a reply ends
+        // the turn, or its calls start), and its flush sends the stored reply with that step's
+        // frames in one logged insert. The loop flushes before anything it awaits, and when it
+        // ends.
     }
 }
