@@ -11,7 +11,8 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use worker::{
-    Env, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage, WebSocketPair,
+    Env, Error, Request, Response, Result, State, WebSocket, WebSocketIncomingMessage,
+    WebSocketPair,
 };
 
 use super::chat::{self, ChatStreams};
@@ -400,11 +401,14 @@ impl ThreadObject {
             self.state
                 .accept_websocket_with_tags(&server, &[CLIENT_SOCKET_TAG]);
         }
-        server.serialize_attachment(Attachment {
-            thread_id: thread_id.clone(),
-            connected_at: now(),
-            principal,
-        })?;
+        save_attachment(
+            &server,
+            &Attachment {
+                thread_id: thread_id.clone(),
+                connected_at: now(),
+                principal,
+            },
+        )?;
         send(
             &server,
             &ServerFrame::Hello {
@@ -537,15 +541,40 @@ fn is_chat_resume(path: &str) -> bool {
 /// Who opened `ws` (a socket without a readable attachment is treated as a client with no
 /// rights: it is refused, never promoted).
 fn socket_principal(ws: &WebSocket) -> Principal {
-    match ws.deserialize_attachment::<Attachment>() {
-        Ok(Some(a)) => a.principal,
-        _ => Principal::Client(edgent::api::access::ClientToken {
+    match read_attachment(ws) {
+        Some(a) => a.principal,
+        None => Principal::Client(edgent::api::access::ClientToken {
             thread_id: String::new(),
             scopes: Vec::new(),
             expires_at: 0,
             generation: -1,
         }),
     }
+}
+
+/// Keeps `attachment` with the socket across hibernation, as JSON text: serde_json is in the
+/// Worker anyway, where the structured-clone path (`WebSocket::serialize_attachment`, through
+/// serde-wasm-bindgen) would add a serializer and a deserializer of its own for this type.
+fn save_attachment(ws: &WebSocket, attachment: &Attachment) -> Result<()> {
+    use worker::worker_sys::ext::WebSocketExt;
+    let json = serde_json::to_string(attachment).map_err(|e| Error::RustError(e.to_string()))?;
+    ws.as_ref()
+        .serialize_attachment(wasm_bindgen::JsValue::from_str(&json))
+        .map_err(Error::from)
+}
+
+/// The attachment [`save_attachment`] kept, or one a Worker of before 2026-11-24 kept as a
+/// structured object (read through `JSON.stringify`); `None` when there is none or it does not
+/// parse.
+fn read_attachment(ws: &WebSocket) -> Option<Attachment> {
+    use worker::worker_sys::ext::WebSocketExt;
+    let value = ws.as_ref().deserialize_attachment().ok()?;
+    let text = match value.as_string() {
+        Some(text) => text,
+        None if value.is_object() => worker::js_sys::JSON::stringify(&value).ok()?.as_string()?,
+        None => return None,
+    };
+    serde_json::from_str(&text).ok()
 }
 
 /// A second handle on the object's state (the same JS object) for the runtime's platform.
