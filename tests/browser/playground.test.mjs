@@ -169,13 +169,14 @@ uiTest('Stop stops the thread mid-answer and the composer closes', async () => {
   const lines = Array.from({ length: 15 }, (_, i) => `Line ${i + 1} of an answer that goes on.`).join(' ');
   app.model.push(slow(`This answer will be cut short by the stop button. ${lines} It ends here.`));
   await send('One more thing');
-  await conversation().getByText('This answer').waitFor();
+  // A phrase of this answer only (an earlier answer says "this answer" too).
+  await conversation().getByText(/cut short by the stop button/).waitFor();
   await page.getByRole('button', { name: 'Stop' }).click();
   await threadStatus().filter({ hasText: 'stopped' }).waitFor();
   await page.getByText('This thread is stopped').waitFor();
   // Cut off: what was written stays, the rest never comes.
   await conversation().getByText('writing…').waitFor({ state: 'detached' });
-  assert.doesNotMatch(await messageWith('This answer').textContent(), /It ends here\./);
+  assert.doesNotMatch(await messageWith('cut short by the stop button').textContent(), /It ends here\./);
   assert.equal(await page.getByLabel('Message', { exact: true }).isDisabled(), true);
   assert.equal(await page.getByRole('button', { name: 'Stop' }).isDisabled(), true);
   const summary = await app.api('GET', `/api/threads/${threadId}`);
