@@ -342,3 +342,34 @@ fn a_page_of_large_messages_stops_at_the_byte_budget_and_paging_goes_on() {
     assert_eq!(p.messages.len(), 4);
     assert!(p.has_more);
 }
+
+#[test]
+fn a_replys_calls_as_known_when_stored_are_what_a_read_gives_back() {
+    use edgent::engine::store::{stored_reply_calls, CallOrigin};
+    use edgent::values::message::ToolCall;
+    // The turn loop's next step takes these instead of reading the calls back (one
+    // statement less per tool turn): they must be the rows the read would give.
+    let db = Sqlite::memory();
+    migrate(&db).unwrap();
+    let store = Store::new(&db);
+    store.create_thread(1000, "t1", "support", &[]).unwrap();
+    let mut reply = Message {
+        status: MessageStatus::Pending,
+        ..msg(1, 0)
+    };
+    store.append_message(&reply).unwrap();
+    reply.status = MessageStatus::Completed;
+    reply.tool_calls = ["b_call", "a_call"]
+        .iter()
+        .map(|id| ToolCall {
+            id: (*id).to_owned(),
+            name: "get_current_time".to_owned(),
+            arguments: r#"{"zone": "UTC"}"#.to_owned(),
+        })
+        .collect();
+    store.store_reply(1001, &reply, CallOrigin::Model).unwrap();
+    assert_eq!(
+        stored_reply_calls(&reply, CallOrigin::Model),
+        store.pending_tool_calls().unwrap()
+    );
+}

@@ -22,8 +22,9 @@ use crate::values::policy::{RetryPolicy, ToolPolicy};
 
 impl ThreadRuntime {
     /// Runs calls of one reply (concurrently when there are several) and hands each outcome
-    /// to the engine as soon as its run ends. (Public for the test harness, which steps the
-    /// engine itself and runs tool calls through this.)
+    /// to the engine as soon as its run ends. Frames are flushed before every await; the
+    /// last outcome's are left to the caller's next flush. (Public for the test harness,
+    /// which steps the engine itself and runs tool calls through this.)
     pub async fn run_tool_calls(
         &self,
         thread: &mut Thread<'_>,
@@ -56,6 +57,8 @@ impl ThreadRuntime {
                 per_minute,
             }) = admitted
             {
+                // Frames never wait behind an await: the step's and the calls' so far.
+                self.flush(thread);
                 let window = platform
                     .acquire_limit(&call.call.name, per_minute)
                     .await
@@ -85,7 +88,11 @@ impl ThreadRuntime {
             if let Err(e) = thread.handle_tool_outcome(self.now(), run, ran, platform.jitter()) {
                 platform.log_error(&format!("could not store a tool outcome: {e}"));
             }
-            self.flush(thread);
+            // The last outcome's frames go with the turn loop's next flush (it flushes
+            // before anything it awaits): one logged insert with the next step's frames.
+            if !ends.is_empty() {
+                self.flush(thread);
+            }
         }
     }
 

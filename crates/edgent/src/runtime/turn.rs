@@ -25,10 +25,15 @@ struct MainSink<'t, 'a> {
 
 impl ChainSink for MainSink<'_, '_> {
     fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
+        let last = events.iter().any(|e| matches!(e, StreamEvent::Done));
         for ev in events {
             self.thread.on_model_event(self.call, ev)?;
         }
-        self.runtime.flush(self.thread);
+        // The last batch's chunks go out with the stored reply, in one logged insert: the
+        // chain awaits nothing more, and the turn loop flushes before it awaits anything.
+        if !last {
+            self.runtime.flush(self.thread);
+        }
         Ok(())
     }
 
@@ -136,8 +141,10 @@ impl ThreadRuntime {
                 self.arm_watchdog().await;
             }
             let Ok(Some(summary)) = thread.step_wanted(self.now()) else {
+                // A reply that ended the turn in its own step knows the alarm (nothing parked).
+                let wake = thread.take_wake_hint();
                 self.flush(&mut thread);
-                break None;
+                break wake;
             };
             if summary.status == ThreadStatus::Stopped {
                 // What a crash left on a stopped thread (a pending reply, calls without a
@@ -196,7 +203,11 @@ impl ThreadRuntime {
             };
             // Taken before anything awaits: it holds only until then.
             let wake = thread.take_wake_hint();
-            self.flush(&mut thread);
+            // Tool runs flush once their calls have started (before they await), which sends
+            // this step's frames with theirs in one logged insert.
+            if !matches!(action, Ok(Action::RunTool(_) | Action::RunTools(_))) {
+                self.flush(&mut thread);
+            }
             match action {
                 Ok(Action::Idle | Action::Wait) => return wake,
                 Ok(Action::Continue) => {}

@@ -261,6 +261,8 @@ impl TestHost {
         let runtime = ThreadRuntime::new(self.clone());
         let config = Rc::new(self.agent.clone());
         self.run(runtime.run_tool_calls(t, &config, &summary, calls));
+        // The last outcome's frames are left for the driver's next flush: this one.
+        self.keep_frames(t);
     }
 
     /// A runtime over this host, as a thread object keeps one: give it operations

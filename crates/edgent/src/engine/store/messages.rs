@@ -417,6 +417,26 @@ fn insert_statement(
 }
 
 /// The `INSERT_TOOL_CALL` parameters of each call `m` holds.
+/// The calls of a reply as [`Store::store_reply`] has just stored them (queued, never run),
+/// the rows [`Store::pending_tool_calls`] would read back while no other call is open.
+pub fn stored_reply_calls(m: &Message, origin: CallOrigin) -> Vec<StoredToolCall> {
+    m.tool_calls
+        .iter()
+        .map(|call| StoredToolCall {
+            call: call.clone(),
+            message_id: m.id.clone(),
+            status: CallStatus::Queued,
+            origin,
+            attempts: 0,
+            interruptions: 0,
+            wake_at: None,
+            approval: None,
+            bindings: None,
+            deadline_at: None,
+        })
+        .collect()
+}
+
 fn call_rows(now: i64, m: &Message, origin: CallOrigin) -> Vec<[SqlValue; 6]> {
     m.tool_calls
         .iter()

@@ -14,6 +14,7 @@ use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 
 pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus};
 pub use history::ThreadCache;
+pub use messages::stored_reply_calls;
 
 /// The thread row, as returned by `GET /api/threads/:id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -103,6 +103,30 @@ impl Store<'_> {
         }
     }
 
+    /// [`Store::finish_turn`] for a reply that needs nothing after it, in the same statement
+    /// that checks so: only while the thread is running, owes the model no call, is not
+    /// ending, has no call without a result, and stays under `max_turns` with this turn.
+    /// Returns the row as written (with no open calls), or `None` when a check failed and
+    /// nothing changed (the turn loop's next step decides, reading the row).
+    pub fn finish_turn_if_settled(
+        &self,
+        now: i64,
+        max_turns: u32,
+    ) -> Result<Option<(ThreadSummary, i64)>, SqlError> {
+        let rows = self.sql.exec(
+            &format!(
+                "UPDATE thread SET status = 'idle', needs_model = 0,
+                    turn_count = turn_count + (steps > 0), updated_at = ?1
+                 WHERE status = 'running' AND needs_model = 0 AND ending IS NULL
+                    AND turn_count + (steps > 0) < ?2
+                    AND NOT EXISTS (SELECT 1 FROM tool_calls WHERE status IN ({PENDING}))
+                 RETURNING {THREAD_COLUMNS}, 0"
+            ),
+            &[now.into(), i64::from(max_turns).into()],
+        )?;
+        row_and_open_calls(&rows)
+    }
+
     /// Marks the conversation to end (with `result`) once the running turn's tools are done.
     pub fn set_ending(&self, reason: &str, result: Option<&str>) -> Result<(), SqlError> {
         self.sql.exec(

@@ -1,5 +1,5 @@
 //! The thread state machine, split by topic: client operations (`client`), the turn
-//! (`turn`), tool calls (`tools`) and history shaping (`history`); this module holds
+//! (`turn`), a model reply as it streams and ends (`reply`), tool calls (`tools`) and history shaping (`history`); this module holds
 //! the [`Thread`] view itself, its frames and its hooks.
 //!
 //! All durable state lives in the thread's SQLite; a [`Thread`] is a short-lived view over it,
@@ -19,6 +19,7 @@
 mod client;
 mod history;
 mod records;
+mod reply;
 mod sub_prompt;
 mod tools;
 mod turn;
@@ -33,8 +34,8 @@ use crate::config::{AgentConfig, AgentKind, DEFAULT_MAX_HISTORY_TOKENS, DEFAULT_
 use crate::engine::durable::{CallStatus, Suspension};
 use crate::engine::schema::migrate;
 use crate::engine::store::{
-    CallOrigin, MessagePage, Order, Side, Store, StoredToolCall, ThreadCache, ThreadStatus,
-    ThreadSummary,
+    stored_reply_calls, CallOrigin, MessagePage, Order, Side, Store, StoredToolCall, ThreadCache,
+    ThreadStatus, ThreadSummary,
 };
 use crate::hook::{HookContext, HookFailure, Hooks};
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
@@ -144,11 +145,15 @@ pub struct Thread<'a> {
     /// When the thread must wake, known from the calls `next_tools` read when the step
     /// ended in [`Action::Idle`] or [`Action::Wait`] with nothing written to them since: the
     /// driver then needs no [`Thread::poll_timeout`] read (see [`Thread::take_wake_hint`]).
-    wake_hint: Option<Option<i64>>,
+    wake_hint: Cell<Option<Option<i64>>>,
     /// The thread row and its open-call count as the statement that ended a model step
     /// returned them: taken by the `step_wanted` that follows (no await in between, see
     /// [`Thread::forget_row_hint`]), which then reads no row.
     row_hint: Cell<Option<(ThreadSummary, i64)>>,
+    /// The calls without a result, when that row hint counts only the calls its reply has
+    /// just stored: taken by the `next_action_for` that follows with the row, which then
+    /// reads no calls. Forgotten with the row hint.
+    calls_hint: Cell<Option<Vec<StoredToolCall>>>,
 }
 
 impl<'a> Thread<'a> {
@@ -170,8 +175,9 @@ impl<'a> Thread<'a> {
             cache: None,
             pending_ids: None,
             open_calls: Cell::new(None),
-            wake_hint: None,
+            wake_hint: Cell::new(None),
             row_hint: Cell::new(None),
+            calls_hint: Cell::new(None),
         }
     }
 

@@ -1,5 +1,5 @@
-//! The turn: the rules a side runs under, the next action derived from what is stored, model
-//! calls, and how a turn and a conversation end.
+//! The turn: the rules a side runs under, the next action derived from what is stored (a
+//! model call, tool calls), and how a turn and a conversation end.
 
 use super::*;
 use crate::values::limits::MAX_CONCURRENT_TOOL_RUNS;
@@ -136,6 +136,8 @@ impl<'a> Thread<'a> {
     /// Order: queued tool calls first (model calls, then calls queued by tools and clients,
     /// in queue order), then the model if it is owed a call, else the turn ends.
     pub fn next_action(&mut self, now: i64, max_steps: u32) -> Result<Action, ThreadError> {
+        // A fresh read: what a reply's step knew of its calls may be stale by now.
+        self.calls_hint.take();
         let Some((t, open_calls)) = self.store.thread_and_open_calls()? else {
             return Ok(Action::Idle);
         };
@@ -158,6 +160,8 @@ impl<'a> Thread<'a> {
     /// anything other than that step, since another event may change the row meanwhile.
     pub fn forget_row_hint(&self) {
         self.row_hint.set(None);
+        self.wake_hint.set(None);
+        self.calls_hint.take();
     }
 
     /// What [`Thread::poll_timeout`] would answer, when the step that just returned
@@ -179,7 +183,7 @@ impl<'a> Thread<'a> {
         mut t: ThreadSummary,
     ) -> Result<Action, ThreadError> {
         self.pending_ids = None;
-        self.wake_hint = None;
+        let calls_hint = self.calls_hint.take();
         self.forget_row_hint();
         let open_calls = self.open_calls.take();
         let none_open = open_calls == Some(0);
@@ -204,7 +208,7 @@ impl<'a> Thread<'a> {
         if recovered {
             self.store.set_needs_model(true)?;
         }
-        if let Some(action) = self.next_tools(now, none_open)? {
+        if let Some(action) = self.next_tools(now, none_open, calls_hint)? {
             return Ok(action);
         }
         if !(t.needs_model || recovered) {
@@ -301,16 +305,26 @@ impl<'a> Thread<'a> {
     /// parallel tool calls, every due call of the same model reply runs together. A parked
     /// call holds nothing but its own reply: when the only calls left of a model reply are
     /// parked, the turn waits ([`Action::Wait`]) for the earliest wake time.
-    /// `none_open`: the thread row's read just counted no call without a result.
-    fn next_tools(&mut self, now: i64, none_open: bool) -> Result<Option<Action>, ThreadError> {
+    /// `none_open`: the thread row's read just counted no call without a result; `known`:
+    /// the calls without a result as the reply that returned that row stored them.
+    fn next_tools(
+        &mut self,
+        now: i64,
+        none_open: bool,
+        known: Option<Vec<StoredToolCall>>,
+    ) -> Result<Option<Action>, ThreadError> {
         let mut none_open = none_open;
+        let mut known = known;
         loop {
             // One read of the calls without a result (few, through the status index) answers
             // everything below: the due call (queued or running without a wake time, or
             // parked with a past one; the oldest first), its batch, and which calls are parked.
-            // None to read when the count said so (only before this loop wrote any).
+            // None to read when the count said so, or when the step that stored them knew
+            // them (only before this loop wrote any).
             let pending = if std::mem::take(&mut none_open) {
                 Vec::new()
+            } else if let Some(calls) = known.take() {
+                calls
             } else {
                 self.store.pending_tool_calls()?
             };
@@ -321,7 +335,8 @@ impl<'a> Thread<'a> {
             let Some(call) = pending.iter().find(|c| is_due(c)).cloned() else {
                 // The earliest wake among them is what `poll_timeout` would read, while
                 // nothing changes them (`conclude` forgets it).
-                self.wake_hint = Some(pending.iter().filter_map(|c| c.wake_at).min());
+                self.wake_hint
+                    .set(Some(pending.iter().filter_map(|c| c.wake_at).min()));
                 if pending.iter().any(|c| c.origin == CallOrigin::Model) {
                     return Ok(Some(Action::Wait));
                 }
@@ -394,12 +409,18 @@ impl<'a> Thread<'a> {
             self.push_status()?;
             return Ok(Action::Continue);
         }
+        self.push_idle_status(turns, side);
+        Ok(Action::Idle)
+    }
+
+    /// The `status` frame of a turn that ended idle: the turn count after it, the side that
+    /// acted.
+    pub(super) fn push_idle_status(&mut self, turn: i64, side: Side) {
         self.frames.push_back(ServerFrame::Status {
             state: ThreadStatus::Idle.as_str().to_owned(),
-            turn: turns,
+            turn,
             side: side.as_str().to_owned(),
         });
-        Ok(Action::Idle)
     }
 
     /// Ends the conversation: the final answer is kept (the last assistant text unless a stop
@@ -411,7 +432,7 @@ impl<'a> Thread<'a> {
             }
         }
         self.store.set_stopped(now, reason)?;
-        self.wake_hint = None;
+        self.wake_hint.set(None);
         if let Some(cache) = &self.cache {
             cache.note_stopped();
         }
@@ -425,170 +446,5 @@ impl<'a> Thread<'a> {
             }
         }
         self.push_status()
-    }
-
-    /// Feeds one stream event; text becomes a `message_chunk` frame. Text that arrives before
-    /// the driver drains the frames (the events of one network read) is appended to the chunk
-    /// still queued, so a reply goes out in as few frames as it arrived in reads.
-    pub fn on_model_event(
-        &mut self,
-        call: &mut ModelCall,
-        event: StreamEvent,
-    ) -> Result<(), ProviderError> {
-        call.completion.apply(&event)?;
-        if let StreamEvent::TextDelta(delta) = event {
-            match self.frames.back_mut() {
-                Some(ServerFrame::MessageChunk {
-                    message_id,
-                    delta: queued,
-                }) if *message_id == call.message_id => queued.push_str(&delta),
-                _ => self.frames.push_back(ServerFrame::MessageChunk {
-                    message_id: call.message_id.clone(),
-                    delta,
-                }),
-            }
-        }
-        Ok(())
-    }
-
-    /// Tells clients a model attempt failed and what happens next (a retry or a fallback);
-    /// the turn goes on.
-    pub fn report_retry(&mut self, error: &ProviderError, model: &str, plan: &str) {
-        self.frames.push_back(ServerFrame::error(
-            "model_retry",
-            format!("model {model:?}: {error}; {plan}"),
-            None,
-        ));
-    }
-
-    /// Forgets the partial reply of a failed attempt before the next one, and tells clients
-    /// (a `message` frame with the pending message emptied) so streamed text is not doubled.
-    pub fn reset_model_call(&mut self, call: &mut ModelCall) {
-        call.completion = Completion::default();
-        let message = self.reply_message(call, MessageStatus::Pending, false);
-        self.frames.push_back(ServerFrame::Message { message });
-    }
-
-    /// Completes a model call: stores the reply and queues its tool calls. An incomplete
-    /// reply (no finish, no end marker) is handled as [`Thread::fail_model_call`].
-    pub fn finish_model_call(&mut self, now: i64, mut call: ModelCall) -> Result<(), ThreadError> {
-        if self.stopped_since_call()? {
-            // Stopped while streaming: keep what was said (clients saw it), run nothing.
-            let status = if call.completion.text.is_empty() {
-                MessageStatus::Failed
-            } else {
-                MessageStatus::Completed
-            };
-            let message = self.reply_message(&call, status, false);
-            self.update(&message)?;
-            self.note_replies_settled(true);
-            self.frames.push_back(ServerFrame::Message { message });
-            return Ok(());
-        }
-        if let Err(e) = call.completion.validate() {
-            return self.fail_model_call(now, call, &e);
-        }
-        if let Some(why) = unfit_call_name(&call.completion.tool_calls) {
-            return self.fail_model_call(now, call, &why);
-        }
-        let message = self.reply_message(&call, MessageStatus::Completed, true);
-        let mut message = self.before_create(message);
-        // Provider ids name calls in this thread only when they are unique in it and every
-        // wire format takes them as they are: an empty, repeated or unfit one gets an id of
-        // ours at once, and one the thread already holds (a provider reusing `call_1`) fails
-        // the atomic store, which changed nothing, and the reply's calls are stored under ids
-        // of ours.
-        let mut seen = std::collections::HashSet::new();
-        for c in &mut message.tool_calls {
-            if !fits_every_wire(&c.id) || !seen.insert(c.id.clone()) {
-                c.id = internal_call_id();
-            }
-        }
-        let mut stored = self.store.store_reply(now, &message, CallOrigin::Model);
-        if stored.as_ref().is_err_and(|e| e.0.contains("UNIQUE")) {
-            for c in &mut message.tool_calls {
-                c.id = internal_call_id();
-            }
-            stored = self.store.store_reply(now, &message, CallOrigin::Model);
-        }
-        if let Err(e) = stored {
-            if !e.0.to_ascii_lowercase().contains("too big") {
-                return Err(e.into());
-            }
-            // Under the reply cap in raw bytes, but not as stored (escaped arguments): the call
-            // fails once, kept without its calls (which never run), and is not asked again.
-            call.completion.tool_calls.clear();
-            let why = ProviderError::TooLarge(format!("the reply could not be stored: {e}"));
-            return self.fail_model_call(now, call, &why);
-        }
-        if let Some(cache) = &self.cache {
-            cache.note_updated(&message);
-        }
-        self.note_replies_settled(true);
-        self.after_create(&message);
-        if !message.tool_calls.is_empty() || !self.rules.stop_on_response {
-            // The model reacts to the results (or, without stop_on_response, keeps going
-            // until its stop tool or max_steps). Nothing writes the row after this in the
-            // step: the driver's next `step_wanted` takes the row from here.
-            self.row_hint.set(self.store.owe_model_again()?);
-        }
-        // The message first, so clients know a call before they hear about its status.
-        let queued: Vec<ServerFrame> = message
-            .tool_calls
-            .iter()
-            .map(|c| ServerFrame::tool(&c.id, &c.name, CallStatus::Queued))
-            .collect();
-        self.frames.push_back(ServerFrame::Message { message });
-        self.frames.extend(queued);
-        Ok(())
-    }
-
-    /// Abandons a model call: the message is kept as `failed`, the thread goes idle with the
-    /// error recorded and reported, and stays usable for the next message.
-    pub fn fail_model_call(
-        &mut self,
-        now: i64,
-        call: ModelCall,
-        error: &ProviderError,
-    ) -> Result<(), ThreadError> {
-        let message = self.reply_message(&call, MessageStatus::Failed, false);
-        self.update(&message)?;
-        self.note_replies_settled(true);
-        self.frames.push_back(ServerFrame::Message { message });
-        if self.stopped_since_call()? {
-            // Cut short by a stop: that is what the user asked for, not an error.
-            return Ok(());
-        }
-        self.fail_turn(now, error)
-    }
-
-    /// Ends the running turn with an error (reported to clients, kept as `last_error`); the
-    /// thread goes idle and the next message starts a new turn.
-    pub fn fail_turn(&mut self, now: i64, error: &ProviderError) -> Result<(), ThreadError> {
-        let text = error.to_string();
-        if self.summary()?.status == ThreadStatus::Running {
-            self.store
-                .set_status(now, ThreadStatus::Idle, Some(&text))?;
-        }
-        self.frames
-            .push_back(ServerFrame::error(error.code(), text, None));
-        self.push_status()?;
-        Ok(())
-    }
-
-    /// Tells the object's cache whether a top-level reply may be pending.
-    fn note_replies_settled(&self, settled: bool) {
-        if let Some(cache) = &self.cache {
-            cache.set_replies_settled(settled);
-        }
-    }
-
-    /// Whether the thread was stopped while a model call streamed: the object's cache knows
-    /// (only an object stops its thread); a view without it reads the row.
-    fn stopped_since_call(&self) -> Result<bool, ThreadError> {
-        match &self.cache {
-            Some(cache) => Ok(cache.stopped_here()),
-            None => Ok(self.summary()?.status == ThreadStatus::Stopped),
-        }
     }
 }
