@@ -59,15 +59,39 @@ fn statements_per_turn_stay_under_their_ceilings() {
     // chain awaits nothing after `Done`), an answer that leaves nothing owed ends the turn in
     // its own step (`finish_turn_if_settled`: no row read at the next), tool runs flush once
     // their calls started (with the step's frames) and leave the last outcome's frames to the
-    // loop, and a reply's stored calls are not read back: 13 → 11 and 28 → 23.
+    // loop, and a reply's stored calls are not read back: 13 → 11 and 28 → 23; the row the
+    // user message's write returned is handed to the turn it starts: 11 → 10, 23 → 22.
     assert!(
-        text.len() <= 11,
+        text.len() <= 10,
         "a text turn ran {} statements",
         text.len()
     );
     assert!(
-        tool.len() <= 23,
+        tool.len() <= 22,
         "a tool turn ran {} statements",
         tool.len()
     );
+}
+
+/// The row a user message's write returned is handed to the turn it starts only while nothing
+/// else has opened the thread: a stop that lands between the message and the turn is seen, so
+/// the model is never called for a stopped thread.
+#[test]
+fn a_row_handed_to_the_turn_is_dropped_when_another_operation_comes_first() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    host.script(Ok(reply_events("It is noon.", &[])));
+    let send = serde_json::json!({ "content": "what time is it?" });
+    host.run(rt.apply(ThreadOp::from_rpc("send_message", &send).unwrap()))
+        .unwrap();
+    let stop = ThreadOp::from_rpc("stop", &serde_json::json!({})).unwrap();
+    host.run(rt.apply(stop)).unwrap();
+    host.run_spawned();
+    assert!(
+        host.model_requests().is_empty(),
+        "the model was asked {} time(s) on a stopped thread",
+        host.model_requests().len()
+    );
+    let summary = host.thread().summary().unwrap();
+    assert_eq!(summary.status, edgent::engine::store::ThreadStatus::Stopped);
 }

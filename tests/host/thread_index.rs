@@ -100,7 +100,7 @@ fn a_turn_keeps_the_row_current_with_no_thread_statement_for_it() {
     // The statements test's text turn (its frame-log inserts included), none for the index.
     assert_eq!(
         statements.len(),
-        11,
+        10,
         "the statements test's text turn: {statements:#?}"
     );
     let row = &rows(&host.index)[0];

@@ -161,6 +161,11 @@ pub struct ThreadRuntime {
     contacted: Cell<bool>,
     /// What this instance knows of the thread's row in the thread index.
     index: thread_index::IndexMirror,
+    /// The thread row as the operation that stored work left it (a user message), for the
+    /// turn that work starts: its first step then reads no row. Every other view of the
+    /// thread drops it (`open`), and it is only kept while no loop drives (a running loop
+    /// writes through its own view), so it is never older than the last write.
+    handed_row: Cell<Option<(crate::engine::store::ThreadSummary, i64)>>,
 }
 
 impl ThreadRuntime {
@@ -179,6 +184,7 @@ impl ThreadRuntime {
             schema_ready: Cell::new(false),
             contacted: Cell::new(false),
             index: thread_index::IndexMirror::default(),
+            handed_row: Cell::new(None),
         })
     }
 
@@ -305,6 +311,8 @@ impl ThreadRuntime {
         sql: &'s dyn crate::values::sql::Sql,
         create_schema: bool,
     ) -> Result<Thread<'s>, ThreadError> {
+        // Another view may write: a row handed to the next turn is no longer known to hold.
+        self.handed_row.take();
         let thread = if self.schema_ready.get() {
             Thread::open_migrated(sql)
         } else if create_schema {
@@ -314,6 +322,15 @@ impl ThreadRuntime {
         };
         self.schema_ready.set(true);
         Ok(thread.with_cache(self.cache.borrow().clone()))
+    }
+
+    /// Keeps the row `thread`'s last write returned for the turn the stored work starts
+    /// (see `handed_row`), unless a loop is driving.
+    fn hand_row_to_turn(&self, thread: &Thread<'_>) {
+        let row = thread.take_work_row();
+        if !self.driving.get() {
+            self.handed_row.set(row);
+        }
     }
 
     /// Broadcasts the frames the engine produced (numbered and logged first, in one insert);

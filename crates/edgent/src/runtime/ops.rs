@@ -68,7 +68,11 @@ impl ThreadRuntime {
         let answer = match op {
             ThreadOp::Summary => self.with_thread(|t| Ok(json!(t.summary()?)))?,
             ThreadOp::SendMessage(post) => {
-                let message = self.with_thread(|t| t.post_user_message(now, &post.content))?;
+                let message = self.with_thread(|t| {
+                    let message = t.post_user_message(now, &post.content)?;
+                    self.hand_row_to_turn(t);
+                    Ok(message)
+                })?;
                 json!({ "message_id": message.id })
             }
             ThreadOp::InjectMessage(inject) => {

@@ -122,8 +122,14 @@ impl ThreadRuntime {
     /// thread must wake next if the last step knew it (else the caller asks `poll_timeout`).
     async fn drive_steps(&self, sql: &dyn Sql) -> Option<Option<i64>> {
         let mut agent: Option<Rc<AgentConfig>> = None;
+        let handed = self.handed_row.take();
         let mut thread = match self.open(sql, false) {
-            Ok(t) => t,
+            Ok(t) => {
+                if let Some(row) = handed {
+                    t.set_row_hint(row);
+                }
+                t
+            }
             Err(ThreadError::NotFound) => return None,
             Err(e) => {
                 self.platform.log_error(&format!("cannot open thread: {e}"));

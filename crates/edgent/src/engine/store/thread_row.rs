@@ -276,20 +276,22 @@ impl Store<'_> {
 
     /// The model is owed a call: starts a turn on an idle thread (zero steps, running, no last
     /// error), else only records the debt. One statement (SET sees the row before it); it
-    /// returns the state a status frame shows (status, turn count, side).
-    pub fn owe_model(&self, now: i64) -> Result<Option<(String, i64, String)>, SqlError> {
+    /// returns the row as written and its count of calls without a result, as
+    /// [`Store::thread_and_open_calls`] would read them right after.
+    pub fn owe_model(&self, now: i64) -> Result<Option<(ThreadSummary, i64)>, SqlError> {
         let rows = self.sql.exec(
-            "UPDATE thread SET needs_model = 1,
-                steps = CASE WHEN status = 'idle' THEN 0 ELSE steps END,
-                last_error = CASE WHEN status = 'idle' THEN NULL ELSE last_error END,
-                updated_at = CASE WHEN status = 'idle' THEN ?1 ELSE updated_at END,
-                status = CASE WHEN status = 'idle' THEN 'running' ELSE status END
-             RETURNING status, turn_count, current_side",
+            &format!(
+                "UPDATE thread SET needs_model = 1,
+                    steps = CASE WHEN status = 'idle' THEN 0 ELSE steps END,
+                    last_error = CASE WHEN status = 'idle' THEN NULL ELSE last_error END,
+                    updated_at = CASE WHEN status = 'idle' THEN ?1 ELSE updated_at END,
+                    status = CASE WHEN status = 'idle' THEN 'running' ELSE status END
+                 RETURNING {THREAD_COLUMNS},
+                     (SELECT COUNT(*) FROM tool_calls WHERE status IN ({PENDING}))"
+            ),
             &[now.into()],
         )?;
-        rows.first()
-            .map(|r| Ok((r.text(0)?, r.int(1)?, r.text(2)?)))
-            .transpose()
+        row_and_open_calls(&rows)
     }
 
     /// Records that the model is owed another call in the running turn, returning the row and

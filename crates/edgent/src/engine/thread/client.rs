@@ -108,11 +108,14 @@ impl<'a> Thread<'a> {
             cache.note_appended(position, &message);
         }
         self.after_create(&message);
-        let state = self.store.owe_model(now)?;
+        let row = self.store.owe_model(now)?;
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
         });
-        self.push_status_of(state)?;
+        self.push_status_of(row.as_ref().map(|(t, _)| t))?;
+        // The row as this write left it: the driver may hand it to the turn it starts, if
+        // nothing writes in between (see `take_work_row`).
+        self.work_row.set(row);
         Ok(message)
     }
 
@@ -269,8 +272,8 @@ impl<'a> Thread<'a> {
             return Err(ThreadError::Stopped);
         }
         self.store.set_side(now, side)?;
-        let state = self.store.owe_model(now)?;
-        self.push_status_of(state)
+        let row = self.store.owe_model(now)?;
+        self.push_status_of(row.as_ref().map(|(t, _)| t))
     }
 
     /// Answers the last user message again (the AI SDK's `regenerate-message`): the previous
@@ -306,8 +309,8 @@ impl<'a> Thread<'a> {
             }
             self.frames.push_back(ServerFrame::Message { message });
         }
-        let state = self.store.owe_model(now)?;
-        self.push_status_of(state)
+        let row = self.store.owe_model(now)?;
+        self.push_status_of(row.as_ref().map(|(t, _)| t))
     }
 
     /// A client's decision on a call waiting for approval: approved calls run, rejected ones

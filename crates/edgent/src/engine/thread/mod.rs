@@ -147,13 +147,17 @@ pub struct Thread<'a> {
     /// driver then needs no [`Thread::poll_timeout`] read (see [`Thread::take_wake_hint`]).
     wake_hint: Cell<Option<Option<i64>>>,
     /// The thread row and its open-call count as the statement that ended a model step
-    /// returned them: taken by the `step_wanted` that follows (no await in between, see
+    /// returned them (or as the driver hands it over, see [`Thread::take_work_row`]): taken
+    /// by the `step_wanted` that follows (nothing written in between, see
     /// [`Thread::forget_row_hint`]), which then reads no row.
     row_hint: Cell<Option<(ThreadSummary, i64)>>,
     /// The calls without a result, when that row hint counts only the calls its reply has
     /// just stored: taken by the `next_action_for` that follows with the row, which then
     /// reads no calls. Forgotten with the row hint.
     calls_hint: Cell<Option<Vec<StoredToolCall>>>,
+    /// The row as the write that stored a user message returned it, for the driver to hand
+    /// to the turn it starts ([`Thread::take_work_row`]); never read by this view.
+    work_row: Cell<Option<(ThreadSummary, i64)>>,
 }
 
 impl<'a> Thread<'a> {
@@ -178,6 +182,7 @@ impl<'a> Thread<'a> {
             wake_hint: Cell::new(None),
             row_hint: Cell::new(None),
             calls_hint: Cell::new(None),
+            work_row: Cell::new(None),
         }
     }
 
@@ -430,13 +435,16 @@ impl<'a> Thread<'a> {
         Ok(())
     }
 
-    /// The status frame of a state a write returned (status, turn count, side), or of the
+    /// The status frame of the row a write returned (status, turn count, side), or of the
     /// row as read when it returned none.
-    fn push_status_of(&mut self, state: Option<(String, i64, String)>) -> Result<(), ThreadError> {
-        match state {
-            Some((state, turn, side)) => {
-                self.frames
-                    .push_back(ServerFrame::Status { state, turn, side });
+    fn push_status_of(&mut self, row: Option<&ThreadSummary>) -> Result<(), ThreadError> {
+        match row {
+            Some(t) => {
+                self.frames.push_back(ServerFrame::Status {
+                    state: t.status.as_str().to_owned(),
+                    turn: t.turn_count,
+                    side: t.current_side.as_str().to_owned(),
+                });
                 Ok(())
             }
             None => self.push_status(),

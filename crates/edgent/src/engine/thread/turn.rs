@@ -156,6 +156,20 @@ impl<'a> Thread<'a> {
         self.row_hint.take()
     }
 
+    /// The thread row (and its open-call count) as the write that stored a user message on
+    /// this view returned it. A driver that knows nothing has written since may give it to
+    /// the view that runs the turn ([`Thread::set_row_hint`]), whose first step then reads
+    /// no row.
+    pub fn take_work_row(&self) -> Option<(ThreadSummary, i64)> {
+        self.work_row.take()
+    }
+
+    /// A row the driver knows to be current ([`Thread::take_work_row`] of a view with nothing
+    /// written since), for the next `step_wanted`.
+    pub fn set_row_hint(&self, row: (ThreadSummary, i64)) {
+        self.row_hint.set(Some(row));
+    }
+
     /// Drops the row the last model step returned: the driver calls it before it awaits
     /// anything other than that step, since another event may change the row meanwhile.
     pub fn forget_row_hint(&self) {
