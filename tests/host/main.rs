@@ -34,6 +34,7 @@ mod openai_stream;
 mod protocol_schema;
 mod regenerate;
 mod runtime;
+mod schedules;
 mod sqlite;
 mod statements;
 mod store;

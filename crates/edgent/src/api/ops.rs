@@ -47,6 +47,19 @@ pub enum ThreadOp {
     MintToken(MintRequest),
     /// Revoke every token minted so far (`POST …/tokens/revoke`).
     RevokeTokens,
+    /// The thread's schedules (`GET …/schedules`, `?ended=true` with the done and cancelled
+    /// ones; rpc `list_schedules`).
+    ListSchedules {
+        /// Include schedules that are done or cancelled.
+        ended: bool,
+    },
+    /// A new schedule (`POST …/schedules`, rpc `create_schedule`).
+    CreateSchedule(crate::values::schedule::ScheduleSpec),
+    /// Cancel a schedule (`DELETE …/schedules/:schedule_id`, rpc `cancel_schedule`).
+    CancelSchedule {
+        /// The schedule.
+        schedule_id: String,
+    },
     /// Send this socket every logged frame after a seq (rpc `resume`; a socket opened with
     /// `?after=` gets the same). Answered by the socket's driver, which alone knows the socket:
     /// the frames first, then `{"replayed", "seq"}`.
@@ -73,6 +86,9 @@ pub const RPC_METHODS: &[&str] = &[
     "approve_tool",
     "regenerate",
     "resume",
+    "list_schedules",
+    "create_schedule",
+    "cancel_schedule",
 ];
 
 /// The `after` of `GET …/stream?after=<seq>`: a non-negative integer in decimal digits, else
@@ -117,6 +133,20 @@ impl ThreadOp {
             "resume" => ThreadOp::Resume {
                 after: resume_after(params)?,
             },
+            "list_schedules" => ThreadOp::ListSchedules {
+                ended: params
+                    .get("ended")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            },
+            "create_schedule" => ThreadOp::CreateSchedule(parse_params(params)?),
+            "cancel_schedule" => ThreadOp::CancelSchedule {
+                schedule_id: params
+                    .get("schedule_id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ApiError::invalid("cancel_schedule needs \"schedule_id\""))?
+                    .to_owned(),
+            },
             other => {
                 return Err(ApiError::new(
                     400,
@@ -152,6 +182,13 @@ impl ThreadOp {
             ("GET", ["logs"]) => ThreadOp::GetLogs(page()?),
             ("GET", ["tool-calls"]) => ThreadOp::GetToolCalls(page()?),
             ("GET", ["tools"]) => ThreadOp::ToolStatuses,
+            ("GET", ["schedules"]) => ThreadOp::ListSchedules {
+                ended: query.iter().any(|(k, v)| k == "ended" && v == "true"),
+            },
+            ("POST", ["schedules"]) => ThreadOp::CreateSchedule(parse_params(&json_body(body)?)?),
+            ("DELETE", ["schedules", id]) => ThreadOp::CancelSchedule {
+                schedule_id: (*id).to_owned(),
+            },
             ("POST", ["tool-calls", call_id, decision @ ("approve" | "reject")]) => {
                 ThreadOp::DecideApproval(ApprovalParams {
                     tool_call_id: (*call_id).to_owned(),
@@ -167,7 +204,7 @@ impl ThreadOp {
     pub fn http_status(&self) -> u16 {
         match self {
             ThreadOp::SendMessage(_) => 202,
-            ThreadOp::MintToken(_) => 201,
+            ThreadOp::MintToken(_) | ThreadOp::CreateSchedule(_) => 201,
             _ => 200,
         }
     }
@@ -185,6 +222,7 @@ impl ThreadOp {
             | ThreadOp::ToolStatuses
             | ThreadOp::Regenerate
             | ThreadOp::Resume { .. }
+            | ThreadOp::ListSchedules { .. }
             | ThreadOp::Stop => Access::Chat,
             ThreadOp::DecideApproval(_) => Access::Approve,
             ThreadOp::QueueTool(p)
@@ -200,7 +238,11 @@ impl ThreadOp {
             | ThreadOp::GetLogs(_)
             | ThreadOp::ForceTurn(_)
             | ThreadOp::MintToken(_)
-            | ThreadOp::RevokeTokens => Access::Server,
+            | ThreadOp::RevokeTokens
+            // Each schedule can wake the thread and call a model again and again: the
+            // server's to make and cancel, not a browser's.
+            | ThreadOp::CreateSchedule(_)
+            | ThreadOp::CancelSchedule { .. } => Access::Server,
         }
     }
 
@@ -213,6 +255,8 @@ impl ThreadOp {
                 | ThreadOp::DecideApproval(_)
                 | ThreadOp::ForceTurn(_)
                 | ThreadOp::Regenerate
+                // The alarm must follow the new due time.
+                | ThreadOp::CreateSchedule(_)
         )
     }
 
@@ -243,6 +287,15 @@ fn page_from_params(params: &Value) -> Result<PageQuery, ApiError> {
         }
     }
     PageQuery::parse(owned.iter().map(|(k, v)| (*k, v.as_str())))
+}
+
+/// A JSON body (an empty one reads as `{}`), else 400.
+fn json_body(body: &[u8]) -> Result<Value, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("the body must be JSON: {e}")))
 }
 
 /// The optional `{"reason": "…"}` body of an approve/reject request (an empty body is none).

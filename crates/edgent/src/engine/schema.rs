@@ -164,6 +164,35 @@ const TRIGGER_FRAME_LOG_COMPACTED: &str =
             DELETE FROM frame_log WHERE message_id = NEW.message_id AND seq < NEW.seq;
         END";
 
+// Schedules: a thread's own timers that post a message or queue a call when due. The thread
+// row keeps the earliest active due time (`next_schedule_at`), so the turn loop and the alarm
+// learn it from the row they read anyway; these triggers keep it current on every change.
+const TABLE_SCHEDULES: &str = "CREATE TABLE schedules (
+            id TEXT PRIMARY KEY,
+            name TEXT,
+            kind TEXT NOT NULL,
+            spec TEXT NOT NULL,
+            next_at INTEGER,
+            action TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active',
+            created_by TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            fired_count INTEGER NOT NULL DEFAULT 0,
+            last_fired_at INTEGER
+        )";
+const INDEX_SCHEDULES_DUE: &str = "CREATE INDEX schedules_due ON schedules (status, next_at)";
+const TRIGGER_SCHEDULE_ADDED: &str = "CREATE TRIGGER schedule_added AFTER INSERT ON schedules
+        BEGIN
+            UPDATE thread SET next_schedule_at =
+                (SELECT MIN(next_at) FROM schedules WHERE status = 'active');
+        END";
+const TRIGGER_SCHEDULE_CHANGED: &str =
+    "CREATE TRIGGER schedule_changed AFTER UPDATE OF next_at, status ON schedules
+        BEGIN
+            UPDATE thread SET next_schedule_at =
+                (SELECT MIN(next_at) FROM schedules WHERE status = 'active');
+        END";
+
 /// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&[&str]] = &[
     // v1: the thread row, its messages (ordered by `position`, paged through an index) and the
@@ -305,6 +334,14 @@ pub const MIGRATIONS: &[&[&str]] = &[
     ],
     // v9: the frame log, so a socket that reconnects gets the frames it missed (`?after=`).
     &[TABLE_FRAME_LOG, TRIGGER_FRAME_LOG_COMPACTED],
+    // v10: schedules, and the thread row's earliest due time.
+    &[
+        "ALTER TABLE thread ADD COLUMN next_schedule_at INTEGER",
+        TABLE_SCHEDULES,
+        INDEX_SCHEDULES_DUE,
+        TRIGGER_SCHEDULE_ADDED,
+        TRIGGER_SCHEDULE_CHANGED,
+    ],
 ];
 
 /// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
@@ -335,7 +372,8 @@ pub const CURRENT: &[&str] = &[
             history_version INTEGER NOT NULL DEFAULT 0,
             nesting INTEGER NOT NULL DEFAULT 0,
             tokens_used INTEGER NOT NULL DEFAULT 0,
-            cost_usd REAL NOT NULL DEFAULT 0
+            cost_usd REAL NOT NULL DEFAULT 0,
+            next_schedule_at INTEGER
         )",
     "CREATE TABLE messages (
             seq INTEGER PRIMARY KEY,
@@ -402,6 +440,10 @@ pub const CURRENT: &[&str] = &[
     TRIGGER_USAGE_COUNTED,
     TABLE_FRAME_LOG,
     TRIGGER_FRAME_LOG_COMPACTED,
+    TABLE_SCHEDULES,
+    INDEX_SCHEDULES_DUE,
+    TRIGGER_SCHEDULE_ADDED,
+    TRIGGER_SCHEDULE_CHANGED,
 ];
 
 /// The schema version this build expects.

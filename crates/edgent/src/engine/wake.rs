@@ -8,6 +8,8 @@
 //!    there; the Worker re-arms it once half of it has passed);
 //! 2. [`Thread::step_wanted`]: whether to take a step now, with the thread's summary
 //!    (otherwise the loop ends);
+//!    When a schedule has fallen due ([`Thread::schedules_due`]), fire it
+//!    ([`Thread::fire_due_schedules`]: a message posted or a call queued) and step again;
 //! 3. load configuration if the engine's side or agent changed; on failure
 //!    [`Thread::handle_config_failure`] and end the loop;
 //! 4. [`Thread::next_action_for`] with that summary when nothing yielded since (else
@@ -57,7 +59,10 @@ impl Thread<'_> {
         self.note_open_calls(open_calls);
         let wanted = match summary.status {
             ThreadStatus::Running => true,
-            ThreadStatus::Idle => open_calls > 0 && self.store().next_tool_call(now)?.is_some(),
+            ThreadStatus::Idle => {
+                schedule_due(&summary, now)
+                    || (open_calls > 0 && self.store().next_tool_call(now)?.is_some())
+            }
             // Only to settle what a crash left (a pending reply, a call without a result).
             ThreadStatus::Stopped => self.stopped_with_leftovers(open_calls)?,
         };
@@ -75,10 +80,16 @@ impl Thread<'_> {
 
     /// When the thread must be woken next, once the driver's loop has stopped: the earliest
     /// wake time of a parked call (retrying, sleeping, waiting for a webhook's timeout, rate
-    /// limited), or `None` when nothing is parked. A stopped thread (or an object without a
+    /// limited) or the earliest schedule's due time, or `None` when there is neither. A stopped thread (or an object without a
     /// thread) parks nothing.
     pub fn poll_timeout(&self) -> Result<Option<i64>, ThreadError> {
         Ok(self.store().next_wake_unless_stopped()?)
+    }
+
+    /// Whether a schedule fell due on this (running or idle) thread: the driver then calls
+    /// [`Thread::fire_due_schedules`] before the step, and steps again.
+    pub fn schedules_due(&self, summary: &ThreadSummary, now: i64) -> bool {
+        summary.status != ThreadStatus::Stopped && schedule_due(summary, now)
     }
 
     /// Whether work is waiting that nobody will start unless the driver does now: a running
@@ -89,11 +100,16 @@ impl Thread<'_> {
         let due = self.store().next_tool_call(now)?.is_some();
         Ok(match status {
             ThreadStatus::Running => !self.store().has_pending_model_calls()? || due,
-            ThreadStatus::Idle => due,
+            ThreadStatus::Idle => due || schedule_due(&self.summary()?, now),
             ThreadStatus::Stopped => {
                 let open = self.store().thread_and_open_calls()?.map_or(0, |(_, n)| n);
                 self.stopped_with_leftovers(open)?
             }
         })
     }
+}
+
+/// Whether the row's earliest schedule has fallen due.
+fn schedule_due(summary: &ThreadSummary, now: i64) -> bool {
+    summary.next_schedule_at.is_some_and(|at| at <= now)
 }

@@ -64,8 +64,20 @@ impl ThreadRuntime {
             self.check_side(side).await?;
         }
         let starts_work = op.starts_work();
+        let answer = self.carry_out(op)?;
+        if starts_work {
+            self.start_work().await;
+        }
+        Ok(answer)
+    }
+
+    /// The synchronous part of [`ThreadRuntime::apply`]: the operation itself. Kept out of the
+    /// async function (and not inlined into it) so its state machine holds only the awaits:
+    /// every arm inlined there was Worker code size for nothing.
+    #[inline(never)]
+    fn carry_out(&self, op: ThreadOp) -> Result<Value, ApiError> {
         let now = self.now();
-        let answer = match op {
+        Ok(match op {
             ThreadOp::Summary => self.with_thread(|t| Ok(json!(t.summary()?)))?,
             ThreadOp::SendMessage(post) => {
                 let message = self.with_thread(|t| {
@@ -115,6 +127,18 @@ impl ThreadRuntime {
                 self.with_thread(|t| t.regenerate(now))?;
                 json!({ "ok": true })
             }
+            ThreadOp::ListSchedules { ended } => {
+                json!({ "schedules": self.with_thread(|t| t.schedules(ended))? })
+            }
+            ThreadOp::CreateSchedule(spec) => {
+                let registry = self.platform.registry();
+                let schedule =
+                    self.with_thread(|t| t.create_schedule(now, &spec, registry, "server"))?;
+                json!({ "schedule": schedule })
+            }
+            ThreadOp::CancelSchedule { schedule_id } => {
+                json!({ "schedule": self.with_thread(|t| t.cancel_schedule(&schedule_id))? })
+            }
             ThreadOp::MintToken(request) => self.mint_token(&request)?,
             ThreadOp::RevokeTokens => self.revoke_tokens()?,
             // Only a socket's driver can answer it (it sends the frames to that socket).
@@ -124,11 +148,7 @@ impl ThreadRuntime {
                      with ?after=<seq>",
                 ))
             }
-        };
-        if starts_work {
-            self.start_work().await;
-        }
-        Ok(answer)
+        })
     }
 
     /// A `force_turn` may only name a side the thread's agent has.

@@ -152,6 +152,19 @@ impl ThreadRuntime {
                 self.flush(&mut thread);
                 break wake;
             };
+            if thread.schedules_due(&summary, self.now()) {
+                // What fell due is stored as a client's would be (a message, a queued call);
+                // the next step reads the row it changed.
+                let registry = self.platform.registry();
+                if let Err(e) = thread.fire_due_schedules(self.now(), registry) {
+                    self.platform
+                        .log_error(&format!("could not fire a schedule: {e}"));
+                    self.flush(&mut thread);
+                    break None;
+                }
+                thread.forget_row_hint();
+                continue;
+            }
             if summary.status == ThreadStatus::Stopped {
                 // What a crash left on a stopped thread (a pending reply, calls without a
                 // result) is settled without the agent's configuration, which may be gone.

@@ -196,6 +196,15 @@ impl FlowState {
         self.root.as_deref().unwrap_or(self)
     }
 
+    /// Makes a schedule on this thread: `flow.schedule(&ScheduleSpec::cron("0 18 * * *",
+    /// "Write today's summary"))`. Same as [`super::schedule`].
+    pub fn schedule(
+        &self,
+        spec: &super::ScheduleSpec,
+    ) -> Result<super::Schedule, super::ToolError> {
+        super::schedule(self, spec)
+    }
+
     /// The host running this flow.
     pub fn host(&self) -> &Rc<dyn FlowHost> {
         &self.host

@@ -56,6 +56,7 @@ use serde_json::Value;
 pub use crate::values::policy::{
     LimitScope, RateLimit, RetryPolicy, ToolPolicy, WhenLimited, DEFAULT_TIMEOUT,
 };
+pub use crate::values::schedule::{Schedule, ScheduleSpec};
 pub use crate::values::tool_error::{Retry, ToolError};
 pub use crate::values::tool_result::{CallToolResult, Content, Source, SourceKind, ToolStatus};
 pub use durable::{run_until_suspended, RunState, WebhookEvent};
@@ -67,8 +68,8 @@ pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
 pub use http::{HostError, HttpRequest, HttpResponse};
 pub use registry::{Registry, RegistryError};
 pub use utils::{
-    emit_ephemeral_event, emit_thread_event, force_turn, get_messages, inject_message, queue_tool,
-    queue_tool_with_bindings,
+    cancel_schedule, emit_ephemeral_event, emit_thread_event, force_turn, get_messages,
+    inject_message, queue_tool, queue_tool_with_bindings, schedule,
 };
 
 use crate::values::Invalid;

@@ -1,5 +1,6 @@
 //! The thread utilities tools share with WebSocket clients: `queue_tool`, `inject_message`,
-//! `get_messages`, `emit_thread_event` (and `emit_ephemeral_event`), `force_turn`. Each runs
+//! `get_messages`, `emit_thread_event` (and `emit_ephemeral_event`), `force_turn`,
+//! `schedule` and `cancel_schedule`. Each runs
 //! the same [`Thread`] operation the `rpc` methods run, then sends the frames it produced to
 //! the thread's sockets.
 
@@ -9,6 +10,7 @@ use super::{FlowState, ToolError};
 use crate::engine::store::{MessagePage, Order, Side};
 use crate::engine::thread::{InjectMessage, Thread, ThreadError};
 use crate::values::message::Message;
+use crate::values::schedule::{Schedule, ScheduleSpec};
 
 fn with_thread<T>(
     flow: &FlowState,
@@ -98,4 +100,22 @@ pub fn emit_ephemeral_event(
 /// is called even if no new message arrives).
 pub fn force_turn(flow: &FlowState, side: Side) -> Result<(), ToolError> {
     with_thread(flow, |t, now| t.force_turn(now, side))
+}
+
+/// Makes a schedule on this thread (see [`ScheduleSpec`]: once at an instant or after a
+/// delay, every interval, or on a cron expression in UTC; posting a message or queueing a
+/// tool call). Refused with the reason when the spec is invalid, the tool unknown or its
+/// arguments wrong, or the thread holds too many schedules. Returns it, with its first due
+/// time.
+pub fn schedule(flow: &FlowState, spec: &ScheduleSpec) -> Result<Schedule, ToolError> {
+    let root = flow.root();
+    let registry = root.host().registry();
+    with_thread(root, |t, now| {
+        t.create_schedule(now, spec, registry, "tool")
+    })
+}
+
+/// Cancels a schedule of this thread.
+pub fn cancel_schedule(flow: &FlowState, schedule_id: &str) -> Result<Schedule, ToolError> {
+    with_thread(flow.root(), |t, _| t.cancel_schedule(schedule_id))
 }

@@ -12,6 +12,7 @@ pub mod page;
 pub mod policy;
 pub mod protocol;
 pub mod redact;
+pub mod schedule;
 pub mod sql;
 pub mod status;
 pub mod time;

@@ -80,6 +80,11 @@ pub enum ServerFrame {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A schedule was made, fired (with its next due time) or cancelled.
+    Schedule {
+        /// The schedule as now stored.
+        schedule: crate::values::schedule::Schedule,
+    },
     /// The thread's state.
     Status {
         /// `running`, `idle` or `stopped`.

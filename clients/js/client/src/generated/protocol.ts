@@ -91,6 +91,13 @@ export type ServerFrame =
     }
   | {
       /**
+       * The schedule as now stored.
+       */
+      schedule: Schedule;
+      type: 'schedule';
+    }
+  | {
+      /**
        * Side that acts next.
        */
       side: Side;
@@ -293,6 +300,56 @@ export interface ToolCall {
    * The tool's registered name.
    */
   name: string;
+}
+/**
+ * A stored schedule, as listed and as sent in `schedule` frames.
+ */
+export interface Schedule {
+  /**
+   * What it does: `{"message": text}` or `{"tool": name, "arguments": {...}}`.
+   */
+  action: unknown;
+  /**
+   * Creation time, ms since the epoch.
+   */
+  created_at: number;
+  /**
+   * Who made it: `server`, `tool` or `client`.
+   */
+  created_by: string;
+  /**
+   * Times it fired.
+   */
+  fired_count: number;
+  /**
+   * Random UUID.
+   */
+  id: string;
+  /**
+   * `once`, `every` or `cron`.
+   */
+  kind: string;
+  /**
+   * When it last fired, ms since the epoch.
+   */
+  last_fired_at?: number;
+  /**
+   * The label given at creation.
+   */
+  name?: string;
+  /**
+   * The next due time (ms since the epoch); none once it is done or cancelled.
+   */
+  next_at?: number;
+  /**
+   * For `once`: the instant (ms since the epoch); for `every`: the interval in ms; for
+   * `cron`: the expression.
+   */
+  spec: string;
+  /**
+   * `active`, `done` (a one-time schedule that fired) or `cancelled`.
+   */
+  status: string;
 }
 /**
  * Why it failed, when not ok.

@@ -3,6 +3,7 @@
 mod context;
 mod history;
 mod messages;
+mod schedules;
 mod thread_row;
 mod tool_calls;
 
@@ -64,6 +65,9 @@ pub struct ThreadSummary {
     /// Their cost in US dollars at the models' configured prices: what `max_cost_usd` counts.
     #[serde(default)]
     pub cost_usd: f64,
+    /// When the earliest active schedule falls due (ms since the epoch), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_at: Option<i64>,
 }
 
 /// One page of messages with what a client needs to fetch the next.

@@ -329,8 +329,8 @@ impl Store<'_> {
 /// The thread row's columns as [`summary_from_row`] reads them.
 const THREAD_COLUMNS: &str = "id, agent_id, tags, created_at, updated_at, turn_count, status,
     current_side, steps, stopped_by, last_error, message_count, needs_model, ending, result,
-    parent_thread_id, tokens_used, cost_usd";
-const THREAD_COLUMN_COUNT: usize = 18;
+    parent_thread_id, tokens_used, cost_usd, next_schedule_at";
+const THREAD_COLUMN_COUNT: usize = 19;
 
 fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
     Ok(ThreadSummary {
@@ -352,6 +352,7 @@ fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
         parent_thread_id: row.opt_text(15)?,
         tokens_used: row.int(16)?,
         cost_usd: row.real(17)?,
+        next_schedule_at: row.opt_int(18)?,
     })
 }
 

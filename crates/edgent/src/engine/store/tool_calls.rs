@@ -267,9 +267,25 @@ impl Store<'_> {
         self.earliest_wake("")
     }
 
-    /// [`Store::next_wake`] unless the thread is stopped (or there is none), in one statement.
+    /// The earlier of [`Store::next_wake`] and the earliest schedule's due time, unless the
+    /// thread is stopped (or there is none), in one statement.
     pub fn next_wake_unless_stopped(&self) -> Result<Option<i64>, SqlError> {
-        self.earliest_wake("AND EXISTS (SELECT 1 FROM thread WHERE status != 'stopped')")
+        // A schedule's due time counts too (the row keeps the earliest): a stopped thread's
+        // schedules do not fire.
+        let rows = self.sql.exec(
+            &format!(
+                "SELECT MIN(at) FROM (
+                    SELECT MIN(wake_at) AS at FROM tool_calls
+                        WHERE wake_at IS NOT NULL AND status IN ({PENDING})
+                    UNION ALL SELECT next_schedule_at FROM thread
+                 ) WHERE EXISTS (SELECT 1 FROM thread WHERE status != 'stopped')"
+            ),
+            &[],
+        )?;
+        rows.first()
+            .map(|r| r.opt_int(0))
+            .transpose()
+            .map(Option::flatten)
     }
 
     /// The earliest wake time of a pending call, under a fixed extra condition.

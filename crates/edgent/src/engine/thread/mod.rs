@@ -20,6 +20,7 @@ mod client;
 mod history;
 mod records;
 mod reply;
+mod schedules;
 mod sub_prompt;
 mod tools;
 mod turn;

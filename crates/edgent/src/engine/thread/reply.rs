@@ -140,10 +140,10 @@ impl Thread<'_> {
         self.frames.extend(queued);
         if let Some((row, open_calls)) = ended {
             self.push_idle_status(row.turn_count, row.current_side);
-            // Idle with no call left: the next `step_wanted` takes no step, and nothing is
-            // parked that would need the alarm.
+            // Idle with no call left: the next `step_wanted` takes no step (unless a schedule
+            // is due), and only a schedule can need the alarm.
+            self.wake_hint.set(Some(row.next_schedule_at));
             self.row_hint.set(Some((row, open_calls)));
-            self.wake_hint.set(Some(None));
         }
         Ok(())
     }

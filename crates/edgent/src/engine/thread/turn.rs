@@ -222,7 +222,12 @@ impl<'a> Thread<'a> {
         if recovered {
             self.store.set_needs_model(true)?;
         }
-        if let Some(action) = self.next_tools(now, none_open, calls_hint)? {
+        let tools = self.next_tools(now, none_open, calls_hint)?;
+        // The wake time the calls gave, or the earliest schedule's when sooner.
+        if let Some(wake) = self.wake_hint.get() {
+            self.wake_hint.set(Some(earliest(wake, t.next_schedule_at)));
+        }
+        if let Some(action) = tools {
             return Ok(action);
         }
         if !(t.needs_model || recovered) {
@@ -460,5 +465,13 @@ impl<'a> Thread<'a> {
             }
         }
         self.push_status()
+    }
+}
+
+/// The earlier of two optional instants (`None`: never).
+pub(super) fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
