@@ -149,3 +149,20 @@ test('schedules over the socket: create_schedule, list_schedules and cancel_sche
   assert.match(bad.error.message, /schedule_id/);
   sock.close();
 });
+
+test('the example tool daily_summary makes a cron schedule through flow.schedule', async () => {
+  const id = await client.createThread('support');
+  const sock = await client.connect(id);
+  const queued = await sock.rpc('queue_tool', { name: 'daily_summary', args: { hour_utc: 18, weekdays_only: true } });
+  assert.equal(queued.ok, true, JSON.stringify(queued));
+  const made = await sock.waitFor((f) => f.type === 'schedule' && f.schedule.created_by === 'tool', { timeout: 10000 });
+  assert.equal(made.schedule.kind, 'cron');
+  assert.equal(made.schedule.spec, '0 18 * * 1-5');
+  assert.equal(made.schedule.name, 'daily summary');
+  const result = await sock.waitFor((f) => f.type === 'message' && f.message.role === 'tool');
+  assert.match(result.message.content, /daily summary scheduled at 18:00 UTC on weekdays/);
+  const bad = await sock.rpc('queue_tool', { name: 'daily_summary', args: { hour_utc: 24 } });
+  assert.equal(bad.ok, false);
+  assert.match(bad.error.message, /not a time of day/);
+  sock.close();
+});

@@ -23,7 +23,8 @@ const DELEGATES = ['summarize', 'review'];
 // The other durable examples (docs/durable-tools.md) are registered too; no prompt offers them
 // (support offers issue_refund, so a model's refund asks for approval).
 const DURABLE_TOOLS = ['compare_weather', 'remind_later', 'retry_with_cooldown', 'schedule_reminder', 'wait_for_callback', 'weather_brief'];
-const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification', 'approve_draft', ...DURABLE_TOOLS];
+// `daily_summary` makes a schedule (docs/schedules.md); no prompt offers it either.
+const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification', 'approve_draft', 'daily_summary', ...DURABLE_TOOLS];
 const ADA = { id: 'cus_1001', name: 'Ada Lovelace', email: 'ada@example.com', plan: 'enterprise' };
 const GRACE = { id: 'cus_1002', name: 'Grace Hopper', email: 'grace@example.com', plan: 'pro' };
 

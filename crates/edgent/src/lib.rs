@@ -49,10 +49,10 @@ pub mod prelude {
     pub use crate::engine::thread::InjectMessage;
     pub use crate::hook::{Hook, HookContext, HookError};
     pub use crate::tool::{
-        emit_ephemeral_event, emit_thread_event, force_turn, get_messages, inject_message,
-        queue_tool, queue_tool_with_bindings, CallToolResult, Content, FlowState, HttpRequest,
-        HttpResponse, Json, LimitScope, RateLimit, RetryPolicy, Source, Tool, ToolError,
-        ToolStatus, WebhookEvent,
+        cancel_schedule, emit_ephemeral_event, emit_thread_event, force_turn, get_messages,
+        inject_message, queue_tool, queue_tool_with_bindings, schedule, CallToolResult, Content,
+        FlowState, HttpRequest, HttpResponse, Json, LimitScope, RateLimit, RetryPolicy, Schedule,
+        ScheduleSpec, Source, Tool, ToolError, ToolStatus, WebhookEvent,
     };
     pub use crate::values::message::{Message, Role, ToolCall};
     pub use crate::values::sql::SqlValue;
