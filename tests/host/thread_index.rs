@@ -89,7 +89,9 @@ fn a_turn_keeps_the_row_current_with_no_thread_statement_for_it() {
 
     let before = host.index.batches();
     let statements = turn(&host, &rt, "And in Tokyo?");
-    // Running, then idle: two background writes, both from the frames alone.
+    // Running, then idle: two background writes, both from the frames alone. (Here the host
+    // runs the first write before the turn, so waiting `INDEX_SETTLE_MS` for the turn to end
+    // still finds it running; under a real clock a short turn is written once, idle.)
     assert_eq!(host.index.batches() - before, 2);
     for s in &statements {
         assert!(

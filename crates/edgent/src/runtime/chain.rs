@@ -35,8 +35,9 @@ impl RequestParts<'_> {
 
 /// What a model chain reports to its caller while it runs.
 pub(super) trait ChainSink {
-    /// Stream events of the current attempt. A batch holding [`StreamEvent::Done`] is the
-    /// attempt's last: nothing is awaited after it before the chain returns.
+    /// Stream events of the current attempt. After a batch holding [`StreamEvent::Done`] the
+    /// chain only reads the body's end (read to the end: dropping a body unread cancels it,
+    /// which costs more), then returns without awaiting anything else.
     fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError>;
     /// A new attempt starts after a failed one: forget the partial reply.
     fn reset(&mut self);
@@ -154,14 +155,7 @@ async fn attempt_once(
             if first_chunk_at.is_none() {
                 *first_chunk_at = Some(platform.now_ms());
             }
-            // The reply is whole at `Done`: what follows in the body (the end of the read) is
-            // not waited for, so the sink may keep this batch's frames for the stored reply's
-            // flush (see `ChainSink::events`). Dropping the reply ends its request.
-            let done = events.iter().any(|e| matches!(e, StreamEvent::Done));
             sink.events(events)?;
-            if done {
-                break;
-            }
             if sink.stopped() {
                 reply.cancel();
                 break;

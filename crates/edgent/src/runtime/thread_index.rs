@@ -80,6 +80,10 @@ impl IndexMirror {
 /// contact, and the first delay (×4 each time: 1 s, 4 s, 16 s, 64 s).
 const INDEX_RETRIES: u32 = 4;
 const INDEX_RETRY_MS: u64 = 1_000;
+/// How long a write of a running thread's row waits for the turn to end: most turns end
+/// sooner, and then one write carries both the start and the end (a D1 write per turn less).
+/// A longer turn is written as running, then again when it ends.
+const INDEX_SETTLE_MS: u64 = 500;
 
 impl ThreadRuntime {
     /// Starts a background write of the index row if one is owed and none is in flight.
@@ -101,10 +105,16 @@ impl ThreadRuntime {
     async fn write_index(&self) {
         let index = &self.index;
         let mut failures = 0u32;
+        let mut settled = false;
         while index.due.get() && !index.erased.get() {
             let Some(row) = self.current_index_row() else {
                 break;
             };
+            if row.status == "running" && !std::mem::replace(&mut settled, true) {
+                // A turn in progress: give it a moment to end (the row is read again after).
+                self.platform.sleep(INDEX_SETTLE_MS).await;
+                continue;
+            }
             index.due.set(false);
             let db = self.platform.index_db();
             let written = db.batch(row.upsert()).await;

@@ -21,23 +21,27 @@ struct MainSink<'t, 'a> {
     thread: &'t mut Thread<'a>,
     call: &'t mut ModelCall,
     models: &'t [ModelConfig],
+    /// The attempt's end marker arrived: later batches are not flushed on their own.
+    ended: bool,
 }
 
 impl ChainSink for MainSink<'_, '_> {
     fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
-        let last = events.iter().any(|e| matches!(e, StreamEvent::Done));
+        self.ended |= events.iter().any(|e| matches!(e, StreamEvent::Done));
         for ev in events {
             self.thread.on_model_event(self.call, ev)?;
         }
-        // The last batch's chunks go out with the stored reply, in one logged insert: the
-        // chain awaits nothing more, and the turn loop flushes before it awaits anything.
-        if !last {
+        // From the end marker on, chunks go out with the stored reply, in one logged insert:
+        // the chain only reads the body's end (the server closes it with the marker), and
+        // the turn loop flushes before it awaits anything else.
+        if !self.ended {
             self.runtime.flush(self.thread);
         }
         Ok(())
     }
 
     fn reset(&mut self) {
+        self.ended = false;
         self.thread.reset_model_call(self.call);
         self.runtime.flush(self.thread);
     }
@@ -279,6 +283,7 @@ impl ThreadRuntime {
                 thread,
                 call: &mut call,
                 models: &config.models,
+                ended: false,
             };
             run_chain(&*self.platform, &config.models, &parts, &mut sink).await
         };
