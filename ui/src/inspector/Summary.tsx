@@ -3,7 +3,7 @@
 import type { ThreadSummary } from '@edgent/client';
 import { Badge, Time } from '../components';
 import { href } from '../route';
-import { Field, count, usd } from './parts';
+import { Field, Instant, count, usd } from './parts';
 
 export function Summary({ summary }: { summary: ThreadSummary }) {
   const parent = summary.parent_thread_id;
@@ -27,6 +27,7 @@ export function Summary({ summary }: { summary: ThreadSummary }) {
         <Field term="Updated">
           <Time ms={summary.updated_at} />
         </Field>
+        <Field term="Next schedule">{summary.next_schedule_at ? <Instant ms={summary.next_schedule_at} /> : null}</Field>
         <Field term="Tags">{summary.tags.length > 0 ? summary.tags.join(', ') : null}</Field>
         <Field term="Parent thread">
           {parent ? (

@@ -1,6 +1,6 @@
 // The inspector on one thread: its summary, then tabs (the tab is in the route's query) for the
-// timeline, the tool calls, the model requests and the events. The thread's socket stays open
-// while the page is: a change re-reads the summary and the open tab.
+// timeline, the tool calls, the model requests, the events and the schedules. The thread's
+// socket stays open while the page is: a change re-reads the summary and the open tab.
 import type { ConnectionState } from '@edgent/client';
 import { useApi, useLoad } from '../api';
 import { Badge, ErrorNote, Tabs, type TabSpec } from '../components';
@@ -8,6 +8,7 @@ import { href, navigate } from '../route';
 import { Events } from './Events';
 import { useLiveThread } from './live';
 import { Requests } from './Requests';
+import { Schedules } from './Schedules';
 import { Summary } from './Summary';
 import { Timeline } from './Timeline';
 import { ToolCalls } from './ToolCalls';
@@ -18,6 +19,7 @@ const TABS: TabSpec[] = [
   { id: 'tools', label: 'Tool calls' },
   { id: 'requests', label: 'Requests' },
   { id: 'events', label: 'Events' },
+  { id: 'schedules', label: 'Schedules' },
 ];
 
 export function ThreadDetail({ threadId, query }: { threadId: string; query: URLSearchParams }) {
@@ -54,6 +56,7 @@ export function ThreadDetail({ threadId, query }: { threadId: string; query: URL
         {tab === 'tools' && <ToolCalls threadId={threadId} tick={tick} />}
         {tab === 'requests' && <Requests threadId={threadId} tick={tick} summary={summary.data} />}
         {tab === 'events' && <Events events={thread.events} />}
+        {tab === 'schedules' && <Schedules threadId={threadId} tick={tick} />}
       </Tabs>
     </section>
   );

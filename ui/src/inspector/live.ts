@@ -1,6 +1,7 @@
 // The inspector's socket on one thread: its events (for the Events tab), its state (for the
 // "live" indicator), and a tick that moves, at most every ~300 ms, when the thread changed (a
-// `status`, `tool` or `message` frame), so the summary and the open tab re-read their pages.
+// `status`, `tool`, `message` or `schedule` frame), so the summary and the open tab re-read
+// their pages.
 import { useEffect, useState } from 'react';
 import { useThread, type UseThreadResult } from '@edgent/react';
 import type { Frame } from '@edgent/client';
@@ -8,7 +9,7 @@ import { useApi } from '../api';
 import { EDGENT_URL } from '../session';
 
 const DEBOUNCE_MS = 300;
-const CHANGES: ReadonlySet<Frame['type']> = new Set(['status', 'tool', 'message']);
+const CHANGES: ReadonlySet<Frame['type']> = new Set(['status', 'tool', 'message', 'schedule']);
 
 export interface LiveThread {
   thread: UseThreadResult;
@@ -25,10 +26,11 @@ export function useLiveThread(threadId: string): LiveThread {
     // From the start of the frame log, so the Events tab holds the events logged before this page
     // opened (the log keeps the newest 2,000 frames), not only those that come while it is open.
     after: 0,
-    // The inspector reads messages and calls over HTTP, page by page; the store's own load is
-    // kept to one message.
+    // The inspector reads messages, calls and schedules over HTTP; the store's own load is kept
+    // to one message.
     pageSize: 1,
     loadToolCalls: false,
+    loadSchedules: false,
   });
   const [tick, setTick] = useState(0);
   const connection = thread.store?.connection;

@@ -1,5 +1,6 @@
-// Pieces the inspector's tabs share: the "Load more" line under a paged list, and readers for
-// the loosely typed parts of API records (attempt logs, steps), which arrive as `unknown`.
+// Pieces the inspector's tabs share: the "Load more" line under a paged list, a time with its
+// date, and readers for the loosely typed parts of API records (attempt logs, steps), which
+// arrive as `unknown`.
 import type { ReactNode } from 'react';
 import { ErrorNote } from '../components';
 import type { PagedList } from './paging';
@@ -21,6 +22,13 @@ export function PageFooter<T>({ list, noun }: { list: PagedList<T>; noun: string
       </div>
     </div>
   );
+}
+
+/** A time with its date (a schedule's is often days away), in the browser's zone; "—" when none. */
+export function Instant({ ms }: { ms: number | null | undefined }) {
+  if (ms === null || ms === undefined) return <span className="muted">—</span>;
+  const d = new Date(ms);
+  return <time dateTime={d.toISOString()}>{d.toLocaleString()}</time>;
 }
 
 /** A term and its value in a description list; nothing when the value is absent. */

@@ -10,6 +10,9 @@ import type {
   MessageQuery,
   RpcMethod,
   RpcMethods,
+  Schedule,
+  ScheduleList,
+  ScheduleSpec,
   Side,
   ToolCallPage,
 } from './frames.js';
@@ -288,6 +291,21 @@ export class ThreadConnection extends Emitter<ConnectionEvents> {
   /** `force_turn` (server key). */
   forceTurn(side?: Side): Promise<{ side: Side }> {
     return this.call('force_turn', side === undefined ? {} : { side });
+  }
+
+  /** `list_schedules`: the active schedules, oldest first (`{ended: true}`: the done and cancelled ones too). */
+  listSchedules(query: { ended?: boolean } = {}): Promise<ScheduleList> {
+    return this.call('list_schedules', query.ended ? { ended: true } : {});
+  }
+
+  /** `create_schedule` (server key). */
+  createSchedule(spec: ScheduleSpec): Promise<{ schedule: Schedule }> {
+    return this.call('create_schedule', spec);
+  }
+
+  /** `cancel_schedule` (server key): cancels an active schedule. */
+  cancelSchedule(scheduleId: string): Promise<{ schedule: Schedule }> {
+    return this.call('cancel_schedule', { schedule_id: scheduleId });
   }
 
   // ---- internals ----

@@ -3,6 +3,7 @@
 import type {
   ErrorBody,
   Message,
+  Schedule,
   ServerFrame as GeneratedFrame,
   Side,
 } from './generated/protocol.js';
@@ -35,6 +36,8 @@ export type ToolFrame = FrameOf<'tool'>;
 export type EventFrame = FrameOf<'event'>;
 /** An `error` frame: a bad client frame (with `id`), or a failed turn (broadcast). */
 export type ErrorFrame = FrameOf<'error'>;
+/** A schedule as now stored: sent when one is made, fires or is cancelled. */
+export type ScheduleFrame = FrameOf<'schedule'>;
 
 /** An rpc id: a string or a number. */
 export type RpcId = string | number;
@@ -96,6 +99,43 @@ export interface InjectMessageParams {
   force_top_level?: boolean;
 }
 
+/**
+ * What to schedule (`POST /api/threads/:id/schedules`, rpc `create_schedule`; the server key
+ * only). Exactly one of `at`, `delay_seconds`, `every_seconds`, `cron` says when; exactly one
+ * of `message`, `tool` says what. The server checks the rest and answers 400 naming the field.
+ * Written by hand to match the Rust `ScheduleSpec` (crates/edgent/src/values/schedule.rs),
+ * which is not part of the generated wire types.
+ */
+export interface ScheduleSpec {
+  /** Once, at this instant (RFC 3339, e.g. `2026-11-25T09:00:00Z`); a past instant fires at once. */
+  at?: string;
+  /** Once, this many seconds from now. */
+  delay_seconds?: number;
+  /** Repeatedly, every this many seconds (at least 1; the first time one interval from now). */
+  every_seconds?: number;
+  /**
+   * Repeatedly, at the times a cron expression names, in UTC: five fields (`0 9 * * 1-5`), six
+   * with seconds first, or a nickname (`@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`).
+   */
+  cron?: string;
+  /** Post this text as a user message. */
+  message?: string;
+  /** Queue a call of this tool. */
+  tool?: string;
+  /** The tool's arguments (only with `tool`; `{}` when absent). */
+  arguments?: Record<string, unknown>;
+  /** A label for people reading the list (at most 200 bytes). */
+  name?: string;
+}
+
+/** What a schedule does, as its `action` field holds it. */
+export type ScheduleAction = { message: string } | { tool: string; arguments: Record<string, unknown> };
+
+/** `list_schedules`, `GET /api/threads/:id/schedules`: the thread's schedules, oldest first. */
+export interface ScheduleList {
+  schedules: Schedule[];
+}
+
 /** Every rpc method: its params and its result. */
 export interface RpcMethods {
   send_message: { params: { content: string; role?: 'user' }; result: { message_id: string } };
@@ -115,6 +155,12 @@ export interface RpcMethods {
   /** Answers the last user message again: the last answer is kept for clients, as `failed`. */
   regenerate: { params: Record<string, never>; result: { ok: true } };
   resume: { params: { after: number }; result: unknown };
+  /** The active schedules; with `ended`, the done and cancelled ones too. */
+  list_schedules: { params: { ended?: boolean }; result: ScheduleList };
+  /** Makes a schedule (server key). */
+  create_schedule: { params: ScheduleSpec; result: { schedule: Schedule } };
+  /** Cancels an active schedule (server key). */
+  cancel_schedule: { params: { schedule_id: string }; result: { schedule: Schedule } };
 }
 
 /** An rpc method's name. */
@@ -125,4 +171,4 @@ export type ClientFrame =
   | { type: 'ping' }
   | { type: 'rpc'; id: RpcId; method: string; params?: Record<string, unknown> };
 
-export type { ErrorBody, Message };
+export type { ErrorBody, Message, Schedule };

@@ -1,5 +1,5 @@
 import { EdgentError, errorFromBody } from './errors.js';
-import type { Message, MessagePage, MessageQuery, ToolCallPage } from './frames.js';
+import type { Message, MessagePage, MessageQuery, Schedule, ScheduleList, ScheduleSpec, ToolCallPage } from './frames.js';
 import { ThreadConnection, type ThreadConnectionOptions } from './connection.js';
 
 /** A client token's scopes: `chat` (always implied) and `approve`. */
@@ -57,6 +57,8 @@ export interface ThreadSummary {
   cost_usd: number;
   result?: string;
   parent_thread_id?: string;
+  /** The earliest due time of the thread's active schedules (ms since the epoch); absent when none. */
+  next_schedule_at?: number;
   [key: string]: unknown;
 }
 
@@ -226,6 +228,26 @@ export class EdgentClient {
   /** `POST /api/threads/:id/stop`: stops the thread for good. */
   stop(threadId: string): Promise<{ ok: boolean }> {
     return this.request('POST', `${threadPath(threadId)}/stop`);
+  }
+
+  // ---- schedules ----
+
+  /**
+   * `GET /api/threads/:id/schedules`: the thread's active schedules, oldest first; with
+   * `ended: true` also the done and cancelled ones. A client token may list them.
+   */
+  listSchedules(threadId: string, query: { ended?: boolean } = {}): Promise<ScheduleList> {
+    return this.request('GET', `${threadPath(threadId)}/schedules${query.ended ? '?ended=true' : ''}`);
+  }
+
+  /** `POST /api/threads/:id/schedules` (server key): makes a schedule; a bad spec is a 400 naming the field. */
+  createSchedule(threadId: string, spec: ScheduleSpec): Promise<{ schedule: Schedule }> {
+    return this.request('POST', `${threadPath(threadId)}/schedules`, spec);
+  }
+
+  /** `DELETE /api/threads/:id/schedules/:schedule_id` (server key): cancels an active schedule. */
+  cancelSchedule(threadId: string, scheduleId: string): Promise<{ schedule: Schedule }> {
+    return this.request('DELETE', `${threadPath(threadId)}/schedules/${encodeURIComponent(scheduleId)}`);
   }
 
   // ---- tokens (server key) ----

@@ -4,7 +4,7 @@
 import { EdgentError } from './errors.js';
 import type { ConnectionState, ThreadConnection, ThreadConnectionOptions } from './connection.js';
 import { ThreadConnection as Connection } from './connection.js';
-import type { ErrorFrame, Frame, Message, MessagePage, StatusFrame, ToolCallRecord, ToolFrame } from './frames.js';
+import type { ErrorFrame, Frame, Message, MessagePage, Schedule, StatusFrame, ToolCallRecord, ToolFrame } from './frames.js';
 
 /** A tool call as the latest `tool` frame (or the execution history) describes it. */
 export interface ToolCallView {
@@ -37,6 +37,11 @@ export interface ThreadSnapshot {
   readonly toolCalls: Readonly<Record<string, ToolCallView>>;
   /** Application events, oldest first (the newest `maxEvents`). */
   readonly events: readonly ThreadEvent[];
+  /**
+   * Schedules by id, as the latest `schedule` frame (or the list loaded at connect) describes
+   * them: the active ones, and those that ended while the store watched.
+   */
+  readonly schedules: Readonly<Record<string, Schedule>>;
   /** The thread's state; `null` before the first `status` frame. */
   readonly status: ThreadStatusView | null;
   /** The socket's state. */
@@ -52,6 +57,11 @@ export type ThreadAction =
   | { type: 'frame'; frame: Frame }
   | { type: 'page'; page: MessagePage; order: 'asc' | 'desc' }
   | { type: 'tool_calls'; calls: readonly ToolCallRecord[] }
+  /**
+   * A list of schedules (`list_schedules`): every active one, and with `ended` every one. The
+   * list is the truth for what it covers: a held active schedule it lacks has ended.
+   */
+  | { type: 'schedules'; schedules: readonly Schedule[]; ended: boolean }
   | { type: 'connection'; state: ConnectionState }
   | { type: 'error'; error: EdgentError | null };
 
@@ -61,6 +71,7 @@ export const emptyThread: ThreadSnapshot = Object.freeze({
   streaming: Object.freeze({}),
   toolCalls: Object.freeze({}),
   events: Object.freeze([]) as readonly ThreadEvent[],
+  schedules: Object.freeze({}),
   status: null,
   connection: 'connecting' as ConnectionState,
   error: null,
@@ -95,6 +106,15 @@ export function reduceThread(s: ThreadSnapshot, action: ThreadAction, options: R
       }
       return { ...s, toolCalls };
     }
+    case 'schedules': {
+      const schedules: Record<string, Schedule> = {};
+      if (!action.ended) {
+        // The list has only the active ones: keep those held that ended (it cannot say how).
+        for (const [id, held] of Object.entries(s.schedules)) if (held.status !== 'active') schedules[id] = held;
+      }
+      for (const schedule of action.schedules) schedules[schedule.id] = schedule;
+      return { ...s, schedules };
+    }
     case 'frame':
       return applyFrame(s, action.frame, options);
   }
@@ -128,6 +148,8 @@ function applyFrame(s: ThreadSnapshot, f: Frame, options: ReduceOptions): Thread
       if (f.error !== undefined) view.error = f.error;
       return { ...s, toolCalls: { ...s.toolCalls, [f.tool_call_id]: view } };
     }
+    case 'schedule':
+      return { ...s, schedules: { ...s.schedules, [f.schedule.id]: f.schedule } };
     case 'event': {
       const max = options.maxEvents ?? 200;
       const events = [...s.events, { event: f.event, data: f.data, timestamp: f.timestamp }];
@@ -200,6 +222,8 @@ export interface ThreadStoreOptions extends ReduceOptions {
   pageSize?: number;
   /** Also load the execution history at connect (for calls waiting for approval; default true). */
   loadToolCalls?: boolean;
+  /** Also load the active schedules at connect (`list_schedules`; default true). */
+  loadSchedules?: boolean;
 }
 
 /**
@@ -253,7 +277,10 @@ export class ThreadStore {
     for (const fn of [...this.listeners]) fn();
   }
 
-  /** Loads the newest page of messages (and the execution history); runs at connect and after a reset. */
+  /**
+   * Loads the newest page of messages (and the execution history and the active schedules);
+   * runs at connect and after a reset.
+   */
   async load(): Promise<void> {
     const run = ++this.loading;
     const limit = this.options.pageSize ?? 50;
@@ -265,7 +292,13 @@ export class ThreadStore {
       this.dispatch({ type: 'error', error: asError(e) });
       return;
     }
-    if (this.options.loadToolCalls === false) return;
+    const loads: Promise<void>[] = [];
+    if (this.options.loadToolCalls !== false) loads.push(this.loadToolCalls(run));
+    if (this.options.loadSchedules !== false) loads.push(this.loadSchedules(run));
+    await Promise.all(loads);
+  }
+
+  private async loadToolCalls(run: number): Promise<void> {
     try {
       let calls = await this.connection.getToolCalls({ limit: 200 });
       if (calls.has_more) calls = await this.connection.getToolCalls({ limit: 200, offset: Math.max(0, calls.total - 200) });
@@ -273,6 +306,16 @@ export class ThreadStore {
       this.dispatch({ type: 'tool_calls', calls: calls.tool_calls });
     } catch {
       // The history is a convenience; frames keep the calls current.
+    }
+  }
+
+  private async loadSchedules(run: number): Promise<void> {
+    try {
+      const list = await this.connection.listSchedules();
+      if (run !== this.loading) return;
+      this.dispatch({ type: 'schedules', schedules: list.schedules, ended: false });
+    } catch {
+      // A convenience too (a Worker before schedules answers unknown_method); frames keep them current.
     }
   }
 

@@ -293,3 +293,34 @@ test('reconnect: false never reconnects', async (t) => {
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(ctx.server.connections.length, 1);
 });
+
+test('schedule helpers send list_schedules, create_schedule and cancel_schedule; a schedule frame is delivered by type', async (t) => {
+  const ctx = await setup();
+  t.after(() => teardown(ctx));
+  const made = { id: 's1', kind: 'every', spec: '60000', action: { message: 'tick' }, status: 'active', created_by: 'server', created_at: 1, fired_count: 0, next_at: 61000 };
+  ctx.server.handle('list_schedules', (p) => ({ schedules: p.ended ? [made, { ...made, id: 's0', status: 'done' }] : [made] }));
+  ctx.server.handle('create_schedule', () => ({ schedule: made }));
+  ctx.server.handle('cancel_schedule', (p) =>
+    p.schedule_id === 's1' ? { schedule: { ...made, status: 'cancelled' } } : { error: { code: 'invalid_request', message: `no active schedule "${p.schedule_id}"` } },
+  );
+  const seen = [];
+  ctx.conn.on('schedule', (f) => seen.push(f.schedule.status));
+  assert.deepEqual((await ctx.conn.listSchedules()).schedules.map((s) => s.id), ['s1']);
+  assert.deepEqual((await ctx.conn.listSchedules({ ended: true })).schedules.map((s) => s.id), ['s1', 's0']);
+  assert.equal((await ctx.conn.createSchedule({ every_seconds: 60, message: 'tick' })).schedule.id, 's1');
+  assert.equal((await ctx.conn.cancelSchedule('s1')).schedule.status, 'cancelled');
+  await assert.rejects(ctx.conn.cancelSchedule('s9'), (e) => e instanceof EdgentError && e.code === 'invalid_request' && /s9/.test(e.message));
+  assert.deepEqual(
+    ctx.server.rpcs.map((r) => [r.method, r.params]),
+    [
+      ['list_schedules', {}],
+      ['list_schedules', { ended: true }],
+      ['create_schedule', { every_seconds: 60, message: 'tick' }],
+      ['cancel_schedule', { schedule_id: 's1' }],
+      ['cancel_schedule', { schedule_id: 's9' }],
+    ],
+  );
+  ctx.server.broadcast({ type: 'schedule', schedule: { ...made, status: 'cancelled' } });
+  await until(() => seen.length === 1, 3000, 'the schedule frame');
+  assert.deepEqual(seen, ['cancelled']);
+});

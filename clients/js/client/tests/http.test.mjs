@@ -103,3 +103,45 @@ test('connect() builds a ThreadConnection with the client URL and credential', a
   conn.close();
   assert.deepEqual(seen, [{ url: 'wss://edgent.example.com/api/threads/abc/stream', protocols: ['edgent', 'et1.x.y'] }]);
 });
+
+test('schedules: list (active, or with ended), create with the spec as the body, cancel by id', async (t) => {
+  const schedule = { id: 's 1', kind: 'once', spec: '5000', action: { message: 'hi' }, status: 'active', created_by: 'server', created_at: 1, fired_count: 0, next_at: 5000 };
+  const api = await fakeApi((r) => {
+    if (r.method === 'GET') return [200, { schedules: [schedule] }];
+    if (r.method === 'POST') {
+      return r.body.cron === 'nope'
+        ? [400, { error: { code: 'invalid_request', message: 'cron: not a cron expression (…)' } }]
+        : [201, { schedule }];
+    }
+    return [200, { schedule: { ...schedule, status: 'cancelled', next_at: undefined } }];
+  });
+  t.after(api.close);
+  const c = new EdgentClient({ url: api.url, token: 'KEY' });
+  assert.deepEqual(await c.listSchedules('t1'), { schedules: [schedule] });
+  await c.listSchedules('t1', { ended: true });
+  await c.listSchedules('t1', { ended: false });
+  assert.deepEqual(await c.createSchedule('t1', { delay_seconds: 1, message: 'hi', name: 'n' }), { schedule });
+  await c.createSchedule('t1', { tool: 'get_current_time', arguments: { tz: 'UTC' }, every_seconds: 60 });
+  const cancelled = await c.cancelSchedule('t/1', 's 1');
+  assert.equal(cancelled.schedule.status, 'cancelled');
+  await assert.rejects(c.createSchedule('t1', { cron: 'nope', message: 'x' }), (e) => {
+    assert.ok(e instanceof EdgentError);
+    assert.equal(e.status, 400);
+    assert.equal(e.code, 'invalid_request');
+    assert.match(e.message, /^cron: not a cron expression/);
+    return true;
+  });
+  assert.deepEqual(
+    api.requests.map((r) => `${r.method} ${r.url}${r.body !== undefined ? ' ' + JSON.stringify(r.body) : ''}`),
+    [
+      'GET /api/threads/t1/schedules',
+      'GET /api/threads/t1/schedules?ended=true',
+      'GET /api/threads/t1/schedules',
+      'POST /api/threads/t1/schedules {"delay_seconds":1,"message":"hi","name":"n"}',
+      'POST /api/threads/t1/schedules {"tool":"get_current_time","arguments":{"tz":"UTC"},"every_seconds":60}',
+      'DELETE /api/threads/t%2F1/schedules/s%201',
+      'POST /api/threads/t1/schedules {"cron":"nope","message":"x"}',
+    ],
+  );
+  assert.ok(api.requests.every((r) => r.auth === 'Bearer KEY'));
+});

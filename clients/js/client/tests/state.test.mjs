@@ -86,6 +86,50 @@ test('tool frames: the latest frame of a call is its state', () => {
   assert.deepEqual(s.toolCalls.c1, { tool_call_id: 'c1', name: 'get_weather', status: 'success' });
 });
 
+const sched = (id, fields = {}) => ({
+  id,
+  kind: 'once',
+  spec: '5000',
+  action: { message: 'ping' },
+  status: 'active',
+  created_by: 'server',
+  created_at: 1000,
+  fired_count: 0,
+  next_at: 5000,
+  ...fields,
+});
+
+test('schedule frames: the latest frame of a schedule is its state, by id', () => {
+  let s = run([
+    { type: 'schedule', schedule: sched('s1') },
+    { type: 'schedule', schedule: sched('s2', { kind: 'cron', spec: '0 9 * * *', next_at: 9000 }) },
+  ]);
+  assert.deepEqual(Object.keys(s.schedules).sort(), ['s1', 's2']);
+  const before = s;
+  s = run([{ type: 'schedule', schedule: sched('s1', { status: 'done', next_at: undefined, fired_count: 1, last_fired_at: 5001 }), seq: 7 }], s);
+  assert.equal(s.schedules.s1.status, 'done');
+  assert.equal(s.schedules.s1.fired_count, 1);
+  assert.equal(s.schedules.s1.last_fired_at, 5001);
+  assert.equal(s.schedules.s2, before.schedules.s2, 'the other schedule is untouched');
+  assert.equal(before.schedules.s1.status, 'active', 'snapshots are not mutated');
+});
+
+test('a list of schedules is the truth for what it covers: the active list drops held active ones it lacks', () => {
+  let s = run([
+    { type: 'schedule', schedule: sched('gone') },
+    { type: 'schedule', schedule: sched('done', { status: 'done', fired_count: 1 }) },
+    { type: 'schedule', schedule: sched('kept', { fired_count: 0 }) },
+  ]);
+  s = reduceThread(s, { type: 'schedules', ended: false, schedules: [sched('kept', { fired_count: 3 }), sched('new')] });
+  assert.deepEqual(Object.keys(s.schedules).sort(), ['done', 'kept', 'new']);
+  assert.equal(s.schedules.kept.fired_count, 3);
+  assert.equal(s.schedules.done.status, 'done', 'an ended schedule the active list cannot hold stays');
+  // With ended, the list is every schedule: nothing else stays.
+  s = reduceThread(s, { type: 'schedules', ended: true, schedules: [sched('kept', { status: 'cancelled' })] });
+  assert.deepEqual(Object.keys(s.schedules), ['kept']);
+  assert.equal(s.schedules.kept.status, 'cancelled');
+});
+
 test('status, events (capped) and turn errors; rpc error frames do not count as turn errors', () => {
   let s = emptyThread;
   for (let i = 0; i < 5; i++) {
@@ -140,6 +184,10 @@ async function storeSetup() {
     return { messages: [msg(`m${pages}`, { created_at: pages })], total: 1, has_more: false };
   });
   server.handle('get_tool_calls', () => ({ tool_calls: [{ id: 'c9', tool: 'issue_refund', status: 'waiting', waiting_for: { approval: 'pending' } }], total: 1, has_more: false }));
+  server.handle('list_schedules', (p) => {
+    assert.deepEqual(p, {}, 'the store loads the active schedules only');
+    return { schedules: [sched('s1')] };
+  });
   const conn = new ThreadConnection({ url: server.url, threadId: 't1', token: 'tok', WebSocket, heartbeatIntervalMs: 0, reconnect: { initialDelayMs: 10, jitter: 0 } });
   const store = new ThreadStore(conn);
   let notified = 0;
@@ -160,6 +208,34 @@ test('ThreadStore loads the newest page and the execution history at connect', a
   assert.deepEqual(s.status, { state: 'idle', turn: 0, side: 'a' });
   assert.equal(s.toolCalls.c9.status, 'waiting');
   assert.ok(ctx.notified() > 0);
+  await until(() => ctx.store.getSnapshot().schedules.s1, 3000, 'the schedules loaded');
+  assert.equal(ctx.store.getSnapshot().schedules.s1.status, 'active');
+  // A frame then moves it on.
+  ctx.server.broadcast({ type: 'schedule', schedule: sched('s1', { status: 'done', fired_count: 1 }) });
+  await until(() => ctx.store.getSnapshot().schedules.s1.status === 'done', 3000, 'the schedule frame applied');
+});
+
+test('ThreadStore with loadSchedules: false does not list schedules; a Worker without them does not break the load', async (t) => {
+  const server = new FakeServer();
+  await server.ready;
+  server.handle('get_messages', () => ({ messages: [msg('m1')], total: 1, has_more: false }));
+  server.handle('get_tool_calls', () => ({ tool_calls: [], total: 0, has_more: false }));
+  server.handle('list_schedules', () => ({ error: { code: 'unknown_method', message: 'unknown rpc method "list_schedules"' } }));
+  const open = (options) =>
+    new ThreadStore(new ThreadConnection({ url: server.url, threadId: 't1', token: 'tok', WebSocket, heartbeatIntervalMs: 0 }), options);
+  const quiet = open({ loadSchedules: false });
+  const old = open({});
+  t.after(async () => {
+    quiet.close();
+    old.close();
+    await server.close();
+  });
+  await until(() => quiet.getSnapshot().loaded && old.getSnapshot().loaded);
+  await until(() => server.rpcs.filter((r) => r.method === 'list_schedules').length === 1, 3000, 'one list_schedules');
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(server.rpcs.filter((r) => r.method === 'list_schedules').length, 1, 'only the store that loads schedules asked');
+  assert.deepEqual(old.getSnapshot().schedules, {});
+  assert.equal(old.getSnapshot().error, null, 'a failed schedules load is no error of the thread');
 });
 
 test('ThreadStore refetches on reset, and not after a resumed reconnection', async (t) => {

@@ -29,6 +29,8 @@ export interface UseThreadResult {
   toolCalls: ThreadSnapshot['toolCalls'];
   /** Application events, oldest first. */
   events: ThreadSnapshot['events'];
+  /** Schedules by id: the active ones (loaded at connect) and those that ended since. */
+  schedules: ThreadSnapshot['schedules'];
   /** The thread's `{state, turn, side}`; `null` until known. */
   status: ThreadSnapshot['status'];
   /** The socket's state. */
@@ -96,6 +98,7 @@ export function useThread(options: UseThreadOptions): UseThreadResult {
     streaming: snapshot.streaming,
     toolCalls: snapshot.toolCalls,
     events: snapshot.events,
+    schedules: snapshot.schedules,
     status: snapshot.status,
     connection: snapshot.connection,
     loaded: snapshot.loaded,

@@ -61,6 +61,13 @@ test('useThread renders messages, streamed text and status, and send() calls sen
   assert.equal(latest.streaming.a1, 'Hello');
   assert.equal(container.firstChild.getAttribute('data-status'), 'running');
 
+  // Schedules: a frame shows in the result, by id.
+  const schedule = { id: 's1', kind: 'every', spec: '60000', action: { message: 'tick' }, status: 'active', created_by: 'server', created_at: 3, fired_count: 0, next_at: 60003 };
+  server.broadcast({ type: 'schedule', schedule });
+  await until(() => latest.schedules.s1?.status === 'active', 3000, 'the schedule in the result');
+  server.broadcast({ type: 'schedule', schedule: { ...schedule, status: 'cancelled', next_at: undefined } });
+  await until(() => latest.schedules.s1.status === 'cancelled', 3000, 'the cancelled schedule in the result');
+
   assert.deepEqual(await latest.send('again'), { message_id: 'u2' });
   assert.equal(server.rpcs.find((r) => r.method === 'send_message').params.content, 'again');
 
