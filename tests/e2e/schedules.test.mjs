@@ -130,7 +130,9 @@ test('a cron schedule is listed with its next UTC time and cancelled; a client t
   assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
   assert.equal(cancelled.body.schedule.status, 'cancelled');
   const again = await client.request('DELETE', schedules(id, `/${schedule.id}`));
-  assert.equal(again.status, 400);
+  assert.equal(again.status, 409, JSON.stringify(again.body));
+  const unknown = await client.request('DELETE', schedules(id, '/no-such-schedule'));
+  assert.equal(unknown.status, 404, JSON.stringify(unknown.body));
   const summary = await client.request('GET', `/api/threads/${id}`);
   assert.equal(summary.body.next_schedule_at, undefined, 'nothing left to wake for');
 });

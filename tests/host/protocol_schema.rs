@@ -31,6 +31,8 @@ fn render() -> String {
     generator.subschema_for::<CallStatus>();
     generator.subschema_for::<ThreadStatus>();
     generator.subschema_for::<Side>();
+    // A request, not a frame: what `create_schedule` and `POST …/schedules` take.
+    generator.subschema_for::<edgent::values::schedule::ScheduleSpec>();
     let definitions: serde_json::Map<String, Value> =
         generator.take_definitions(true).into_iter().collect();
     let doc = json!({

@@ -301,7 +301,15 @@ fn schedules_are_listed_cancelled_and_kept_across_a_restart() {
     let again = h
         .run(rt.apply(op("cancel_schedule", json!({ "schedule_id": b["id"] }))))
         .unwrap_err();
-    assert_eq!(again.status, 400);
+    assert_eq!((again.status, again.code), (409, "conflict"), "{again:?}");
+    assert!(again.message.contains("cancelled already"), "{again:?}");
+    let unknown = h
+        .run(rt.apply(op(
+            "cancel_schedule",
+            json!({ "schedule_id": "no-such-id" }),
+        )))
+        .unwrap_err();
+    assert_eq!(unknown.status, 404, "{unknown:?}");
     assert_eq!(
         h.thread().summary().unwrap().next_schedule_at,
         Some(T0 + HOUR),
@@ -353,4 +361,26 @@ fn a_tool_makes_a_schedule_through_its_flow() {
         .schedule(&ScheduleSpec::every(0, "too often"))
         .unwrap_err();
     assert!(e.to_string().contains("every_seconds"), "{e}");
+}
+
+#[test]
+fn ended_schedules_are_kept_for_the_list_only_the_newest_fifty() {
+    let h = TestHost::with_thread(T0);
+    let rt = h.runtime();
+    let mut ids = Vec::new();
+    for _ in 0..60 {
+        let s = create(&h, &rt, json!({ "every_seconds": 3600, "message": "x" }));
+        let id = s["id"].as_str().unwrap().to_owned();
+        h.run(rt.apply(op("cancel_schedule", json!({ "schedule_id": id }))))
+            .unwrap();
+        ids.push(id);
+    }
+    let kept: Vec<String> = h
+        .store()
+        .schedules(true)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(kept, ids[10..], "the newest fifty, oldest first");
 }

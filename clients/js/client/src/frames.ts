@@ -128,6 +128,22 @@ export interface ScheduleSpec {
   name?: string;
 }
 
+/**
+ * The fields of {@link ScheduleSpec}, checked against the Rust struct's JSON Schema (in
+ * client/schema/protocol.schema.json) by client/tests/generated.test.mjs, so the hand-written
+ * interface cannot drift from the server.
+ */
+export const SCHEDULE_SPEC_FIELDS = [
+  'at',
+  'delay_seconds',
+  'every_seconds',
+  'cron',
+  'message',
+  'tool',
+  'arguments',
+  'name',
+] as const satisfies readonly (keyof ScheduleSpec)[];
+
 /** What a schedule does, as its `action` field holds it. */
 export type ScheduleAction = { message: string } | { tool: string; arguments: Record<string, unknown> };
 

@@ -37,3 +37,4 @@ export type {
   ToolCallView,
 } from './state.js';
 export type * from './frames.js';
+export { SCHEDULE_SPEC_FIELDS } from './frames.js';

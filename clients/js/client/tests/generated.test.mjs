@@ -10,3 +10,14 @@ test('client/src/generated/protocol.ts is what `npm run gen` makes of the schema
   const r = spawnSync(process.execPath, [script, '--check'], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr || r.stdout);
 });
+
+test('the hand-written ScheduleSpec has exactly the fields of the Rust request', async () => {
+  const { readFile } = await import('node:fs/promises');
+  const schemaPath = fileURLToPath(new URL('../schema/protocol.schema.json', import.meta.url));
+  const schema = JSON.parse(await readFile(schemaPath, 'utf8'));
+  const { SCHEDULE_SPEC_FIELDS } = await import('../dist/index.js');
+  assert.deepEqual(
+    [...SCHEDULE_SPEC_FIELDS].sort(),
+    Object.keys(schema.definitions.ScheduleSpec.properties).sort(),
+  );
+});

@@ -192,6 +192,15 @@ const TRIGGER_SCHEDULE_CHANGED: &str =
             UPDATE thread SET next_schedule_at =
                 (SELECT MIN(next_at) FROM schedules WHERE status = 'active');
         END";
+// Ended schedules (done, cancelled) are kept for the list, the newest 50 of them: a thread that
+// makes a one-time schedule every day must not grow without bound.
+const TRIGGER_SCHEDULE_ENDED: &str =
+    "CREATE TRIGGER schedule_ended AFTER UPDATE OF status ON schedules
+        WHEN NEW.status != 'active'
+        BEGIN
+            DELETE FROM schedules WHERE status != 'active' AND rowid NOT IN
+                (SELECT rowid FROM schedules WHERE status != 'active' ORDER BY rowid DESC LIMIT 50);
+        END";
 
 /// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&[&str]] = &[
@@ -341,6 +350,7 @@ pub const MIGRATIONS: &[&[&str]] = &[
         INDEX_SCHEDULES_DUE,
         TRIGGER_SCHEDULE_ADDED,
         TRIGGER_SCHEDULE_CHANGED,
+        TRIGGER_SCHEDULE_ENDED,
     ],
 ];
 
@@ -444,6 +454,7 @@ pub const CURRENT: &[&str] = &[
     INDEX_SCHEDULES_DUE,
     TRIGGER_SCHEDULE_ADDED,
     TRIGGER_SCHEDULE_CHANGED,
+    TRIGGER_SCHEDULE_ENDED,
 ];
 
 /// The schema version this build expects.

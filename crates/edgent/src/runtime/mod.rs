@@ -267,6 +267,7 @@ impl ThreadRuntime {
             }
             ThreadError::Invalid(why) => ApiError::invalid(why.clone()),
             ThreadError::Conflict(why) => ApiError::new(409, "conflict", why.clone()),
+            ThreadError::Missing(why) => ApiError::not_found(why.clone()),
             ThreadError::Sql(e) => {
                 self.platform
                     .log_error(&format!("thread storage error: {e}"));

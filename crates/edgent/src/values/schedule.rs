@@ -212,8 +212,8 @@ fn parse_cron(expr: &str) -> Result<Cron, String> {
     Cron::from_str(expr).map_err(|e| {
         format!(
             "not a cron expression ({e}): give five fields (minute hour day-of-month month \
-             day-of-week, e.g. `0 9 * * 1-5`), six with seconds first, or a nickname such as \
-             `@daily`"
+             day-of-week, e.g. `0 9 * * 1-5`), six with seconds first (seven with a year \
+             last), or a nickname such as `@daily`"
         )
     })
 }

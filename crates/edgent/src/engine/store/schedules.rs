@@ -102,6 +102,14 @@ impl Store<'_> {
         rows.first().map(schedule_from_row).transpose()
     }
 
+    /// The status of the schedule `id` (`None`: no such schedule).
+    pub fn schedule_status(&self, id: &str) -> Result<Option<String>, SqlError> {
+        let rows = self
+            .sql
+            .exec("SELECT status FROM schedules WHERE id = ?", &[id.into()])?;
+        rows.first().map(|r| r.text(0)).transpose()
+    }
+
     /// Cancels an active schedule; the schedule as now stored, or `None` when there is no
     /// active schedule with that id.
     pub fn cancel_schedule(&self, id: &str) -> Result<Option<Schedule>, SqlError> {

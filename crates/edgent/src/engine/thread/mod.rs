@@ -73,8 +73,11 @@ pub enum ThreadError {
     InvalidArguments(String),
     /// The request itself is wrong (says why).
     Invalid(String),
-    /// An id that must be new is already taken.
+    /// An id that must be new is already taken, or the thing named is not in a state the
+    /// operation applies to.
     Conflict(String),
+    /// Something the request names (other than the thread) does not exist.
+    Missing(String),
     /// Storage failed.
     Sql(SqlError),
 }
@@ -94,7 +97,8 @@ impl std::fmt::Display for ThreadError {
             ThreadError::UnknownTool(why)
             | ThreadError::InvalidArguments(why)
             | ThreadError::Invalid(why)
-            | ThreadError::Conflict(why) => f.write_str(why),
+            | ThreadError::Conflict(why)
+            | ThreadError::Missing(why) => f.write_str(why),
             ThreadError::Sql(e) => e.fmt(f),
         }
     }

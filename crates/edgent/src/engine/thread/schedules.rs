@@ -68,9 +68,12 @@ impl Thread<'_> {
     pub fn cancel_schedule(&mut self, id: &str) -> Result<Schedule, ThreadError> {
         self.summary()?;
         let Some(schedule) = self.store.cancel_schedule(id)? else {
-            return Err(ThreadError::Invalid(format!(
-                "no active schedule {id:?} on this thread"
-            )));
+            return Err(match self.store.schedule_status(id)? {
+                Some(status) => ThreadError::Conflict(format!(
+                    "schedule {id:?} is {status} already; only an active one can be cancelled"
+                )),
+                None => ThreadError::Missing(format!("no schedule {id:?} on this thread")),
+            });
         };
         self.frames.push_back(ServerFrame::Schedule {
             schedule: schedule.clone(),
