@@ -15,6 +15,8 @@ cd "$ROOT"
 # The harness configures its model over plain http on loopback with a secret of its own
 # (BENCH_MODEL_KEY): allowed for this run only, through the generated local config it uses
 # (scripts/dev-config.mjs), which is written back without them afterwards.
-trap 'EDGENT_DEV_VARS= node "$ROOT/scripts/dev-config.mjs"' EXIT
+trap 'EDGENT_DEV_VARS= EDGENT_DEV_NO_ASSETS= node "$ROOT/scripts/dev-config.mjs"' EXIT
 export EDGENT_DEV_VARS='{"MODEL_SECRETS":"OPENAI_API_KEY,ANTHROPIC_API_KEY,BENCH_MODEL_KEY","EDGENT_ALLOW_HTTP_MODELS":"1"}'
+# The API alone, like the peer (which serves no UI): no assets router in front of it.
+export EDGENT_DEV_NO_ASSETS=1
 EDGENT_DIR="$ROOT" bash "$PEER/sidebyside/run.sh"

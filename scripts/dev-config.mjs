@@ -2,18 +2,26 @@
 // once before `wrangler dev` starts, so wrangler need not run the build again (which it
 // does twice at startup, ~20 s).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 
 const lines = readFileSync('wrangler.toml', 'utf8').split('\n');
 // [assets] too when its directory is not built (a bench that built only the Worker): wrangler
 // refuses a missing assets directory, and the API works without the UI.
+// EDGENT_DEV_NO_ASSETS=1 drops it on purpose: bench:compare measures the API alone, as the peer
+// serves no UI (under `wrangler dev` the assets router sits in front of every request and
+// socket, which a deployed Worker's routing does not cost the same way).
 const assets = readFileSync('wrangler.toml', 'utf8').match(/^\[assets\][^[]*?^directory = "([^"]+)"/ms)?.[1];
-const dropAssets = assets !== undefined && !existsSync(assets);
-if (dropAssets) console.log(`[dev] ${assets} is not built: serving the API without the UI (bash scripts/ui.sh builds it)`);
+const noAssets = process.env.EDGENT_DEV_NO_ASSETS === '1';
+const dropAssets = assets !== undefined && (noAssets || !existsSync(assets));
+if (dropAssets && !noAssets) console.log(`[dev] ${assets} is not built: serving the API without the UI (bash scripts/ui.sh builds it)`);
 const out = [];
 let skipping = false;
 for (const line of lines) {
   if (/^\s*\[/.test(line)) skipping = /^\s*\[build\]\s*$/.test(line) || (dropAssets && /^\s*\[assets\]\s*$/.test(line));
-  if (!skipping) out.push(line);
+  if (skipping) continue;
+  // An absolute assets directory, so a copy of this file elsewhere (a bench's instrumented
+  // config) still finds the UI.
+  out.push(assets && line.trim() === `directory = "${assets}"` ? `directory = ${JSON.stringify(resolve(assets))}` : line);
 }
 // Local-only vars for a tool that drives this config (bench:compare's harness configures a model
 // over plain http with a secret of its own): EDGENT_DEV_VARS='{"NAME":"value",…}'. Never in

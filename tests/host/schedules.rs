@@ -266,6 +266,7 @@ fn a_stopped_thread_fires_nothing_and_sets_no_alarm() {
     alarm_at(&h, &rt, T0 + 2 * MIN);
     assert!(user_messages(&h).is_empty());
     assert_eq!(h.thread().poll_timeout().unwrap(), None);
+    assert_eq!(h.alarm_at(), None, "the driver left no alarm");
     let e = h
         .run(rt.apply(op(
             "create_schedule",
@@ -361,6 +362,62 @@ fn a_tool_makes_a_schedule_through_its_flow() {
         .schedule(&ScheduleSpec::every(0, "too often"))
         .unwrap_err();
     assert!(e.to_string().contains("every_seconds"), "{e}");
+}
+
+#[test]
+fn a_tool_run_again_gets_the_schedule_it_made_not_a_second_one() {
+    let h = TestHost::with_thread(T0);
+    // Two runs of the same call (a crash between them, or a workflow waking): each makes
+    // two schedules, in the same order.
+    let mut made = Vec::new();
+    for _ in 0..2 {
+        let flow = h.flow("call-1");
+        let a = flow.schedule(&ScheduleSpec::every(3600, "a")).unwrap();
+        let b = flow.schedule(&ScheduleSpec::every(7200, "b")).unwrap();
+        made.push((a.id, b.id));
+    }
+    assert_eq!(made[0], made[1]);
+    assert_ne!(made[0].0, made[0].1);
+    assert_eq!(h.store().schedules(true).unwrap().len(), 2);
+    // Another call makes its own.
+    h.flow("call-2")
+        .schedule(&ScheduleSpec::every(3600, "a"))
+        .unwrap();
+    assert_eq!(h.store().schedules(true).unwrap().len(), 3);
+}
+
+#[test]
+fn ended_schedules_are_kept_for_the_list_the_fifty_that_ended_last() {
+    let h = TestHost::with_thread(T0);
+    let rt = h.runtime();
+    // Made first, ended last: it must stay listed.
+    let first = create(
+        &h,
+        &rt,
+        json!({ "every_seconds": 3600, "message": "first" }),
+    );
+    let first = first["id"].as_str().unwrap().to_owned();
+    let mut ids = Vec::new();
+    for _ in 0..55 {
+        let s = create(&h, &rt, json!({ "every_seconds": 3600, "message": "x" }));
+        let id = s["id"].as_str().unwrap().to_owned();
+        h.run(rt.apply(op("cancel_schedule", json!({ "schedule_id": id }))))
+            .unwrap();
+        ids.push(id);
+        h.advance(1);
+    }
+    h.run(rt.apply(op("cancel_schedule", json!({ "schedule_id": first }))))
+        .unwrap();
+    let kept: Vec<String> = h
+        .store()
+        .schedules(true)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(kept.len(), 50);
+    assert!(kept.contains(&first), "the one that ended last is kept");
+    assert_eq!(kept[1..], ids[6..], "then the newest 49 others");
 }
 
 #[test]

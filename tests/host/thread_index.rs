@@ -584,3 +584,26 @@ fn a_bad_query_is_a_400_and_d1_failing_a_500() {
     let e = block_on(delete_from_index(&index, PARENT)).unwrap_err();
     assert_eq!(e.status, 500);
 }
+
+/// A running thread's row waits `INDEX_SETTLE_MS` (500 ms) for its turn to end: a turn that
+/// ends sooner is written once, idle.
+#[test]
+fn a_short_turn_is_written_to_the_index_once_idle() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    turn(&host, &rt, "First");
+    host.run_spawned();
+    let before = host.index.batches();
+    // The write of the running row starts first and waits; the turn then runs and ends.
+    host.script(Ok(reply_events("Noted.", &[])));
+    host.run(rt.apply(send("Second"))).unwrap();
+    host.run_spawned_together();
+    assert_eq!(
+        host.index.batches() - before,
+        1,
+        "one write for the whole turn"
+    );
+    let row = &rows(&host.index)[0];
+    assert_eq!(row["status"], "idle");
+    assert_eq!(row["turn_count"], 2);
+}

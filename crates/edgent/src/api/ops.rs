@@ -255,8 +255,9 @@ impl ThreadOp {
                 | ThreadOp::DecideApproval(_)
                 | ThreadOp::ForceTurn(_)
                 | ThreadOp::Regenerate
-                // The alarm must follow the new due time.
+                // The alarm must follow the new (or next) due time.
                 | ThreadOp::CreateSchedule(_)
+                | ThreadOp::CancelSchedule { .. }
         )
     }
 

@@ -178,7 +178,8 @@ const TABLE_SCHEDULES: &str = "CREATE TABLE schedules (
             created_by TEXT NOT NULL,
             created_at INTEGER NOT NULL,
             fired_count INTEGER NOT NULL DEFAULT 0,
-            last_fired_at INTEGER
+            last_fired_at INTEGER,
+            ended_at INTEGER
         )";
 const INDEX_SCHEDULES_DUE: &str = "CREATE INDEX schedules_due ON schedules (status, next_at)";
 const TRIGGER_SCHEDULE_ADDED: &str = "CREATE TRIGGER schedule_added AFTER INSERT ON schedules
@@ -192,14 +193,15 @@ const TRIGGER_SCHEDULE_CHANGED: &str =
             UPDATE thread SET next_schedule_at =
                 (SELECT MIN(next_at) FROM schedules WHERE status = 'active');
         END";
-// Ended schedules (done, cancelled) are kept for the list, the newest 50 of them: a thread that
-// makes a one-time schedule every day must not grow without bound.
+// Ended schedules (done, cancelled) are kept for the list, the 50 that ended last: a thread
+// that makes a one-time schedule every day must not grow without bound.
 const TRIGGER_SCHEDULE_ENDED: &str =
     "CREATE TRIGGER schedule_ended AFTER UPDATE OF status ON schedules
         WHEN NEW.status != 'active'
         BEGIN
             DELETE FROM schedules WHERE status != 'active' AND rowid NOT IN
-                (SELECT rowid FROM schedules WHERE status != 'active' ORDER BY rowid DESC LIMIT 50);
+                (SELECT rowid FROM schedules WHERE status != 'active'
+                 ORDER BY ended_at DESC, rowid DESC LIMIT 50);
         END";
 
 /// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.

@@ -33,11 +33,15 @@ impl RequestParts<'_> {
     }
 }
 
+/// How long the end of a reply's body is awaited once its end marker arrived: a server that
+/// keeps the connection open after `[DONE]` must not hold the stored reply back.
+const TAIL_READ_MS: u64 = 1_000;
+
 /// What a model chain reports to its caller while it runs.
 pub(super) trait ChainSink {
     /// Stream events of the current attempt. After a batch holding [`StreamEvent::Done`] the
-    /// chain only reads the body's end (read to the end: dropping a body unread cancels it,
-    /// which costs more), then returns without awaiting anything else.
+    /// chain only reads the body's end, for at most [`TAIL_READ_MS`], then returns without
+    /// awaiting anything else.
     fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError>;
     /// A new attempt starts after a failed one: forget the partial reply.
     fn reset(&mut self);
@@ -155,9 +159,23 @@ async fn attempt_once(
             if first_chunk_at.is_none() {
                 *first_chunk_at = Some(platform.now_ms());
             }
+            let done = events.iter().any(|e| matches!(e, StreamEvent::Done));
             sink.events(events)?;
             if sink.stopped() {
                 reply.cancel();
+                break;
+            }
+            if done {
+                // The reply is whole. Its body's end is read (dropping a body unread cancels
+                // it, which costs more than the last bytes), but briefly and without failing
+                // on it: the sink holds the last frames until the chain returns.
+                let tail = async { while let Ok(Some(_)) = reply.next_events().await {} };
+                if with_timeout(tail, platform.sleep(TAIL_READ_MS))
+                    .await
+                    .is_none()
+                {
+                    reply.cancel();
+                }
                 break;
             }
         }

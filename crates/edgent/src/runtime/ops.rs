@@ -137,7 +137,7 @@ impl ThreadRuntime {
                 json!({ "schedule": schedule })
             }
             ThreadOp::CancelSchedule { schedule_id } => {
-                json!({ "schedule": self.with_thread(|t| t.cancel_schedule(&schedule_id))? })
+                json!({ "schedule": self.with_thread(|t| t.cancel_schedule(now, &schedule_id))? })
             }
             ThreadOp::MintToken(request) => self.mint_token(&request)?,
             ThreadOp::RevokeTokens => self.revoke_tokens()?,

@@ -160,14 +160,20 @@ impl ThreadRuntime {
                 // What fell due is stored as a client's would be (a message, a queued call);
                 // the next step reads the row it changed.
                 let registry = self.platform.registry();
-                if let Err(e) = thread.fire_due_schedules(self.now(), registry) {
-                    self.platform
-                        .log_error(&format!("could not fire a schedule: {e}"));
-                    self.flush(&mut thread);
-                    break None;
+                match thread.fire_due_schedules(self.now(), registry) {
+                    Ok(fired) if fired > 0 => {
+                        thread.forget_row_hint();
+                        continue;
+                    }
+                    // Due by the row but none found: never loop on it (the step goes on).
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.platform
+                            .log_error(&format!("could not fire a schedule: {e}"));
+                        self.flush(&mut thread);
+                        break None;
+                    }
                 }
-                thread.forget_row_hint();
-                continue;
             }
             if summary.status == ThreadStatus::Stopped {
                 // What a crash left on a stopped thread (a pending reply, calls without a

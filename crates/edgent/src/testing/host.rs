@@ -331,7 +331,20 @@ impl TestHost {
         }
     }
 
-    /// Runs the work the runtime spawned (turns started by an operation), until none is left.
+    /// Runs the work spawned so far side by side, as an event loop would (a piece that
+    /// sleeps lets the others run meanwhile), until none is left.
+    pub fn run_spawned_together(&self) {
+        loop {
+            let spawned = std::mem::take(&mut *self.spawned.borrow_mut());
+            if spawned.is_empty() {
+                return;
+            }
+            self.run(futures_util::future::join_all(spawned));
+        }
+    }
+
+    /// Runs the work the runtime spawned (turns started by an operation), one piece after the
+    /// other, until none is left.
     pub fn run_spawned(&self) {
         loop {
             let spawned = std::mem::take(&mut *self.spawned.borrow_mut());

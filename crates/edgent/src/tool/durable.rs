@@ -43,9 +43,19 @@ pub struct RunState {
     /// The values of the secrets this run read (`flow.secret`): removed from its result and
     /// error text before anything stores or sends them.
     secrets: RefCell<Vec<String>>,
+    /// Schedules this run made (`flow.schedule`): the n-th gets the same id on every run of
+    /// the call, so a call run again (after a crash, a workflow waking) makes none twice.
+    schedules_made: std::cell::Cell<u32>,
 }
 
 impl RunState {
+    /// The index of the next schedule this run makes.
+    pub(crate) fn next_schedule(&self) -> u32 {
+        let n = self.schedules_made.get();
+        self.schedules_made.set(n + 1);
+        n
+    }
+
     fn claim(&self, name: &str) -> Result<(), ToolError> {
         if name.trim().is_empty() {
             return Err(ToolError::fatal("a workflow step needs a name"));

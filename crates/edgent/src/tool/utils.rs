@@ -107,15 +107,20 @@ pub fn force_turn(flow: &FlowState, side: Side) -> Result<(), ToolError> {
 /// tool call). Refused with the reason when the spec is invalid, the tool unknown or its
 /// arguments wrong, or the thread holds too many schedules. Returns it, with its first due
 /// time.
+///
+/// Idempotent per call: the n-th schedule a call makes has the same id on every run of that
+/// call, so a call run again (after a crash, or a workflow resuming from the top) gets the
+/// schedule it made before instead of a second one.
 pub fn schedule(flow: &FlowState, spec: &ScheduleSpec) -> Result<Schedule, ToolError> {
+    let id = format!("{}-s{}", flow.tool_call_id, flow.run.next_schedule());
     let root = flow.root();
     let registry = root.host().registry();
     with_thread(root, |t, now| {
-        t.create_schedule(now, spec, registry, "tool")
+        t.create_schedule_with_id(now, spec, registry, "tool", Some(&id))
     })
 }
 
 /// Cancels a schedule of this thread.
 pub fn cancel_schedule(flow: &FlowState, schedule_id: &str) -> Result<Schedule, ToolError> {
-    with_thread(flow.root(), |t, _| t.cancel_schedule(schedule_id))
+    with_thread(flow.root(), |t, now| t.cancel_schedule(now, schedule_id))
 }

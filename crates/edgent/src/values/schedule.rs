@@ -299,7 +299,7 @@ pub struct Schedule {
     pub action: Value,
     /// `active`, `done` (a one-time schedule that fired) or `cancelled`.
     pub status: String,
-    /// Who made it: `server`, `tool` or `client`.
+    /// Who made it: `server` (the API with the server key) or `tool`.
     pub created_by: String,
     /// Creation time, ms since the epoch.
     pub created_at: i64,

@@ -314,7 +314,7 @@ export interface Schedule {
    */
   created_at: number;
   /**
-   * Who made it: `server`, `tool` or `client`.
+   * Who made it: `server` (the API with the server key) or `tool`.
    */
   created_by: string;
   /**

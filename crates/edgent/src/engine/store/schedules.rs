@@ -93,11 +93,21 @@ impl Store<'_> {
             &format!(
                 "UPDATE schedules SET next_at = ?1,
                     status = CASE WHEN ?1 IS NULL THEN 'done' ELSE status END,
+                    ended_at = CASE WHEN ?1 IS NULL THEN ?2 ELSE ended_at END,
                     fired_count = fired_count + 1, last_fired_at = ?2
                  WHERE id = ?3 AND status = 'active' AND next_at = ?4
                  RETURNING {SCHEDULE_COLUMNS}"
             ),
             &[next.into(), now.into(), id.into(), due.into()],
+        )?;
+        rows.first().map(schedule_from_row).transpose()
+    }
+
+    /// The schedule `id`, if there is one.
+    pub fn schedule(&self, id: &str) -> Result<Option<Schedule>, SqlError> {
+        let rows = self.sql.exec(
+            &format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?"),
+            &[id.into()],
         )?;
         rows.first().map(schedule_from_row).transpose()
     }
@@ -112,13 +122,13 @@ impl Store<'_> {
 
     /// Cancels an active schedule; the schedule as now stored, or `None` when there is no
     /// active schedule with that id.
-    pub fn cancel_schedule(&self, id: &str) -> Result<Option<Schedule>, SqlError> {
+    pub fn cancel_schedule(&self, now: i64, id: &str) -> Result<Option<Schedule>, SqlError> {
         let rows = self.sql.exec(
             &format!(
-                "UPDATE schedules SET status = 'cancelled', next_at = NULL
+                "UPDATE schedules SET status = 'cancelled', next_at = NULL, ended_at = ?
                  WHERE id = ? AND status = 'active' RETURNING {SCHEDULE_COLUMNS}"
             ),
-            &[id.into()],
+            &[now.into(), id.into()],
         )?;
         rows.first().map(schedule_from_row).transpose()
     }

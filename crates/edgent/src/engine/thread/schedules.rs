@@ -14,7 +14,7 @@ use crate::values::schedule::{
 const FIRED_PER_STEP: i64 = 16;
 
 impl Thread<'_> {
-    /// Stores a schedule from `spec`, made by `created_by` (`server`, `client` or `tool`). A
+    /// Stores a schedule from `spec`, made by `created_by` (`server` or `tool`). A
     /// tool call's name and arguments are checked now, as `queue_tool` checks them.
     pub fn create_schedule(
         &mut self,
@@ -23,6 +23,22 @@ impl Thread<'_> {
         registry: &dyn ToolIndex,
         created_by: &str,
     ) -> Result<Schedule, ThreadError> {
+        self.create_schedule_with_id(now, spec, registry, created_by, None)
+    }
+
+    /// [`Thread::create_schedule`] under a given id: when a schedule with that id exists, it
+    /// is returned as it is and nothing is made (a tool call run again).
+    pub fn create_schedule_with_id(
+        &mut self,
+        now: i64,
+        spec: &ScheduleSpec,
+        registry: &dyn ToolIndex,
+        created_by: &str,
+        id: Option<&str>,
+    ) -> Result<Schedule, ThreadError> {
+        if let Some(existing) = id.map(|id| self.store.schedule(id)).transpose()?.flatten() {
+            return Ok(existing);
+        }
         if self.summary()?.status == ThreadStatus::Stopped {
             return Err(ThreadError::Stopped);
         }
@@ -45,7 +61,7 @@ impl Thread<'_> {
         }
         let (kind, stored_spec) = when.stored();
         let schedule = Schedule {
-            id: new_id(),
+            id: id.map_or_else(new_id, str::to_owned),
             name: spec.name.clone(),
             kind: kind.to_owned(),
             spec: stored_spec,
@@ -65,9 +81,9 @@ impl Thread<'_> {
     }
 
     /// Cancels an active schedule.
-    pub fn cancel_schedule(&mut self, id: &str) -> Result<Schedule, ThreadError> {
+    pub fn cancel_schedule(&mut self, now: i64, id: &str) -> Result<Schedule, ThreadError> {
         self.summary()?;
-        let Some(schedule) = self.store.cancel_schedule(id)? else {
+        let Some(schedule) = self.store.cancel_schedule(now, id)? else {
             return Err(match self.store.schedule_status(id)? {
                 Some(status) => ThreadError::Conflict(format!(
                     "schedule {id:?} is {status} already; only an active one can be cancelled"
@@ -124,6 +140,9 @@ impl Thread<'_> {
                 }
                 None => Err(ThreadError::Invalid("an unreadable stored action".into())),
             };
+            if let Err(ThreadError::Sql(e)) = outcome {
+                return Err(ThreadError::Sql(e));
+            }
             if let Err(why) = outcome {
                 // The schedule still moved on (it would fail the same way again at once); the
                 // reason reaches clients.
