@@ -56,8 +56,9 @@ fn statements_per_turn_stay_under_their_ceilings() {
     // only every 256 frames, which these turns do not reach. A stored reply's frames wait for
     // the next step's flush when nothing is awaited between them (2026-11-24): 14 → 13 and
     // 29 → 28. Then (2026-11-24, later): a reply's last read is not flushed on its own (the
-    // chain awaits nothing after `Done`), an answer that leaves nothing owed ends the turn in
-    // its own step (`finish_turn_if_settled`: no row read at the next), tool runs flush once
+    // chain only reads the body's end after `Done`, for at most a second), an answer that
+    // leaves nothing owed ends the turn in its own step (`finish_turn_if_settled`: no row
+    // read at the next), tool runs flush once
     // their calls started (with the step's frames) and leave the last outcome's frames to the
     // loop, and a reply's stored calls are not read back: 13 → 11 and 28 → 23; the row the
     // user message's write returned is handed to the turn it starts: 11 → 10, 23 → 22.
