@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::values::invalid::Invalid;
 use crate::values::message::Message;
-use crate::values::status::CallStatus;
+use crate::values::status::{CallStatus, Side, ThreadStatus};
 
 /// Version announced in `hello`; bumped on incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -149,6 +149,15 @@ impl ServerFrame {
             data,
             timestamp,
         })
+    }
+
+    /// A `status` frame: the thread's state, its completed turns, the side that acts next.
+    pub fn status(state: ThreadStatus, turn: i64, side: Side) -> Self {
+        ServerFrame::Status {
+            state: state.as_str().to_owned(),
+            turn,
+            side: side.as_str().to_owned(),
+        }
     }
 
     /// A `tool` frame with only the status.

@@ -264,7 +264,9 @@ impl Store<'_> {
 
     /// The earliest wake time of a suspended call, for the thread's alarm.
     pub fn next_wake(&self) -> Result<Option<i64>, SqlError> {
-        self.earliest_wake("")
+        self.instant(&format!(
+            "SELECT MIN(wake_at) FROM tool_calls WHERE wake_at IS NOT NULL AND status IN ({PENDING})"
+        ))
     }
 
     /// The earlier of [`Store::next_wake`] and the earliest schedule's due time, unless the
@@ -272,30 +274,18 @@ impl Store<'_> {
     pub fn next_wake_unless_stopped(&self) -> Result<Option<i64>, SqlError> {
         // A schedule's due time counts too (the row keeps the earliest): a stopped thread's
         // schedules do not fire.
-        let rows = self.sql.exec(
-            &format!(
-                "SELECT MIN(at) FROM (
-                    SELECT MIN(wake_at) AS at FROM tool_calls
-                        WHERE wake_at IS NOT NULL AND status IN ({PENDING})
-                    UNION ALL SELECT next_schedule_at FROM thread
-                 ) WHERE EXISTS (SELECT 1 FROM thread WHERE status != 'stopped')"
-            ),
-            &[],
-        )?;
-        rows.first()
-            .map(|r| r.opt_int(0))
-            .transpose()
-            .map(Option::flatten)
+        self.instant(&format!(
+            "SELECT MIN(at) FROM (
+                SELECT MIN(wake_at) AS at FROM tool_calls
+                    WHERE wake_at IS NOT NULL AND status IN ({PENDING})
+                UNION ALL SELECT next_schedule_at FROM thread
+             ) WHERE EXISTS (SELECT 1 FROM thread WHERE status != 'stopped')"
+        ))
     }
 
-    /// The earliest wake time of a pending call, under a fixed extra condition.
-    fn earliest_wake(&self, and: &'static str) -> Result<Option<i64>, SqlError> {
-        let rows = self.sql.exec(
-            &format!(
-                "SELECT MIN(wake_at) FROM tool_calls WHERE wake_at IS NOT NULL AND status IN ({PENDING}) {and}"
-            ),
-            &[],
-        )?;
+    /// The one optional instant a query selects (none when it selects no row or NULL).
+    fn instant(&self, query: &str) -> Result<Option<i64>, SqlError> {
+        let rows = self.sql.exec(query, &[])?;
         rows.first()
             .map(|r| r.opt_int(0))
             .transpose()

@@ -404,11 +404,7 @@ impl<'a> Thread<'a> {
     /// The frame describing the current state (sent on connect and after changes).
     pub fn status_frame(&self) -> Result<ServerFrame, ThreadError> {
         let t = self.summary()?;
-        Ok(ServerFrame::Status {
-            state: t.status.as_str().to_owned(),
-            turn: t.turn_count,
-            side: t.current_side.as_str().to_owned(),
-        })
+        Ok(ServerFrame::status(t.status, t.turn_count, t.current_side))
     }
 
     /// The next frame to broadcast to every socket of this thread.
@@ -442,14 +438,14 @@ impl<'a> Thread<'a> {
 
     /// The status frame of the row a write returned (status, turn count, side), or of the
     /// row as read when it returned none.
-    fn push_status_of(&mut self, row: Option<&ThreadSummary>) -> Result<(), ThreadError> {
+    pub(super) fn push_status_of(
+        &mut self,
+        row: Option<&ThreadSummary>,
+    ) -> Result<(), ThreadError> {
         match row {
             Some(t) => {
-                self.frames.push_back(ServerFrame::Status {
-                    state: t.status.as_str().to_owned(),
-                    turn: t.turn_count,
-                    side: t.current_side.as_str().to_owned(),
-                });
+                self.frames
+                    .push_back(ServerFrame::status(t.status, t.turn_count, t.current_side));
                 Ok(())
             }
             None => self.push_status(),

@@ -139,7 +139,7 @@ impl Thread<'_> {
         self.frames.push_back(ServerFrame::Message { message });
         self.frames.extend(queued);
         if let Some((row, open_calls)) = ended {
-            self.push_idle_status(row.turn_count, row.current_side);
+            self.push_status_of(Some(&row))?;
             // Idle with no call left: the next `step_wanted` takes no step (unless a schedule
             // is due), and only a schedule can need the alarm.
             self.wake_hint.set(Some(row.next_schedule_at));

@@ -428,18 +428,9 @@ impl<'a> Thread<'a> {
             self.push_status()?;
             return Ok(Action::Continue);
         }
-        self.push_idle_status(turns, side);
+        self.frames
+            .push_back(ServerFrame::status(ThreadStatus::Idle, turns, side));
         Ok(Action::Idle)
-    }
-
-    /// The `status` frame of a turn that ended idle: the turn count after it, the side that
-    /// acted.
-    pub(super) fn push_idle_status(&mut self, turn: i64, side: Side) {
-        self.frames.push_back(ServerFrame::Status {
-            state: ThreadStatus::Idle.as_str().to_owned(),
-            turn,
-            side: side.as_str().to_owned(),
-        });
     }
 
     /// Ends the conversation: the final answer is kept (the last assistant text unless a stop
