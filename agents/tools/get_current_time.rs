@@ -8,6 +8,8 @@ pub fn tool() -> Tool {
     Tool::new("Returns the current date and time in UTC as an RFC 3339 timestamp.")
         // Harmless and argument-free: a browser holding a client token may queue it.
         .client_callable()
+        // Offered over MCP too (`POST /mcp/:agent`): other agents may ask us the time.
+        .mcp()
         .handler(get_current_time)
 }
 

@@ -32,6 +32,9 @@ pub struct Customer {
 /// Registered as `lookup_customer`.
 pub fn tool() -> Tool {
     Tool::new("Looks up a customer by id or email and returns their id, name, email and plan.")
+        // Offered over MCP (`POST /mcp/:agent`) to the server key's clients (not to browsers:
+        // it is not client_callable).
+        .mcp()
         .handler(lookup_customer)
         .refine(|a: &LookupCustomer| {
             let given = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.trim().is_empty());

@@ -163,7 +163,7 @@ test('GET /api/tools lists every registered tool with schemas, and the model is 
   }
   // How each tool runs is listed with it.
   assert.deepEqual(byNameOf(tools).get_weather.policy, {
-    timeout_ms: 15000, max_attempts: 3, needs_approval: false, client_callable: false, deadline_ms: null, cache_ms: null,
+    timeout_ms: 15000, max_attempts: 3, needs_approval: false, client_callable: false, mcp: false, deadline_ms: null, cache_ms: null,
     rate_limit: { per_minute: 60, when_limited: 'wait', scope: 'deployment' },
   });
   assert.equal(byNameOf(tools).issue_refund.policy.needs_approval, true);

@@ -30,6 +30,8 @@ pub(crate) struct ShellHost {
     pub(crate) registry: Rc<Registry>,
     /// The AI SDK answers streaming from this object (fed every broadcast frame).
     pub(crate) chats: Rc<crate::chat::ChatStreams>,
+    /// The MCP calls waiting for their outcome in this instance.
+    pub(crate) mcp: Rc<crate::mcp_calls::McpCalls>,
 }
 
 impl FlowHost for ShellHost {
@@ -74,6 +76,7 @@ impl FlowHost for ShellHost {
             let _ = ws.send_with_str(text);
         }
         self.chats.push(text);
+        self.mcp.push(text);
     }
 
     fn secret(&self, name: &str) -> Option<String> {

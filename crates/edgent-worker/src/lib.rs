@@ -33,6 +33,10 @@ mod host;
 #[cfg(target_arch = "wasm32")]
 mod http;
 #[cfg(target_arch = "wasm32")]
+mod mcp;
+#[cfg(target_arch = "wasm32")]
+mod mcp_calls;
+#[cfg(target_arch = "wasm32")]
 mod model;
 #[cfg(target_arch = "wasm32")]
 mod rate_limiter;

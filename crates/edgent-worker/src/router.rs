@@ -103,6 +103,8 @@ async fn route_request(
         Route::ThreadOp { thread_id, op } => {
             forward(&mut req, &env, thread_id, method, &op, &principal).await
         }
+        // The MCP server checks a token against the session it names.
+        Route::Mcp { agent } => super::mcp::handle(&mut req, &env, agent, &principal).await,
         // Everything else is the server's.
         _ if principal != Principal::Server => Err(ApiError::new(
             403,
@@ -182,7 +184,10 @@ fn authenticate(
 
 /// Tells the thread's object who calls (internal requests are built here, so a client
 /// cannot set this header itself).
-fn set_principal(internal: &Request, principal: &Principal) -> std::result::Result<(), ApiError> {
+pub(crate) fn set_principal(
+    internal: &Request,
+    principal: &Principal,
+) -> std::result::Result<(), ApiError> {
     if *principal == Principal::Server {
         return Ok(());
     }
@@ -230,7 +235,7 @@ async fn configure(
 }
 
 /// Refuses an agent that does not exist (404) before any thread object is touched.
-async fn check_agent(env: &Env, agent_id: &str) -> std::result::Result<(), ApiError> {
+pub(crate) async fn check_agent(env: &Env, agent_id: &str) -> std::result::Result<(), ApiError> {
     match agents::agent_exists(&D1(env.clone()), agent_id, now()).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(ApiError::not_found(format!(

@@ -22,6 +22,7 @@ use super::host::ShellHost;
 use super::http::{
     error, json, logged, query_pairs, query_param, read_body, read_body_within, registry_error,
 };
+use super::mcp_calls::{self, McpCalls};
 use super::router::PRINCIPAL_HEADER;
 use edgent::api::access::{Access, Principal, SUBPROTOCOL};
 use edgent::api::ops::{parse_after, ThreadOp, OP_PREFIX};
@@ -78,7 +79,7 @@ pub(crate) fn close_expired_client_sockets(state: &State) {
 /// Who sent an internal request: the router's `x-edgent-principal`, or the server (requests
 /// without it come from the router for the server key, or from a parent thread: objects are
 /// not reachable from outside).
-fn principal_of(req: &Request) -> std::result::Result<Principal, ApiError> {
+pub(crate) fn principal_of(req: &Request) -> std::result::Result<Principal, ApiError> {
     match req.headers().get(PRINCIPAL_HEADER).ok().flatten() {
         None => Ok(Principal::Server),
         Some(text) => serde_json::from_str(&text).map_err(|_| ApiError::unauthorized()),
@@ -91,6 +92,8 @@ pub struct ThreadObject {
     /// The AI SDK answers streaming from this instance (shared with the platform, which
     /// feeds them).
     chats: Rc<ChatStreams>,
+    /// The MCP calls waiting for their outcome (fed like `chats`).
+    mcp: Rc<McpCalls>,
     /// The thread's runtime, or why this Worker's tools could not be registered (every
     /// request then answers with that error).
     runtime: std::result::Result<Rc<ThreadRuntime>, RegistryError>,
@@ -101,6 +104,7 @@ impl ThreadObject {
     /// A new instance for `state` (the object's storage) and the Worker's `env`.
     pub fn new(state: State, env: Env) -> Self {
         let chats = Rc::new(ChatStreams::default());
+        let mcp = Rc::new(McpCalls::default());
         let runtime = edgent::Catalog::installed_registry().map(|registry| {
             ThreadRuntime::new(Rc::new(ShellHost {
                 sql: DoSql::of(&state),
@@ -108,11 +112,13 @@ impl ThreadObject {
                 env,
                 registry,
                 chats: chats.clone(),
+                mcp: mcp.clone(),
             }))
         });
         ThreadObject {
             state,
             chats,
+            mcp,
             runtime,
         }
     }
@@ -131,6 +137,10 @@ impl ThreadObject {
             (worker::Method::Post, "/create") => self.create(&mut req).await,
             (worker::Method::Post, "/webhook") => self.webhook(&mut req).await,
             (worker::Method::Post, "/delete") => self.delete().await,
+            (worker::Method::Post, "/mcp/ask" | "/mcp/tool") => match self.runtime() {
+                Ok(rt) => mcp_calls::handle(rt, &self.mcp, &mut req, &path).await,
+                Err(e) => Err(e),
+            },
             (worker::Method::Post, "/run") => match self.runtime() {
                 Ok(rt) => rt
                     .run_to_end()
@@ -308,6 +318,7 @@ impl ThreadObject {
             let _ = ws.close(Some(CLOSE_DELETED), Some("the thread was deleted"));
         }
         self.chats.end_all("the thread was deleted");
+        self.mcp.end_all();
         let storage = self.state.storage();
         let erased = match storage.delete_alarm().await {
             Ok(()) => storage.delete_all().await,

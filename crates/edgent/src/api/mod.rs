@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod cors;
+pub mod mcp;
 pub mod ops;
 pub mod routes;
 pub mod thread_index;

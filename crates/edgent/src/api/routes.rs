@@ -23,6 +23,13 @@ pub enum Route<'a> {
     },
     /// `GET /api/tools`.
     Tools,
+    /// `/mcp` (every agent) or `/mcp/:agent` (one agent, its conversation per session): the
+    /// MCP server ([`super::mcp`]). The key or a client token, checked like the API's; a
+    /// token's thread is checked by the MCP handler.
+    Mcp {
+        /// The agent of `/mcp/:agent`.
+        agent: Option<&'a str>,
+    },
     /// `POST /api/threads`.
     CreateThread,
     /// `PUT /api/config`.
@@ -125,6 +132,8 @@ fn decode<'a>(method: &str, segments: &[&'a str]) -> Result<Route<'a>, ApiError>
                 Ok(Route::Webhook { thread_id, token })
             }
         }
+        (_, ["mcp"]) => Ok(Route::Mcp { agent: None }),
+        (_, ["mcp", agent]) if !agent.is_empty() => Ok(Route::Mcp { agent: Some(agent) }),
         (_, [first, ..]) if *first != "api" => {
             Err(ApiError::not_found("not found; the API lives under /api"))
         }
@@ -212,6 +221,17 @@ mod tests {
         // Not a route a client token of that thread may use: the server's alone.
         assert!(delete.needs_key() && !delete.key_in_query() && delete.thread_id().is_none());
         assert_eq!(route("GET", "/api/threads/"), Route::ListThreads);
+        let mcp = route("POST", "/mcp");
+        assert_eq!(mcp, Route::Mcp { agent: None });
+        // Outside /api, yet never open: the key or a token, checked before anything else.
+        assert!(mcp.needs_key() && !mcp.key_in_query() && mcp.thread_id().is_none());
+        assert_eq!(
+            route("POST", "/mcp/support"),
+            Route::Mcp {
+                agent: Some("support")
+            }
+        );
+        assert!(matches!(route("POST", "/mcp/a/b"), Route::Refused { .. }));
     }
 
     #[test]

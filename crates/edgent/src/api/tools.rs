@@ -38,6 +38,7 @@ fn policy_json(p: &ToolPolicy) -> Value {
         "max_attempts": p.retry.max_attempts,
         "needs_approval": p.needs_approval,
         "client_callable": p.client_callable,
+        "mcp": p.mcp,
         "rate_limit": p.rate_limit.map(|l| json!({
             "per_minute": l.per_minute,
             "when_limited": match l.when_limited { WhenLimited::Wait => "wait", WhenLimited::Fail => "fail" },

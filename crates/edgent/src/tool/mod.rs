@@ -169,6 +169,14 @@ impl Tool {
         self
     }
 
+    /// Offered over MCP (`POST /mcp`, `POST /mcp/:agent`): other agents and MCP clients may
+    /// list and call it, through the same durable path as the model's calls (a client token
+    /// calls it only if it is also [`client_callable`](Tool::client_callable)).
+    pub fn mcp(mut self) -> Self {
+        self.policy.mcp = true;
+        self
+    }
+
     /// Limits calls per minute (per thread, or per deployment too).
     pub fn rate_limit(mut self, limit: RateLimit) -> Self {
         self.policy.rate_limit = Some(limit);

@@ -145,6 +145,8 @@ pub struct ToolPolicy {
     /// A client token (not only the server key) may queue it with `queue_tool`: for tools a
     /// browser may trigger directly, such as a "refresh" button. Never with bindings.
     pub client_callable: bool,
+    /// Listed and callable over MCP (`POST /mcp`): for tools fit to be handed to other agents.
+    pub mcp: bool,
 }
 
 impl Default for ToolPolicy {
@@ -157,6 +159,7 @@ impl Default for ToolPolicy {
             deadline: None,
             cache_for: None,
             client_callable: false,
+            mcp: false,
         }
     }
 }
