@@ -66,7 +66,10 @@ function fromDraftValue(spec: FieldSpec, value: DraftValue | undefined, path: st
       if (text.trim() === '') return spec.default;
       try {
         const parsed: unknown = JSON.parse(text);
-        if (!isObject(parsed)) errors[path] = `${spec.label}: must be a JSON object, {…}.`;
+        // A field whose default is a list takes a JSON array; the others an object.
+        if (Array.isArray(spec.default)) {
+          if (!Array.isArray(parsed)) errors[path] = `${spec.label}: must be a JSON array, [...].`;
+        } else if (!isObject(parsed)) errors[path] = `${spec.label}: must be a JSON object, {…}.`;
         return parsed;
       } catch (e) {
         errors[path] = `${spec.label}: not valid JSON (${e instanceof Error ? e.message : String(e)}).`;

@@ -15,7 +15,7 @@ export type FieldType =
   | 'select'
   | 'checkbox'
   | 'list' // an array of strings, as chips
-  | 'json' // an object, typed as JSON
+  | 'json' // an object (or, when the default is one, an array), typed as JSON
   | 'secret_name' // the NAME of a Worker secret, never its value
   | 'side'; // an agent's side: a nested fieldset of SIDE_FIELDS
 
@@ -132,6 +132,13 @@ export const PROMPT_FIELDS: readonly FieldSpec[] = [
     type: 'json',
     default: {},
     help: 'Runtime context per tool, {"<tool>": {…}}: each key in Tools, each value an object. The model never sees it.',
+  },
+  {
+    key: 'mcp_servers',
+    label: 'MCP servers (JSON)',
+    type: 'json',
+    default: [],
+    help: '[{"name": "kb", "url": "https://…/mcp", "token_secret"?: "KB_TOKEN", "tools"?: […], "approval"?: […]}]: their tools are offered as <name>__<tool>. The secret must be listed in MCP_SECRETS.',
   },
 ];
 

@@ -52,6 +52,7 @@ pub const PROMPT_COLUMNS: &[&str] = &[
     "description",
     "hooks",
     "tool_bindings",
+    "mcp_servers",
 ];
 
 /// `agents` columns written by the API, in bind order (`updated_at` follows).

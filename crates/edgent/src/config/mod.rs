@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod cache;
 pub mod codec;
+pub mod mcp_servers;
 pub mod policy;
 pub mod resolve;
 
@@ -172,6 +173,9 @@ pub struct PromptConfig {
     /// tool or workflow as `flow.bindings`, never shown to the model.
     #[serde(default)]
     pub tool_bindings: serde_json::Map<String, serde_json::Value>,
+    /// MCP servers whose tools are offered beside `tools`, as `<server>__<tool>`.
+    #[serde(default)]
+    pub mcp_servers: Vec<mcp_servers::McpServerConfig>,
 }
 
 impl PromptConfig {
@@ -199,7 +203,7 @@ impl PromptConfig {
                 return Err(format!("tool_bindings.{tool} must be an object").into());
             }
         }
-        Ok(())
+        mcp_servers::check_all(&self.mcp_servers, &self.tools)
     }
 
     /// The system text with `{{key}}` replaced from `context` (strings as they are, other
@@ -560,6 +564,7 @@ pub mod rows {
         "side_a",
         "side_b",
         "tool_bindings",
+        "mcp_servers",
     ];
     /// Columns holding 0/1.
     const BOOL_COLUMNS: &[&str] = &["parallel_tool_calls", "include_chat", "expose_as_tool"];

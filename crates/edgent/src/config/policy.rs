@@ -8,6 +8,7 @@
 //! (the API answers 400) and again before every model call (rows seeded or written into D1
 //! directly, or a policy tightened later), so a refused model makes no network attempt.
 
+use crate::config::mcp_servers::McpServerConfig;
 use crate::config::{ModelConfig, Provider};
 use crate::values::Invalid;
 
@@ -18,6 +19,10 @@ pub const HOSTS_VAR: &str = "MODEL_HOSTS";
 /// Var that, set to `1`, lets a model use plain `http` to a loopback host (local development
 /// and tests: `npm run dev` writes it to `.dev.vars`).
 pub const LOOPBACK_HTTP_VAR: &str = "EDGENT_ALLOW_HTTP_MODELS";
+/// Var listing the secrets MCP servers' tokens may come from (comma-separated; unset: none).
+pub const MCP_SECRETS_VAR: &str = "MCP_SECRETS";
+/// Var listing the hosts MCP servers may be on (comma-separated); unset: any `https` host.
+pub const MCP_HOSTS_VAR: &str = "MCP_HOSTS";
 /// The secrets models may name when the operator sets no [`SECRETS_VAR`].
 pub const DEFAULT_SECRETS: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 /// Secrets no model may name, whatever the vars say: the server key and the client-token
@@ -30,6 +35,8 @@ pub struct ModelPolicy {
     secrets: Vec<String>,
     hosts: Option<Vec<String>>,
     loopback_http: bool,
+    mcp_secrets: Vec<String>,
+    mcp_hosts: Option<Vec<String>>,
 }
 
 impl Default for ModelPolicy {
@@ -56,17 +63,50 @@ impl ModelPolicy {
             Some(v) => list(&v),
             None => DEFAULT_SECRETS.iter().map(|s| (*s).to_owned()).collect(),
         };
-        let hosts = var(HOSTS_VAR).map(|v| {
-            list(&v)
-                .into_iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect()
-        });
+        let hosts_of = |name: &str| {
+            var(name).map(|v| {
+                list(&v)
+                    .into_iter()
+                    .map(|h| h.to_ascii_lowercase())
+                    .collect()
+            })
+        };
         ModelPolicy {
             secrets,
-            hosts,
+            hosts: hosts_of(HOSTS_VAR),
             loopback_http: var(LOOPBACK_HTTP_VAR).as_deref() == Some("1"),
+            mcp_secrets: var(MCP_SECRETS_VAR).map(|v| list(&v)).unwrap_or_default(),
+            mcp_hosts: hosts_of(MCP_HOSTS_VAR),
         }
+    }
+
+    /// Whether an MCP server of a prompt keeps to the policy: its token's secret is one the
+    /// operator lists in [`MCP_SECRETS_VAR`] (none by default, and never the model keys' list:
+    /// a model key is not sent to a tool server), its URL is `https` (plain `http` to a
+    /// loopback host with the dev var) on a host of [`MCP_HOSTS_VAR`] when that is set.
+    pub fn check_mcp_server(&self, server: &McpServerConfig) -> Result<(), Invalid> {
+        let what = format!("mcp server {:?}", server.name);
+        if let Some(secret) = &server.token_secret {
+            if NEVER_SENT.contains(&secret.as_str()) || !self.mcp_secrets.contains(secret) {
+                return Err(format!(
+                    "{what}: \"token_secret\" names {secret:?}, which the operator has not allowed \
+                     for MCP servers (the Worker var {MCP_SECRETS_VAR} lists them: {})",
+                    if self.mcp_secrets.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        self.mcp_secrets.join(", ")
+                    }
+                )
+                .into());
+            }
+        }
+        self.check_url(
+            &what,
+            "url",
+            &server.url,
+            self.mcp_hosts.as_deref(),
+            MCP_HOSTS_VAR,
+        )
     }
 
     /// Whether `model` keeps to the policy; the error says what the operator must allow.
@@ -94,10 +134,34 @@ impl ModelPolicy {
         if model.provider == Provider::WorkersAi {
             return Ok(());
         }
-        let (scheme, host) = scheme_and_host(&model.base_url).ok_or_else(|| {
+        self.check_url(
+            "",
+            "base_url",
+            &model.base_url,
+            self.hosts.as_deref(),
+            HOSTS_VAR,
+        )
+    }
+
+    /// The URL rules of a model's `base_url` and an MCP server's `url`: `https` (plain
+    /// `http` only to a loopback host with the dev var), no credentials, on an allowed host
+    /// when the operator lists hosts (`hosts_var`). `what` prefixes the message.
+    fn check_url(
+        &self,
+        what: &str,
+        field: &str,
+        url: &str,
+        hosts: Option<&[String]>,
+        hosts_var: &str,
+    ) -> Result<(), Invalid> {
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!("{what}: ")
+        };
+        let (scheme, host) = scheme_and_host(url).ok_or_else(|| {
             Invalid::from(format!(
-                "\"base_url\" {:?} is not an http(s) URL with a host (and no user or password)",
-                model.base_url
+                "{what}\"{field}\" {url:?} is not an http(s) URL with a host (and no user or password)"
             ))
         })?;
         match scheme {
@@ -105,19 +169,19 @@ impl ModelPolicy {
             "http" if self.loopback_http && is_loopback(&host) => {}
             "http" if is_loopback(&host) => {
                 return Err(format!(
-                    "\"base_url\" must use https (plain http to {host} needs the dev var \
+                    "{what}\"{field}\" must use https (plain http to {host} needs the dev var \
                      {LOOPBACK_HTTP_VAR}=1)"
                 )
                 .into())
             }
-            _ => return Err("\"base_url\" must use https".into()),
+            _ => return Err(format!("{what}\"{field}\" must use https").into()),
         }
-        if let Some(hosts) = &self.hosts {
+        if let Some(hosts) = hosts {
             let local = self.loopback_http && is_loopback(&host);
             if !local && !hosts.contains(&host) {
                 return Err(format!(
-                    "\"base_url\" host {host:?} is not one the operator allows (the Worker var \
-                     {HOSTS_VAR} lists them: {})",
+                    "{what}\"{field}\" host {host:?} is not one the operator allows (the Worker var \
+                     {hosts_var} lists them: {})",
                     hosts.join(", ")
                 )
                 .into());
@@ -261,5 +325,54 @@ mod tests {
         let mut m = model("", None);
         m.provider = Provider::WorkersAi;
         assert!(ModelPolicy::default().check(&m).is_ok());
+    }
+
+    #[test]
+    fn mcp_servers_get_only_the_secrets_and_hosts_listed_for_them() {
+        let server = |url: &str, secret: Option<&str>| McpServerConfig {
+            name: "kb".into(),
+            url: url.into(),
+            token_secret: secret.map(str::to_owned),
+            tools: Vec::new(),
+            approval: Vec::new(),
+        };
+        let none = ModelPolicy::default();
+        assert!(none
+            .check_mcp_server(&server("https://kb.example/mcp", None))
+            .is_ok());
+        let refused = none
+            .check_mcp_server(&server("https://kb.example/mcp", Some("KB_TOKEN")))
+            .unwrap_err();
+        assert!(refused.to_string().contains("MCP_SECRETS"), "{refused}");
+        // The models' secrets are not the MCP servers': a model key never goes to a tool server.
+        assert!(none
+            .check_mcp_server(&server("https://kb.example/mcp", Some("OPENAI_API_KEY")))
+            .is_err());
+        let p = vars(&[
+            ("MCP_SECRETS", "KB_TOKEN, EDGENT_API_KEY"),
+            ("MCP_HOSTS", "kb.example"),
+        ]);
+        assert!(p
+            .check_mcp_server(&server("https://KB.example/mcp", Some("KB_TOKEN")))
+            .is_ok());
+        assert!(
+            p.check_mcp_server(&server("https://kb.example/mcp", Some("EDGENT_API_KEY")))
+                .is_err(),
+            "never the server key, whatever the vars say"
+        );
+        let host = p
+            .check_mcp_server(&server("https://other.example/mcp", None))
+            .unwrap_err();
+        assert!(host.to_string().contains("MCP_HOSTS"), "{host}");
+        assert!(p
+            .check_mcp_server(&server("http://kb.example/mcp", None))
+            .is_err());
+        assert!(p
+            .check_mcp_server(&server("https://user:pw@kb.example/mcp", None))
+            .is_err());
+        let dev = vars(&[("EDGENT_ALLOW_HTTP_MODELS", "1")]);
+        assert!(dev
+            .check_mcp_server(&server("http://127.0.0.1:9/mcp", None))
+            .is_ok());
     }
 }

@@ -354,7 +354,20 @@ pub const MIGRATIONS: &[&[&str]] = &[
         TRIGGER_SCHEDULE_CHANGED,
         TRIGGER_SCHEDULE_ENDED,
     ],
+    // v11: the MCP servers' sessions and tool lists.
+    &[TABLE_MCP_SERVERS],
 ];
+
+/// The MCP servers of the thread's prompts: their sessions and tool lists
+/// ([`super::store::McpServerRow`]).
+const TABLE_MCP_SERVERS: &str = "CREATE TABLE mcp_servers (
+    name TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    session_id TEXT,
+    protocol_version TEXT,
+    tools TEXT,
+    listed_at INTEGER
+)";
 
 /// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
 /// replaying every migration (a new thread pays for its tables once, with no `ALTER`s). Kept
@@ -457,6 +470,7 @@ pub const CURRENT: &[&str] = &[
     TRIGGER_SCHEDULE_ADDED,
     TRIGGER_SCHEDULE_CHANGED,
     TRIGGER_SCHEDULE_ENDED,
+    TABLE_MCP_SERVERS,
 ];
 
 /// The schema version this build expects.

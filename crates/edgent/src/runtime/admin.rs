@@ -109,14 +109,19 @@ async fn apply(
     now: i64,
 ) -> Result<Plan, ApiError> {
     for def in &incoming {
-        if let Definition::Model(m) = def {
-            // Refused before anything is read or written: a model the operator does not allow
-            // never reaches D1, so no call can send its secret anywhere.
-            // (A definition's own rules first: a literal key is named as such.)
-            def.check()
-                .and_then(|()| rules.models.check(m))
-                .map_err(|why| invalid(format!("{}: {why}", def.label())))?;
-        }
+        // Refused before anything is read or written: a model or MCP server the operator
+        // does not allow never reaches D1, so no call can send its secret anywhere.
+        // (A definition's own rules first: a literal key is named as such.)
+        let allowed = match def {
+            Definition::Model(m) => def.check().and_then(|()| rules.models.check(m)),
+            Definition::Prompt(p) => def.check().and_then(|()| {
+                p.mcp_servers
+                    .iter()
+                    .try_for_each(|s| rules.models.check_mcp_server(s))
+            }),
+            Definition::Agent(_) => Ok(()),
+        };
+        allowed.map_err(|why| invalid(format!("{}: {why}", def.label())))?;
     }
     let tools = rules.tools;
     let stored = stored(db).await?;

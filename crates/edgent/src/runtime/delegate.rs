@@ -165,7 +165,11 @@ impl ThreadRuntime {
             Err(e) => return storage(e),
         };
         let system = thread.system_text(prompt);
-        let tools = offered(self.platform.registry(), &config);
+        let mut tools = offered(self.platform.registry(), &config);
+        if !prompt.mcp_servers.is_empty() {
+            self.flush(&mut thread);
+            tools.extend(self.mcp_tool_specs(prompt).await);
+        }
         loop {
             let next = match step {
                 SubStep::Done(result) => {

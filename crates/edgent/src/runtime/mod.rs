@@ -30,6 +30,7 @@ pub mod admin;
 pub mod agents;
 mod chain;
 mod delegate;
+mod mcp;
 mod ops;
 pub mod thread_index;
 mod tools;

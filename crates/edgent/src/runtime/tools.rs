@@ -16,7 +16,7 @@ use crate::engine::thread::Thread;
 use crate::engine::tool_runs::{Admission, ToolRun};
 use crate::tool::nested::{millis, with_timeout};
 use crate::tool::offer::{callee, Callee};
-use crate::tool::policy::policy_for;
+use crate::tool::policy::{mcp_policy, policy_for};
 use crate::tool::{run_until_suspended, FlowState};
 use crate::values::policy::{RetryPolicy, ToolPolicy};
 
@@ -35,18 +35,19 @@ impl ThreadRuntime {
         let platform = &*self.platform;
         let mut runs: Vec<ToolRun> = Vec::new();
         for call in calls {
-            let offered = !matches!(
-                callee(platform.registry(), config, &call.call.name, call.origin),
-                Callee::Unavailable(_)
-            );
-            let policy = if offered {
-                policy_for(platform.registry(), &call.call.name, |k| platform.var(k))
-            } else {
+            let name = &call.call.name;
+            let policy = match callee(platform.registry(), config, name, call.origin) {
+                Callee::Mcp(server, tool) => {
+                    mcp_policy(name, server.needs_approval(tool), |k| platform.var(k))
+                }
                 // Not a tool this prompt offers: it fails at once with the list of those it
                 // does (no approval asked for a call that could never run, no limit counted).
-                ToolPolicy {
+                Callee::Unavailable(_) => ToolPolicy {
                     retry: RetryPolicy::none(),
                     ..ToolPolicy::default()
+                },
+                Callee::Tool(_) | Callee::Delegate(..) => {
+                    policy_for(platform.registry(), name, |k| platform.var(k))
                 }
             };
             let prompt_bindings = config.prompt.tool_bindings.get(&call.call.name);
@@ -129,6 +130,12 @@ impl ThreadRuntime {
                 .await)),
             Callee::Delegate(Delegate::Agent(agent), _) => {
                 Ran::Done(Ok(self.run_agent_tool(summary, call, agent).await))
+            }
+            Callee::Mcp(server, tool) => {
+                let called = self.call_mcp_tool(server, tool, &call.call.arguments);
+                with_timeout(called, self.platform.sleep(millis(policy.timeout)))
+                    .await
+                    .map_or(Ran::TimedOut, Ran::Done)
             }
             Callee::Unavailable(result) => Ran::Done(Ok(result)),
         }

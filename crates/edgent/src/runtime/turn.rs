@@ -274,7 +274,12 @@ impl ThreadRuntime {
     }
 
     async fn call_model(&self, thread: &mut Thread<'_>, config: &AgentConfig, mut call: ModelCall) {
-        let tools = offered(self.platform.registry(), config);
+        let mut tools = offered(self.platform.registry(), config);
+        if !config.prompt.mcp_servers.is_empty() {
+            // Frames never wait behind an await.
+            self.flush(thread);
+            tools.extend(self.mcp_tool_specs(&config.prompt).await);
+        }
         let system = thread.system_text(&config.prompt);
         let history = std::mem::take(&mut call.history);
         let parts = RequestParts {

@@ -4,6 +4,7 @@
 //! registered tool. Anything else gets an error result naming what is available.
 
 use super::{CallToolResult, Registry, Tool};
+use crate::config::mcp_servers::{self, McpServerConfig};
 use crate::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig};
 use crate::engine::store::CallOrigin;
 use crate::llm::ToolSpec;
@@ -15,6 +16,8 @@ pub enum Callee<'a> {
     Tool(&'a Tool),
     /// A prompt (run as a sub-prompt) or an agent, with the prompt's model chain.
     Delegate(&'a Delegate, &'a [ModelConfig]),
+    /// A tool of one of the prompt's MCP servers (the server, and the tool's own name there).
+    Mcp(&'a McpServerConfig, &'a str),
     /// Nothing the caller may run: this is its result.
     Unavailable(CallToolResult),
 }
@@ -52,7 +55,7 @@ pub fn offered(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
 pub fn callee<'a>(
     registry: &'a Registry,
     config: &'a AgentConfig,
-    name: &str,
+    name: &'a str,
     origin: CallOrigin,
 ) -> Callee<'a> {
     let allowed = origin == CallOrigin::Queue || config.tools().iter().any(|t| t == name);
@@ -62,6 +65,11 @@ pub fn callee<'a>(
         }
         if let Some((delegate, models)) = config.delegate(name) {
             return Callee::Delegate(delegate, models);
+        }
+    }
+    if origin == CallOrigin::Model {
+        if let Some((server, tool)) = mcp_servers::split(&config.prompt.mcp_servers, name) {
+            return Callee::Mcp(server, tool);
         }
     }
     let available: Vec<&str> = config

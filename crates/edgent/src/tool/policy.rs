@@ -21,7 +21,30 @@ pub fn policy_for(
             ..ToolPolicy::default()
         };
     };
-    let mut policy = tool.policy().clone();
+    with_overrides(tool.policy().clone(), name, var)
+}
+
+/// The policy of a call to an MCP server's tool (`name` as the model sees it,
+/// `<server>__<tool>`): the defaults of a tool doing I/O (3 attempts for transport failures,
+/// 30 s), approval when the prompt asks for it, and the operator's overrides as for any tool.
+pub fn mcp_policy(
+    name: &str,
+    needs_approval: bool,
+    var: impl Fn(&str) -> Option<String>,
+) -> ToolPolicy {
+    let base = ToolPolicy {
+        needs_approval,
+        ..ToolPolicy::default()
+    };
+    with_overrides(base, name, var)
+}
+
+/// `policy` with the operator's `TOOL_<NAME>_*` overrides.
+fn with_overrides(
+    mut policy: ToolPolicy,
+    name: &str,
+    var: impl Fn(&str) -> Option<String>,
+) -> ToolPolicy {
     let text = |suffix: &str| {
         var(&format!("TOOL_{}_{suffix}", name.to_ascii_uppercase()))
             .map(|v| v.trim().to_ascii_lowercase())

@@ -10,6 +10,7 @@
 //! it opens no server-to-client SSE stream, so `GET` is 405), which every conforming client
 //! accepts.
 
+pub mod client;
 pub mod watch;
 
 use serde_json::{json, Map, Value};

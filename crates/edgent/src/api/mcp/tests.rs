@@ -215,3 +215,108 @@ fn a_call_answers_with_its_content_items() {
     assert_eq!(result["isError"], true);
     assert_eq!(result["content"][0]["text"], "Error: no such city");
 }
+
+mod client_side {
+    use super::super::client::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_answer_is_read_from_json_or_from_an_sse_stream_with_notifications() {
+        let json_body = r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}"#;
+        let reply = read_reply(200, Some("application/json"), json_body, 7, true).expect("read");
+        assert_eq!(reply.result, Ok(json!({"tools": []})));
+        assert!(!reply.list_changed);
+        let sse = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":8,\"error\":{\"code\":-32602,\"message\":\"Unknown tool\"}}";
+        let reply = read_reply(200, Some("text/event-stream"), sse, 8, true).expect("read");
+        assert_eq!(reply.result, Err((-32602, "Unknown tool".into())));
+        assert!(reply.list_changed, "the notification in the same stream");
+        assert_eq!(
+            read_reply(404, None, "", 1, true),
+            Err(WireError::SessionGone)
+        );
+        assert!(matches!(
+            read_reply(404, None, "no", 1, false),
+            Err(WireError::Status(404, _))
+        ));
+        assert!(matches!(
+            read_reply(200, Some("application/json"), json_body, 9, true),
+            Err(WireError::Malformed(_))
+        ));
+        assert!(matches!(
+            read_reply(200, Some("application/json"), "<html>", 9, true),
+            Err(WireError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn outages_are_retried_and_refusals_are_not() {
+        use crate::values::tool_error::Retry;
+        let retry = |e: WireError| e.into_tool_error("kb").retry();
+        assert_eq!(retry(WireError::Status(503, String::new())), Retry::Backoff);
+        assert_eq!(retry(WireError::Status(429, String::new())), Retry::Backoff);
+        assert_eq!(retry(WireError::Malformed("x".into())), Retry::Backoff);
+        assert_eq!(retry(WireError::Status(403, String::new())), Retry::Never);
+        let text = WireError::Status(401, "bad token".into())
+            .into_tool_error("kb")
+            .to_string();
+        assert!(text.contains("\"kb\"") && text.contains("401"), "{text}");
+    }
+
+    #[test]
+    fn tools_are_named_for_the_model_and_results_keep_their_items() {
+        let listed = json!({"tools": [
+            {"name": "search", "description": "Searches.", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}},
+            {"name": "hidden", "inputSchema": {"type": "object"}},
+            {"name": "odd", "inputSchema": "not a schema"}
+        ], "nextCursor": "p2"});
+        let (tools, next) = tool_page(&listed, |t| (t != "hidden").then(|| format!("kb__{t}")));
+        assert_eq!(next.as_deref(), Some("p2"));
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["kb__search", "kb__odd"]);
+        assert_eq!(tools[1].parameters, json!({"type": "object"}));
+
+        let result = call_result(&json!({"content": [
+            {"type": "text", "text": "chart"},
+            {"type": "image", "data": "iVBO", "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "https://x/y", "name": "y"},
+            {"type": "resource", "resource": {"uri": "file:///a", "text": "inline"}},
+            {"type": "audio", "data": "AAA", "mimeType": "audio/wav"}
+        ]}));
+        assert!(!result.is_error());
+        assert!(result.has_media());
+        let text = result.to_model_text();
+        assert!(
+            text.contains("chart")
+                && text.contains("https://x/y")
+                && text.contains("inline")
+                && text.contains("[audio content]"),
+            "{text}"
+        );
+        let failed = call_result(
+            &json!({"content": [{"type": "text", "text": "offline"}], "isError": true}),
+        );
+        assert!(failed.is_error());
+        assert!(failed.to_model_text().contains("offline"));
+        let structured = call_result(&json!({"content": [], "structuredContent": {"n": 1}}));
+        assert!(structured.to_model_text().contains("\"n\":1"));
+    }
+
+    #[test]
+    fn requests_carry_the_session_version_and_token() {
+        let headers = headers(Some("s1"), Some("2025-06-18"), Some("tok"));
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("mcp-session-id"), Some("s1"));
+        assert_eq!(get("mcp-protocol-version"), Some("2025-06-18"));
+        assert_eq!(get("authorization"), Some("Bearer tok"));
+        assert!(get("accept").is_some_and(|a| a.contains("text/event-stream")));
+        assert!(super::super::client::headers(None, None, None).len() == 2);
+        let body: serde_json::Value =
+            serde_json::from_str(&request_body(3, "tools/list", json!({}))).expect("json");
+        assert_eq!(body["id"], 3);
+    }
+}

@@ -2,6 +2,7 @@
 
 mod context;
 mod history;
+mod mcp_servers;
 mod messages;
 mod schedules;
 mod thread_row;
@@ -15,6 +16,7 @@ use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 
 pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus};
 pub use history::ThreadCache;
+pub use mcp_servers::McpServerRow;
 pub use messages::stored_reply_calls;
 
 /// The thread row, as returned by `GET /api/threads/:id`.
