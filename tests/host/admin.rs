@@ -160,7 +160,7 @@ fn sql_is_built_from_constants_with_numbered_parameters() {
         "DELETE FROM prompts WHERE name = ?1"
     );
     let upsert = Kind::Prompt.upsert_sql();
-    assert!(upsert.starts_with("INSERT INTO prompts (name, system, model, tools, tool_choice, parallel_tool_calls, include_chat, description, hooks, tool_bindings, mcp_servers, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (name) DO UPDATE SET system = excluded.system"), "{upsert}");
+    assert!(upsert.starts_with("INSERT INTO prompts (name, system, model, tools, tool_choice, parallel_tool_calls, include_chat, description, hooks, tool_bindings, mcp_servers, compaction_prompt, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (name) DO UPDATE SET system = excluded.system"), "{upsert}");
     assert!(!upsert.contains("name = excluded.name"));
     assert!(upsert.ends_with("updated_at = excluded.updated_at"));
 }
@@ -177,7 +177,8 @@ fn the_row_codec_encodes_lists_as_text_booleans_as_integers_and_unset_options_as
     assert_eq!(row[6], SqlValue::Integer(0));
     assert_eq!(row[9], SqlValue::Text("{}".into()), "tool_bindings unset");
     assert_eq!(row[10], SqlValue::Text("[]".into()), "mcp_servers unset");
-    assert_eq!(row[11], SqlValue::Integer(42));
+    assert_eq!(row[11], SqlValue::Null, "compaction_prompt unset");
+    assert_eq!(row[12], SqlValue::Integer(42));
     let row = small_model().row(1).unwrap();
     assert_eq!(row[4], SqlValue::Null, "api_key_secret unset");
     assert_eq!(row[5], SqlValue::Text("[]".into()));

@@ -90,5 +90,6 @@ pub(super) fn agent_config(s: &Setup, names: &[&str], side: Side) -> AgentConfig
         prompt: serde_json::from_value(prompt).unwrap(),
         models: vec![serde_json::from_value(model).unwrap()],
         delegates: Vec::new(),
+        compaction: None,
     }
 }

@@ -42,6 +42,8 @@ impl World {
                 self.run_tools(&mut t, &config, calls);
                 "tool"
             }
+            // These agents name no compaction prompt.
+            Action::Compact(_) => panic!("a compaction without a compaction prompt"),
         };
         self.keep(&mut t);
         drop(t);

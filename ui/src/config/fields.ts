@@ -134,6 +134,15 @@ export const PROMPT_FIELDS: readonly FieldSpec[] = [
     help: 'Runtime context per tool, {"<tool>": {…}}: each key in Tools, each value an object. The model never sees it.',
   },
   {
+    key: 'compaction_prompt',
+    label: 'Compaction prompt',
+    type: 'text',
+    default: null,
+    nullable: true,
+    suggest: 'prompts',
+    help: "When the history outgrows the model's max history tokens, this prompt summarises the older messages instead of leaving them out.",
+  },
+  {
     key: 'mcp_servers',
     label: 'MCP servers (JSON)',
     type: 'json',

@@ -151,6 +151,7 @@ mod tests {
                 .unwrap(),
             models: Vec::new(),
             delegates: Vec::new(),
+            compaction: None,
         }
     }
 

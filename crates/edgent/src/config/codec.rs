@@ -53,6 +53,7 @@ pub const PROMPT_COLUMNS: &[&str] = &[
     "hooks",
     "tool_bindings",
     "mcp_servers",
+    "compaction_prompt",
 ];
 
 /// `agents` columns written by the API, in bind order (`updated_at` follows).

@@ -176,6 +176,11 @@ pub struct PromptConfig {
     /// MCP servers whose tools are offered beside `tools`, as `<server>__<tool>`.
     #[serde(default)]
     pub mcp_servers: Vec<mcp_servers::McpServerConfig>,
+    /// The prompt that summarises the older messages when the history outgrows the model's
+    /// `max_history_tokens` (its system text says how; its model writes the summary). Unset:
+    /// the oldest messages are left out instead.
+    #[serde(default)]
+    pub compaction_prompt: Option<String>,
 }
 
 impl PromptConfig {
@@ -201,6 +206,12 @@ impl PromptConfig {
             }
             if !b.is_object() {
                 return Err(format!("tool_bindings.{tool} must be an object").into());
+            }
+        }
+        if let Some(c) = &self.compaction_prompt {
+            check_name("compaction prompt", c)?;
+            if c == &self.name {
+                return Err(format!("prompt {:?} cannot compact with itself", self.name).into());
             }
         }
         mcp_servers::check_all(&self.mcp_servers, &self.tools)
@@ -415,6 +426,8 @@ pub struct AgentConfig {
     pub models: Vec<ModelConfig>,
     /// Prompts and agents named in the prompt's tools, with their model chains (prompts).
     pub delegates: Vec<(Delegate, Vec<ModelConfig>)>,
+    /// The prompt's `compaction_prompt`, with its model chain.
+    pub compaction: Option<(PromptConfig, Vec<ModelConfig>)>,
 }
 
 impl AgentConfig {

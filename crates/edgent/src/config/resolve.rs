@@ -96,10 +96,15 @@ pub fn statements(side: Side) -> [String; 4] {
     let prompt = format!("SELECT json_extract({column}, '$.prompt') FROM agents WHERE id = ?1");
     let tools =
         format!("SELECT value FROM json_each((SELECT tools FROM prompts WHERE name = ({prompt})))");
-    let models = format!("SELECT model FROM prompts WHERE name = ({prompt}) OR name IN ({tools})");
+    let compaction = format!("SELECT compaction_prompt FROM prompts WHERE name = ({prompt})");
+    let models = format!(
+        "SELECT model FROM prompts WHERE name = ({prompt}) OR name IN ({tools}) OR name = ({compaction})"
+    );
     [
         "SELECT * FROM agents WHERE id = ?1".into(),
-        format!("SELECT * FROM prompts WHERE name = ({prompt}) OR name IN ({tools})"),
+        format!(
+            "SELECT * FROM prompts WHERE name = ({prompt}) OR name IN ({tools}) OR name = ({compaction})"
+        ),
         format!("SELECT * FROM agents WHERE expose_as_tool = 1 AND id IN ({tools})"),
         format!(
             "SELECT * FROM models WHERE name IN ({models})
@@ -160,12 +165,26 @@ pub fn resolve(agent_id: &str, side: Side, rows: AgentRows) -> Result<AgentConfi
         let agent = rows::agent(a).map_err(ConfigError::BadRow)?;
         delegates.push((Delegate::Agent(agent), Vec::new()));
     }
+    let compaction = match &prompt.compaction_prompt {
+        None => None,
+        Some(name) => {
+            let Some(p) = prompts.iter().find(|p| &p.name == name) else {
+                return Err(ConfigError::NoPrompt {
+                    agent_id: agent_id.to_owned(),
+                    side,
+                    prompt: name.clone(),
+                });
+            };
+            Some((p.clone(), chain(&models, &p.model)))
+        }
+    };
     Ok(AgentConfig {
         agent,
         side,
         prompt,
         models: models_of_prompt,
         delegates,
+        compaction,
     })
 }
 

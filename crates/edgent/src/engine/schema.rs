@@ -356,6 +356,8 @@ pub const MIGRATIONS: &[&[&str]] = &[
     ],
     // v11: the MCP servers' sessions and tool lists.
     &[TABLE_MCP_SERVERS],
+    // v12: compaction's summaries.
+    &[TABLE_SUMMARIES],
 ];
 
 /// The MCP servers of the thread's prompts: their sessions and tool lists
@@ -367,6 +369,18 @@ const TABLE_MCP_SERVERS: &str = "CREATE TABLE mcp_servers (
     protocol_version TEXT,
     tools TEXT,
     listed_at INTEGER
+)";
+
+/// Compaction's summaries of older messages, each with the range of positions it covers
+/// ([`super::store::Summary`]).
+const TABLE_SUMMARIES: &str = "CREATE TABLE summaries (
+    id INTEGER PRIMARY KEY,
+    from_position REAL NOT NULL,
+    up_to_position REAL NOT NULL,
+    message_count INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    tokens_replaced INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
 )";
 
 /// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
@@ -471,6 +485,7 @@ pub const CURRENT: &[&str] = &[
     TRIGGER_SCHEDULE_CHANGED,
     TRIGGER_SCHEDULE_ENDED,
     TABLE_MCP_SERVERS,
+    TABLE_SUMMARIES,
 ];
 
 /// The schema version this build expects.

@@ -95,7 +95,34 @@ pub enum ProviderError {
     TooLarge(String),
 }
 
+/// How providers say the request did not fit the model's context window (lowercase).
+const CONTEXT_OVERFLOW: &[&str] = &[
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "maximum context",
+    "prompt is too long",
+    "input is too long",
+    "too many tokens",
+];
+
 impl ProviderError {
+    /// Whether the provider refused the request because it did not fit the model's context
+    /// window (OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long", …).
+    pub fn is_context_overflow(&self) -> bool {
+        let text = match self {
+            ProviderError::Http {
+                status: 400 | 413 | 422,
+                message,
+                ..
+            } => message,
+            ProviderError::Stream(message) => message,
+            _ => return false,
+        };
+        let text = text.to_ascii_lowercase();
+        CONTEXT_OVERFLOW.iter().any(|p| text.contains(p))
+    }
+
     /// Whether trying again (or a fallback) could help.
     pub fn is_retryable(&self) -> bool {
         match self {

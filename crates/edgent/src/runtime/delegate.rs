@@ -153,6 +153,8 @@ impl ThreadRuntime {
             prompt: prompt.clone(),
             models: models.to_vec(),
             delegates: Vec::new(),
+            // A sub-prompt's history is its own call's, within its budget: nothing to compact.
+            compaction: None,
         });
         let mut thread = Thread::open_migrated(self.platform.sql());
         let budget = models

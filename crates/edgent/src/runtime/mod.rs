@@ -29,6 +29,7 @@ mod access;
 pub mod admin;
 pub mod agents;
 mod chain;
+mod compaction;
 mod delegate;
 mod mcp;
 mod ops;

@@ -245,6 +245,7 @@ impl ThreadRuntime {
                     break None;
                 }
                 Ok(Action::CallModel(call)) => self.call_model(&mut thread, &config, call).await,
+                Ok(Action::Compact(job)) => self.compact(&mut thread, &config, job).await,
                 Ok(Action::RunTool(call)) => {
                     self.run_tool_calls(&mut thread, &config, &summary, vec![call])
                         .await;
@@ -301,6 +302,10 @@ impl ThreadRuntime {
         let stored = match outcome {
             // Also after a stop: it keeps what was streamed so far (see `finish_model_call`).
             Ok(()) => thread.finish_model_call(self.now(), call),
+            // A history too long for the model: compacted and asked again, once a turn.
+            Err(e) if e.is_context_overflow() => {
+                thread.handle_context_overflow(self.now(), call, &e)
+            }
             Err(e) => thread.fail_model_call(self.now(), call, &e),
         };
         if let Err(e) = stored {

@@ -418,6 +418,7 @@ pub fn agent(tools: &[&str]) -> AgentConfig {
         prompt: serde_json::from_value(json["prompt"].clone()).expect("prompt"),
         models: vec![serde_json::from_value::<ModelConfig>(json["model"].clone()).expect("model")],
         delegates: Vec::new(),
+        compaction: None,
     }
 }
 

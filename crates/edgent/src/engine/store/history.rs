@@ -24,7 +24,7 @@ use super::*;
 /// always kept, and a tool result pulls in its call even past the budget; older results
 /// whose call was cut are dropped by [`crate::engine::thread::repair_history`], so a call
 /// and its results stay together or go together.
-struct BudgetWalk {
+pub(super) struct BudgetWalk {
     budget: u64,
     used: u64,
     /// Results taken whose call is not taken yet: the cut waits for the call.
@@ -42,7 +42,7 @@ struct BudgetWalk {
 const MAX_OVER_BUDGET: usize = 128;
 
 impl BudgetWalk {
-    fn new(budget: u64) -> Self {
+    pub(super) fn new(budget: u64) -> Self {
         BudgetWalk {
             budget,
             used: 0,
@@ -54,7 +54,7 @@ impl BudgetWalk {
 
     /// Offers the next older completed message; `false` when the walk stops before it (the
     /// caller keeps the messages it took).
-    fn offer(&mut self, m: &Message) -> bool {
+    pub(super) fn offer(&mut self, m: &Message) -> bool {
         self.used += estimate_tokens(m);
         if self.used > self.budget && self.taken > 0 {
             if self.open.is_empty() || self.over >= MAX_OVER_BUDGET {
@@ -101,6 +101,11 @@ pub struct ThreadCache {
     /// a stop tool or `max_turns` at the end of a turn, all through its cached views), so a
     /// model call that started on a running thread was stopped since iff this is set.
     stopped: std::cell::Cell<bool>,
+    /// Until when (ms) this object does not try compaction again, after one failed.
+    compaction_paused_until: std::cell::Cell<i64>,
+    /// The history budget a provider's context-overflow error taught (smaller than the
+    /// model's configured one), and the turn in which it was learnt (one retry per turn).
+    overflow: std::cell::Cell<Option<(i64, u64)>>,
 }
 
 /// The running prompt's name and its hook names.
@@ -130,6 +135,26 @@ impl ThreadCache {
     /// Records that this object stopped the thread.
     pub(crate) fn note_stopped(&self) {
         self.stopped.set(true);
+    }
+
+    /// Whether compaction waits, after a failed one, at `now`.
+    pub(crate) fn compaction_paused(&self, now: i64) -> bool {
+        now < self.compaction_paused_until.get()
+    }
+
+    /// No compaction before `until` (ms).
+    pub(crate) fn pause_compaction(&self, until: i64) {
+        self.compaction_paused_until.set(until);
+    }
+
+    /// The budget a context overflow taught, if any, and the turn it happened in.
+    pub(crate) fn overflow(&self) -> Option<(i64, u64)> {
+        self.overflow.get()
+    }
+
+    /// A context overflow in `turn`: histories are held to `budget` from now on.
+    pub(crate) fn note_overflow(&self, turn: i64, budget: u64) {
+        self.overflow.set(Some((turn, budget)));
     }
 
     /// Remembers the hook config as stored (`None` after a failed write: read it again).

@@ -5,6 +5,7 @@ mod history;
 mod mcp_servers;
 mod messages;
 mod schedules;
+mod summaries;
 mod thread_row;
 mod tool_calls;
 
@@ -18,6 +19,7 @@ pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus}
 pub use history::ThreadCache;
 pub use mcp_servers::McpServerRow;
 pub use messages::stored_reply_calls;
+pub use summaries::{HistoryAfter, Summary};
 
 /// The thread row, as returned by `GET /api/threads/:id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -17,6 +17,7 @@
 //! message), a driver that crashes at any point resumes by calling `next_action` again.
 
 mod client;
+mod compaction;
 mod history;
 mod records;
 mod reply;
@@ -122,6 +123,7 @@ impl From<ThreadError> for crate::values::ToolError {
 pub const MAX_TOOL_INTERRUPTIONS: i64 = 3;
 
 pub use client::InjectMessage;
+pub use compaction::{CompactJob, SUMMARY_PREFIX};
 use history::{
     fits_every_wire, internal_call_id, stop_answer, unfit_call_name, without_calls, worn_out,
 };

@@ -30,6 +30,9 @@ pub struct TurnRules {
     pub max_tokens: Option<u64>,
     /// See `max_tokens`.
     pub max_cost_usd: Option<f64>,
+    /// The prompt summarises its older messages instead of leaving them out
+    /// (`compaction_prompt`).
+    pub compacts: bool,
 }
 
 impl Default for TurnRules {
@@ -46,6 +49,7 @@ impl Default for TurnRules {
             side: None,
             max_tokens: None,
             max_cost_usd: None,
+            compacts: false,
         }
     }
 }
@@ -73,6 +77,7 @@ impl TurnRules {
             side: Some(config.side),
             max_tokens: config.agent.max_tokens,
             max_cost_usd: config.agent.max_cost_usd,
+            compacts: config.compaction.is_some(),
         }
     }
 
@@ -109,6 +114,8 @@ pub enum Action {
     /// Run these calls of one reply concurrently; report each with [`Thread::finish_tool`],
     /// in this order.
     RunTools(Vec<StoredToolCall>),
+    /// Summarise these older messages first ([`Thread::handle_compaction`]), then ask again.
+    Compact(super::CompactJob),
     /// The turn waits for parked tool calls (sleeping, waiting, retrying, rate limited):
     /// nothing to do before [`Store::next_wake`] or an outside event (webhook, approval).
     Wait,
@@ -251,11 +258,18 @@ impl<'a> Thread<'a> {
             self.conclude(now, "budget")?;
             return Ok(Action::Idle);
         }
+        let budget = self.history_budget();
+        if self.rules.compacts {
+            if let Some(job) = self.compaction_due(now, budget)? {
+                return Ok(Action::Compact(job));
+            }
+        }
         // Also clears `needs_model`: set again by a reply with tool calls, a user message or a
         // forced turn arriving while the model streams.
         let (history_version, visible) = self.store.add_step(now)?;
-        let budget = u64::from(self.rules.max_history_tokens);
         let history = match &self.cache {
+            // The summary and what follows it (read each call: the cache keeps no summary).
+            _ if self.rules.compacts => self.compacted_history(budget)?,
             Some(cache) => self
                 .store
                 .model_cached(budget, history_version, visible, cache)?,

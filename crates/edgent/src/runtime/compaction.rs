@@ -1,0 +1,92 @@
+//! Performing a compaction the engine asked for ([`Action::Compact`]): the prompt's
+//! `compaction_prompt` reads the transcript of the older messages (and the summary they
+//! extend) and its model writes the new summary, through the same model chain as any call
+//! (retries, fallbacks, the request log, the thread's token budget). Nothing is streamed to
+//! clients; the engine keeps the summary and says so with a `compaction` event.
+//!
+//! [`Action::Compact`]: crate::engine::thread::Action::Compact
+
+use super::chain::{run_chain, ChainSink, RequestParts};
+use super::ThreadRuntime;
+use crate::config::{AgentConfig, ModelConfig};
+use crate::engine::request_log::ModelRequestLog;
+use crate::engine::thread::{CompactJob, Thread};
+use crate::llm::stream::{Completion, ProviderError, StreamEvent};
+use crate::values::message::{Message, Role};
+
+/// Collects the summary (its attempts are logged and counted like the turn's own).
+struct SummarySink<'t, 'a> {
+    runtime: &'t ThreadRuntime,
+    thread: &'t Thread<'a>,
+    completion: Completion,
+    models: &'t [ModelConfig],
+}
+
+impl ChainSink for SummarySink<'_, '_> {
+    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
+        events.iter().try_for_each(|ev| self.completion.apply(ev))
+    }
+
+    fn reset(&mut self) {
+        self.completion = Completion::default();
+    }
+
+    fn attempt_done(
+        &mut self,
+        mut log: ModelRequestLog,
+        _ok: bool,
+        _retry: Option<(&ProviderError, &str)>,
+    ) {
+        log.add_usage(&self.completion, self.models);
+        self.runtime.record(self.thread, &log);
+    }
+
+    fn stopped(&self) -> bool {
+        self.runtime.stop_requested.get()
+    }
+}
+
+impl ThreadRuntime {
+    /// Has the compaction prompt's model summarise `job`, and hands the outcome to the
+    /// engine.
+    pub(super) async fn compact(
+        &self,
+        thread: &mut Thread<'_>,
+        config: &AgentConfig,
+        job: CompactJob,
+    ) {
+        let outcome = match &config.compaction {
+            None => Err("the prompt has no compaction_prompt".to_owned()),
+            Some((prompt, models)) => {
+                let summariser = AgentConfig {
+                    agent: config.agent.clone(),
+                    side: config.side,
+                    prompt: prompt.clone(),
+                    models: models.clone(),
+                    delegates: Vec::new(),
+                    compaction: None,
+                };
+                let history = [Message::new(Role::User, job.transcript(), self.now())];
+                let parts = RequestParts {
+                    system: &prompt.system,
+                    history: &history,
+                    tools: &[],
+                    config: &summariser,
+                };
+                let mut sink = SummarySink {
+                    runtime: self,
+                    thread,
+                    completion: Completion::default(),
+                    models,
+                };
+                let ran = run_chain(&*self.platform, models, &parts, &mut sink).await;
+                ran.map(|()| sink.completion.text)
+                    .map_err(|e| e.to_string())
+            }
+        };
+        if let Err(e) = thread.handle_compaction(self.now(), job, outcome) {
+            self.platform
+                .log_error(&format!("could not store a summary: {e}"));
+        }
+    }
+}
