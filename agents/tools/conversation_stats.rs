@@ -1,5 +1,6 @@
 //! `conversation_stats`: counts this thread's messages by role. Shows `get_messages`: it pages
-//! through the history 100 messages at a time instead of loading it whole.
+//! through the history 100 messages at a time instead of loading it whole; and
+//! `flow.output()`: clients see its progress (a `progress` data part per page) while it runs.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +40,9 @@ async fn conversation_stats(flow: FlowState, args: ConversationStats) -> Result<
             stats.messages += 1;
             *stats.by_role.entry(m.role.as_str().to_owned()).or_default() += 1;
         }
+        // Streamed to clients (and logged for a socket that resumes); the model reads the
+        // result only.
+        flow.output().data("progress", &serde_json::json!({ "counted": stats.messages }))?;
         if !page.has_more || page.messages.is_empty() {
             break;
         }

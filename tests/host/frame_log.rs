@@ -364,3 +364,39 @@ fn an_answer_starts_at_the_first_running_status_since_the_thread_was_last_idle()
     assert!(frame_log::append(&host.db, &frames).error.is_none());
     assert_eq!(frame_log::answer_start(&host.db).unwrap(), Some(4));
 }
+
+#[test]
+fn a_calls_output_parts_are_numbered_logged_and_bounded() {
+    let host = TestHost::with_thread(T0);
+    let flow = host.flow("call-7");
+    flow.output().text("Working").unwrap();
+    flow.output()
+        .data("progress", &json!({ "done": 1 }))
+        .unwrap();
+    let sent = host.take_sent();
+    let parts: Vec<Value> = sent
+        .iter()
+        .map(|t| serde_json::from_str::<Value>(t).unwrap())
+        .collect();
+    assert_eq!(parts[0]["event"], "tool-output");
+    assert_eq!(parts[0]["data"]["part"], 0);
+    assert_eq!(parts[0]["data"]["text"], "Working");
+    assert_eq!(parts[0]["data"]["tool_call_id"], "call-7");
+    assert_eq!(parts[1]["data"]["part"], 1);
+    assert_eq!(parts[1]["data"]["kind"], "progress");
+    assert_eq!(parts[1]["data"]["data"]["done"], 1);
+    assert_eq!((seq_of(&sent[0]), seq_of(&sent[1])), (Some(1), Some(2)));
+    assert_eq!(
+        replayed(&host, 0).len(),
+        2,
+        "logged for a socket that resumes"
+    );
+    // Too large, or a kind out of bounds: refused, nothing sent, the numbering unchanged.
+    let big = "x".repeat(edgent::tool::MAX_PART_BYTES);
+    assert!(flow.output().text(&big).is_err());
+    assert!(flow.output().data("", &1).is_err());
+    assert!(host.take_sent().is_empty());
+    flow.output().text("done").unwrap();
+    let last: Value = serde_json::from_str(&host.take_sent()[0]).unwrap();
+    assert_eq!(last["data"]["part"], 2);
+}

@@ -46,9 +46,19 @@ pub struct RunState {
     /// Schedules this run made (`flow.schedule`): the n-th gets the same id on every run of
     /// the call, so a call run again (after a crash, a workflow waking) makes none twice.
     schedules_made: std::cell::Cell<u32>,
+    /// Output parts this run wrote (`flow.output()`): numbered from 0 on every run, so a part
+    /// written again by a woken workflow has the number it had.
+    output_parts: std::cell::Cell<u32>,
 }
 
 impl RunState {
+    /// The number of the next output part this run writes.
+    pub(crate) fn next_output_part(&self) -> u32 {
+        let n = self.output_parts.get();
+        self.output_parts.set(n + 1);
+        n
+    }
+
     /// The index of the next schedule this run makes.
     pub(crate) fn next_schedule(&self) -> u32 {
         let n = self.schedules_made.get();

@@ -38,6 +38,7 @@ mod handler;
 mod http;
 pub(crate) mod nested;
 pub mod offer;
+mod output;
 pub mod policy;
 mod registry;
 pub mod schema;
@@ -66,6 +67,7 @@ pub use flow::{
 };
 pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
 pub use http::{HostError, HttpRequest, HttpResponse};
+pub use output::{ToolOutput, MAX_PART_BYTES, OUTPUT_EVENT};
 pub use registry::{Registry, RegistryError};
 pub use utils::{
     cancel_schedule, emit_ephemeral_event, emit_thread_event, force_turn, get_messages,
