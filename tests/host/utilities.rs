@@ -529,3 +529,47 @@ fn host_registry_spec(name: &str) -> serde_json::Value {
     let host = TestHost::with_thread(T0);
     host.registry.get(name).unwrap().parameters().clone()
 }
+
+#[test]
+fn a_flow_knows_its_execution_its_root_and_what_the_model_sees() {
+    let host = TestHost::with_thread(T0);
+    let flow = host.flow("call-1");
+    assert_eq!(flow.flow_id, format!("{}:call-1", flow.thread_id));
+    assert_ne!(
+        host.flow("call-2").flow_id,
+        flow.flow_id,
+        "one id per execution"
+    );
+    let config = edgent::testing::agent(&[]);
+    let sub = flow.sub_flow("call-9", "msg-3", &config);
+    assert_eq!(sub.flow_id, format!("{}/call-9", flow.flow_id));
+    assert_eq!(sub.depth, 1);
+    assert_eq!(
+        sub.root().tool_call_id,
+        "call-1",
+        "the root is the top-level call's flow"
+    );
+    assert_eq!(
+        sub.sub_flow("call-10", "msg-4", &config)
+            .root()
+            .tool_call_id,
+        "call-1"
+    );
+    assert_eq!(sub.parent_message_id.as_deref(), Some("msg-3"));
+
+    // The model's view: the newest messages within the budget, paired, oldest first.
+    for i in 0..6 {
+        let role = if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        let msg = InjectMessage::new(role, format!("m{i} {}", "x".repeat(40)));
+        inject_message(&flow, msg).unwrap();
+    }
+    let all = flow.model_messages().unwrap();
+    assert_eq!(all.len(), 6);
+    let tight = flow.message_history.model_view(40).unwrap();
+    assert!(tight.len() < 6 && !tight.is_empty(), "{}", tight.len());
+    assert!(tight.last().is_some_and(|m| m.content.starts_with("m5")));
+}

@@ -173,73 +173,77 @@ impl ThreadRuntime {
             tools.extend(self.mcp_tool_specs(prompt).await);
         }
         loop {
-            let next = match step {
-                SubStep::Done(result) => {
-                    self.flush(&mut thread);
-                    return result;
-                }
-                SubStep::CallModel { history } => {
-                    // The thread's budget holds inside a sub-prompt too: a spent thread asks
-                    // no model, here or at the top level (which then stops the thread).
-                    let spent = thread.summary().ok().and_then(|t| {
-                        TurnRules::from_config(parent).over_budget(t.tokens_used, t.cost_usd)
-                    });
-                    if let Some(why) = spent {
-                        return CallToolResult::error(format!(
-                            "prompt {:?} was not asked again: {why}",
-                            prompt.name
-                        ));
+            let next =
+                match step {
+                    SubStep::Done(result) => {
+                        self.flush(&mut thread);
+                        return result;
                     }
-                    let parts = RequestParts {
-                        system: &system,
-                        history: &history,
-                        tools: &tools,
-                        config: &config,
-                    };
-                    let mut sink = SubSink {
-                        runtime: self,
-                        thread: &thread,
-                        completion: Completion::default(),
-                        models,
-                        parent_tool_call_id: &call.call.id,
-                    };
-                    let outcome = run_chain(&*self.platform, models, &parts, &mut sink).await;
-                    let reply = outcome.map(|()| sink.completion);
-                    sub.handle_reply(&mut thread, self.now(), reply, self.platform.registry())
-                }
-                SubStep::RunTools(calls) => {
-                    let mut stored = Ok(());
-                    for c in calls {
-                        let registry = self.platform.registry();
-                        let result = match (c.refused, registry.get(&c.call.name)) {
-                            (Some(refusal), _) => refusal,
-                            (None, Some(tool)) => {
-                                let mut flow = FlowState::top_level(
-                                    self.tool_host.clone(),
-                                    summary,
-                                    &config,
-                                    &c.call.id,
-                                );
-                                flow.depth = 1;
-                                flow.parent_message_id = Some(c.message_id.clone());
-                                // Under the tool's own limits and timeout, logged under the
-                                // call that runs this sub-prompt.
-                                let key = format!("{}/{}", call.call.id, c.call.id);
-                                let name = &c.call.name;
-                                run_nested(flow, tool, name, &c.call.arguments, &key, None)
-                                    .await
-                                    .unwrap_or_else(|e| CallToolResult::error(e.text()))
-                            }
-                            (None, None) => CallToolResult::error("the tool is gone"),
-                        };
-                        stored = sub.handle_tool_result(&mut thread, self.now(), &c.call, result);
-                        if stored.is_err() {
-                            break;
+                    SubStep::CallModel { history } => {
+                        // The thread's budget holds inside a sub-prompt too: a spent thread asks
+                        // no model, here or at the top level (which then stops the thread).
+                        let spent = thread.summary().ok().and_then(|t| {
+                            TurnRules::from_config(parent).over_budget(t.tokens_used, t.cost_usd)
+                        });
+                        if let Some(why) = spent {
+                            return CallToolResult::error(format!(
+                                "prompt {:?} was not asked again: {why}",
+                                prompt.name
+                            ));
                         }
+                        let parts = RequestParts {
+                            system: &system,
+                            history: &history,
+                            tools: &tools,
+                            config: &config,
+                        };
+                        let mut sink = SubSink {
+                            runtime: self,
+                            thread: &thread,
+                            completion: Completion::default(),
+                            models,
+                            parent_tool_call_id: &call.call.id,
+                        };
+                        let outcome = run_chain(&*self.platform, models, &parts, &mut sink).await;
+                        let reply = outcome.map(|()| sink.completion);
+                        sub.handle_reply(&mut thread, self.now(), reply, self.platform.registry())
                     }
-                    stored.and_then(|()| sub.next(&thread))
-                }
-            };
+                    SubStep::RunTools(calls) => {
+                        let mut stored = Ok(());
+                        for c in calls {
+                            let registry = self.platform.registry();
+                            let result =
+                                match (c.refused, registry.get(&c.call.name)) {
+                                    (Some(refusal), _) => refusal,
+                                    (None, Some(tool)) => {
+                                        // Under the flow of the call that runs this sub-prompt: its
+                                        // root, its flow id, one level deeper.
+                                        let flow = FlowState::top_level(
+                                            self.tool_host.clone(),
+                                            summary,
+                                            parent,
+                                            &call.call.id,
+                                        )
+                                        .sub_flow(&c.call.id, &c.message_id, &config);
+                                        // Under the tool's own limits and timeout, logged under the
+                                        // call that runs this sub-prompt.
+                                        let key = format!("{}/{}", call.call.id, c.call.id);
+                                        let name = &c.call.name;
+                                        run_nested(flow, tool, name, &c.call.arguments, &key, None)
+                                            .await
+                                            .unwrap_or_else(|e| CallToolResult::error(e.text()))
+                                    }
+                                    (None, None) => CallToolResult::error("the tool is gone"),
+                                };
+                            stored =
+                                sub.handle_tool_result(&mut thread, self.now(), &c.call, result);
+                            if stored.is_err() {
+                                break;
+                            }
+                        }
+                        stored.and_then(|()| sub.next(&thread))
+                    }
+                };
             self.flush(&mut thread);
             step = match next {
                 Ok(s) => s,

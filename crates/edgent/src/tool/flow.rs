@@ -70,6 +70,8 @@ pub struct AgentView {
     pub prompt: String,
     /// The tool names the prompt offers the model.
     pub tools: Vec<String>,
+    /// The estimated tokens of history its model is sent (`max_history_tokens`).
+    pub history_budget: u64,
 }
 
 impl AgentView {
@@ -79,6 +81,12 @@ impl AgentView {
             side: config.side,
             prompt: config.prompt.name.clone(),
             tools: config.prompt.tools.clone(),
+            history_budget: u64::from(
+                config
+                    .model()
+                    .and_then(|m| m.max_history_tokens)
+                    .unwrap_or(crate::config::DEFAULT_MAX_HISTORY_TOKENS),
+            ),
         }
     }
 }
@@ -92,7 +100,8 @@ impl AgentView {
 pub struct FlowState {
     /// The thread (= Durable Object) id.
     pub thread_id: String,
-    /// This flow's id: the thread id for the top-level flow.
+    /// This execution's id, unique per call (`<thread>:<call>`, and `/<call>` for each level
+    /// of a call made inside a sub-prompt), the same for every attempt and wake-up of it.
     pub flow_id: String,
     /// The agent and side that is acting: its id, prompt and offered tools.
     pub agent: AgentView,
@@ -157,7 +166,7 @@ impl FlowState {
     ) -> Self {
         FlowState {
             thread_id: thread.thread_id.clone(),
-            flow_id: thread.thread_id.clone(),
+            flow_id: format!("{}:{tool_call_id}", thread.thread_id),
             agent: AgentView::of(agent),
             current_side: thread.current_side,
             turn_count: thread.turn_count,
@@ -178,6 +187,34 @@ impl FlowState {
             root: None,
             host,
         }
+    }
+
+    /// A flow for `tool_call_id`, made by a sub-prompt that the call `self` runs: depth one
+    /// more, its `root` this flow's root, its `flow_id` under this one's.
+    pub fn sub_flow(
+        &self,
+        tool_call_id: &str,
+        parent_message_id: &str,
+        agent: &AgentConfig,
+    ) -> Self {
+        let mut flow = self.clone();
+        flow.flow_id = format!("{}/{tool_call_id}", self.flow_id);
+        flow.agent = AgentView::of(agent);
+        flow.depth = self.depth + 1;
+        flow.parent_message_id = Some(parent_message_id.to_owned());
+        flow.tool_call_id = tool_call_id.to_owned();
+        flow.bindings = Map::new();
+        flow.run = Rc::default();
+        flow.call_nesting = 0;
+        flow.root = Some(Rc::new(self.root().clone()));
+        flow
+    }
+
+    /// The messages the model sees now, oldest first: the newest that fit the agent's history
+    /// budget (after the summary in use when the thread compacts), calls and results paired.
+    /// A tool's view of its turn's context; the seed's message context.
+    pub fn model_messages(&self) -> Result<Vec<crate::values::message::Message>, ToolError> {
+        self.message_history.model_view(self.agent.history_budget)
     }
 
     /// The same flow with the caller's runtime bindings.
@@ -267,6 +304,16 @@ impl MessageHistory {
     ) -> Result<MessagePage, ToolError> {
         let limit = limit.clamp(1, crate::api::MAX_PAGE);
         Ok(Store::new(self.0.sql()).messages_page(limit, offset, order, include_silent)?)
+    }
+
+    /// The newest top-level messages a model sees within `budget` estimated tokens (after the
+    /// summary in use, when there is one), calls and results paired, oldest first.
+    pub fn model_view(
+        &self,
+        budget: u64,
+    ) -> Result<Vec<crate::values::message::Message>, ToolError> {
+        let history = Store::new(self.0.sql()).summarised_history(budget)?;
+        Ok(crate::engine::thread::repair_history(history))
     }
 }
 

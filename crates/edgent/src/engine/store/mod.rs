@@ -19,7 +19,7 @@ pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus}
 pub use history::ThreadCache;
 pub use mcp_servers::McpServerRow;
 pub use messages::stored_reply_calls;
-pub use summaries::{HistoryAfter, Summary};
+pub use summaries::{summary_tokens, HistoryAfter, Summary, SUMMARY_PREFIX};
 
 /// The thread row, as returned by `GET /api/threads/:id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

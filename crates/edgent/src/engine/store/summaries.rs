@@ -6,6 +6,20 @@
 use super::history::BudgetWalk;
 use super::*;
 
+/// What the model sees before a summary's text.
+pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation]\n";
+
+/// The estimated tokens a summary takes in the history.
+pub fn summary_tokens(summary: Option<&Summary>) -> u64 {
+    summary.map_or(0, |s| {
+        estimate_tokens(&Message::new(
+            Role::User,
+            format!("{SUMMARY_PREFIX}{}", s.content),
+            0,
+        ))
+    })
+}
+
 /// A stored summary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -74,6 +88,22 @@ impl Store<'_> {
         rows.first()
             .ok_or_else(|| SqlError("no id returned".into()))?
             .int(0)
+    }
+
+    /// The history a model sees within `budget` once the thread has a summary: the summary
+    /// in use as a first user message, then the newest messages after it that fit in what the
+    /// budget leaves; without a summary, the newest messages that fit.
+    pub fn summarised_history(&self, budget: u64) -> Result<Vec<Message>, SqlError> {
+        let summary = self.latest_summary()?;
+        let after = summary.as_ref().map_or(f64::MIN, |s| s.up_to);
+        let room = budget.saturating_sub(summary_tokens(summary.as_ref()));
+        let mut history = self.history_after(room, after)?.messages;
+        if let Some(s) = summary {
+            let created_at = history.first().map_or(0, |m| m.created_at);
+            let text = format!("{SUMMARY_PREFIX}{}", s.content);
+            history.insert(0, Message::new(Role::User, text, created_at));
+        }
+        Ok(history)
     }
 
     /// The newest top-level visible completed messages after position `after` that fit in

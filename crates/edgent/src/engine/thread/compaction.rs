@@ -13,7 +13,7 @@
 //! compaction is not tried again by this object for [`RETRY_AFTER_MS`].
 
 use super::*;
-use crate::engine::store::estimate_tokens;
+use crate::engine::store::{estimate_tokens, summary_tokens};
 
 /// The most messages one summary reads: a thread that grew far past its budget at once (an
 /// import, a large injection) is summarised from its newest part; what is older is already
@@ -26,8 +26,6 @@ const MAX_TRANSCRIPT_CHARS: usize = 200_000;
 pub(super) const RETRY_AFTER_MS: i64 = 60_000;
 /// At most this much of one message goes into the transcript the summariser reads.
 const MAX_MESSAGE_CHARS: usize = 4_000;
-/// What the model sees before the summary's text.
-pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation]\n";
 
 /// The messages to summarise, for the driver.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,16 +185,7 @@ impl Thread<'_> {
     /// The history a compacting prompt's model sees: the summary in use as the first
     /// message, then the newest messages after it that fit in what the budget leaves.
     pub(super) fn compacted_history(&self, budget: u64) -> Result<Vec<Message>, ThreadError> {
-        let summary = self.store.latest_summary()?;
-        let after = summary.as_ref().map_or(f64::MIN, |s| s.up_to);
-        let room = budget.saturating_sub(summary_tokens(summary.as_ref()));
-        let mut history = self.store.history_after(room, after)?.messages;
-        if let Some(s) = summary {
-            let created_at = history.first().map_or(0, |m| m.created_at);
-            let text = format!("{SUMMARY_PREFIX}{}", s.content);
-            history.insert(0, Message::new(Role::User, text, created_at));
-        }
-        Ok(history)
+        Ok(self.store.summarised_history(budget)?)
     }
 
     /// The summary the compaction prompt's model wrote for `job` (kept, with a `compaction`
@@ -245,15 +234,4 @@ impl Thread<'_> {
         }
         Ok(())
     }
-}
-
-/// The estimated tokens the summary takes in the history.
-fn summary_tokens(summary: Option<&crate::engine::store::Summary>) -> u64 {
-    summary.map_or(0, |s| {
-        estimate_tokens(&Message::new(
-            Role::User,
-            format!("{SUMMARY_PREFIX}{}", s.content),
-            0,
-        ))
-    })
 }

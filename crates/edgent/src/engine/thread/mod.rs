@@ -123,7 +123,7 @@ impl From<ThreadError> for crate::values::ToolError {
 pub const MAX_TOOL_INTERRUPTIONS: i64 = 3;
 
 pub use client::InjectMessage;
-pub use compaction::{CompactJob, SUMMARY_PREFIX};
+pub use compaction::CompactJob;
 use history::{
     fits_every_wire, internal_call_id, stop_answer, unfit_call_name, without_calls, worn_out,
 };
