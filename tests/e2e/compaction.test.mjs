@@ -10,22 +10,18 @@
 // before and after.
 // Does not prove: summary quality (the scripted model writes it).
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { withWorker } from '../support/setup.mjs';
 
 const BUDGET = 2000;
 const SUMMARIZER = 'Summarise the conversation below in a few lines; keep names, numbers and decisions.';
 
 let model;
-let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1` });
-  client = worker.client;
+withWorker({ setup: async (env) => {
+  ({ model, client } = env);
   const put = async (path, body) => {
     const r = await client.request('PUT', path, { body });
     assert.ok([200, 201].includes(r.status), `${path}: ${JSON.stringify(r.body)}`);
@@ -36,14 +32,7 @@ before(async () => {
   await put('/api/prompts/summarizer', { model: 'small_window', system: SUMMARIZER });
   await put('/api/prompts/long_chat', { model: 'small_window', system: 'You are helpful.', tools: ['get_current_time'], compaction_prompt: 'summarizer' });
   await put('/api/agents/long_chat', { side_a: { prompt: 'long_chat' }, max_turns: 100 });
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+} });
 
 // The engine's estimate: a quarter of the text's bytes, plus 4 per message.
 const tokens = (messages) => messages.reduce((n, m) => n + Math.ceil(Buffer.byteLength(m.content ?? '') / 4) + 4, 0);

@@ -10,27 +10,20 @@
 // Does not prove: MCP servers other than the official SDK's; the 5-minute list TTL (a host
 // detail: the stored list's age).
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { withWorker } from '../support/setup.mjs';
 import { startMcpServer, PIXEL } from '../support/mcp-server.mjs';
 
 const TOKEN = 'kb-token-0123456789';
 
 let model;
 let mcp;
-let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
+withWorker({ bindings: { MCP_SECRETS: 'KB_TOKEN', KB_TOKEN: TOKEN }, setup: async (env) => {
+  ({ model, client } = env);
   mcp = await startMcpServer({ token: TOKEN });
-  worker = await startWorker({
-    modelUrl: `${model.url}/v1`,
-    bindings: { MCP_SECRETS: 'KB_TOKEN', KB_TOKEN: TOKEN },
-  });
-  client = worker.client;
   const prompt = {
     model: 'default',
     system: 'You answer with the knowledge base.',
@@ -41,15 +34,11 @@ before(async () => {
   assert.equal(put.status, 201, JSON.stringify(put.body));
   const agent = await client.request('PUT', '/api/agents/kb_agent', { body: { side_a: { prompt: 'kb_prompt' } } });
   assert.equal(agent.status, 201, JSON.stringify(agent.body));
-});
+} });
 
 after(async () => {
-  await worker?.dispose();
   await mcp?.close();
-  await model?.close();
 });
-
-beforeEach(() => model.reset());
 
 const toolsOffered = (request) => request.body.tools.map((t) => t.function.name).sort();
 

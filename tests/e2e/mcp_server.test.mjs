@@ -10,27 +10,16 @@
 // token, GET, no session, an unknown or deleted session, malformed JSON-RPC).
 // Does not prove: MCP clients other than the official SDK; Cloudflare's edge.
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startWorker, API_KEY } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { API_KEY } from '../support/worker.mjs';
+import { withWorker } from '../support/setup.mjs';
 
 let model;
 let worker;
-
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1` });
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+withWorker({ setup: (env) => ({ model, worker } = env) });
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

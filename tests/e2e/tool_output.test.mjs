@@ -8,31 +8,15 @@
 // Does not prove: parts written again by a woken workflow (numbered the same; host-tested with
 // the run state).
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { withWorker } from '../support/setup.mjs';
 
-let model;
-let worker;
-let client;
-
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1` });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+const env = withWorker();
 
 async function threadWith(messages) {
-  const id = await client.createThread('support');
-  const sock = await client.connect(id);
+  const id = await env.client.createThread('support');
+  const sock = await env.client.connect(id);
   await sock.waitFor((f) => f.type === 'status');
   for (let i = 0; i < messages; i++) {
     const r = await sock.rpc('inject_message', { role: i % 2 ? 'assistant' : 'user', content: `message ${i}` });
@@ -61,7 +45,7 @@ test('parts stream live and in order before the result, and a resumed socket get
   assert.equal(JSON.parse(result.message.content).messages, 251);
 
   // A socket that saw nothing after the first part gets the rest again, from the log.
-  const again = await client.connect(id);
+  const again = await env.client.connect(id);
   const resumed = await again.rpc('resume', { after: parts[0].seq });
   assert.equal(resumed.ok, true, JSON.stringify(resumed));
   const replayed = again.frames.filter(isOutput);
@@ -73,10 +57,10 @@ test('parts stream live and in order before the result, and a resumed socket get
 test('the AI SDK chat stream shows them as data-tool-output parts; the model never reads them', async () => {
   const { id, sock } = await threadWith(120);
   sock.close();
-  model.push({ toolCalls: [{ id: 'call_stats', name: 'conversation_stats', arguments: {} }] }, { text: '120 messages.' });
-  const r = await fetch(new URL(`/api/threads/${id}/chat`, worker.url), {
+  env.model.push({ toolCalls: [{ id: 'call_stats', name: 'conversation_stats', arguments: {} }] }, { text: '120 messages.' });
+  const r = await fetch(new URL(`/api/threads/${id}/chat`, env.worker.url), {
     method: 'POST',
-    headers: { authorization: `Bearer ${worker.client.key}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${env.client.key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ id, trigger: 'submit-message', messages: [{ id: 'u1', role: 'user', parts: [{ type: 'text', text: 'How many?' }] }] }),
   });
   assert.equal(r.status, 200);
@@ -86,6 +70,6 @@ test('the AI SDK chat stream shows them as data-tool-output parts; the model nev
   assert.equal(parts[0].data.tool_call_id, 'call_stats');
   const toolOutput = chunks.findIndex((c) => c.type === 'tool-output-available');
   assert.ok(chunks.indexOf(parts.at(-1)) < toolOutput, 'streamed before the result');
-  const sent = JSON.stringify(model.requests.at(-1).body.messages);
+  const sent = JSON.stringify(env.model.requests.at(-1).body.messages);
   assert.ok(!sent.includes('counted'), 'the model reads the result only');
 });

@@ -5,12 +5,13 @@ use crate::config::policy::ModelPolicy;
 use crate::config::{AgentConfig, ModelConfig, ToolSpec, DEFAULT_TOTAL_TIMEOUT_MS};
 use crate::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
 use crate::engine::request_log::ModelRequestLog;
-use crate::llm::stream::{ProviderError, StreamEvent};
+use crate::engine::thread::Thread;
+use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::{request_body, ModelRequest};
 use crate::tool::nested::with_timeout;
 use crate::values::message::Message;
 
-use super::Platform;
+use super::{Platform, ThreadRuntime};
 
 /// The request body for a model, from what every provider needs.
 pub(super) struct RequestParts<'a> {
@@ -55,6 +56,47 @@ pub(super) trait ChainSink {
     );
     /// Whether the thread was stopped (no further attempt, no further bytes).
     fn stopped(&self) -> bool;
+}
+
+/// Collects a reply that is not streamed to clients: a sub-prompt's (depth-0 clients do not
+/// see it) or a compaction's summary. Every attempt is logged and counts toward the thread's
+/// budget, failed ones too.
+pub(super) struct CollectSink<'t, 'a> {
+    pub(super) runtime: &'t ThreadRuntime,
+    pub(super) thread: &'t Thread<'a>,
+    pub(super) completion: Completion,
+    pub(super) models: &'t [ModelConfig],
+    /// The call a sub-prompt answers (its attempts are logged at depth 1 under it); `None`
+    /// for a summary, logged with the turn's.
+    pub(super) sub_prompt_of: Option<&'t str>,
+}
+
+impl ChainSink for CollectSink<'_, '_> {
+    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
+        events.iter().try_for_each(|ev| self.completion.apply(ev))
+    }
+
+    fn reset(&mut self) {
+        self.completion = Completion::default();
+    }
+
+    fn attempt_done(
+        &mut self,
+        mut log: ModelRequestLog,
+        _ok: bool,
+        _retry: Option<(&ProviderError, &str)>,
+    ) {
+        if let Some(call) = self.sub_prompt_of {
+            log.depth = 1;
+            log.message_id = Some(call.to_owned());
+        }
+        log.add_usage(&self.completion, self.models);
+        self.runtime.record(self.thread, &log);
+    }
+
+    fn stopped(&self) -> bool {
+        self.runtime.stop_requested.get()
+    }
 }
 
 /// Performs a model call's chain: makes the attempts the engine's [`ModelChain`] asks for

@@ -6,45 +6,12 @@
 //!
 //! [`Action::Compact`]: crate::engine::thread::Action::Compact
 
-use super::chain::{run_chain, ChainSink, RequestParts};
+use super::chain::{run_chain, CollectSink, RequestParts};
 use super::ThreadRuntime;
-use crate::config::{AgentConfig, ModelConfig};
-use crate::engine::request_log::ModelRequestLog;
+use crate::config::AgentConfig;
 use crate::engine::thread::{CompactJob, Thread};
-use crate::llm::stream::{Completion, ProviderError, StreamEvent};
+use crate::llm::stream::Completion;
 use crate::values::message::{Message, Role};
-
-/// Collects the summary (its attempts are logged and counted like the turn's own).
-struct SummarySink<'t, 'a> {
-    runtime: &'t ThreadRuntime,
-    thread: &'t Thread<'a>,
-    completion: Completion,
-    models: &'t [ModelConfig],
-}
-
-impl ChainSink for SummarySink<'_, '_> {
-    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
-        events.iter().try_for_each(|ev| self.completion.apply(ev))
-    }
-
-    fn reset(&mut self) {
-        self.completion = Completion::default();
-    }
-
-    fn attempt_done(
-        &mut self,
-        mut log: ModelRequestLog,
-        _ok: bool,
-        _retry: Option<(&ProviderError, &str)>,
-    ) {
-        log.add_usage(&self.completion, self.models);
-        self.runtime.record(self.thread, &log);
-    }
-
-    fn stopped(&self) -> bool {
-        self.runtime.stop_requested.get()
-    }
-}
 
 impl ThreadRuntime {
     /// Has the compaction prompt's model summarise `job`, and hands the outcome to the
@@ -73,11 +40,12 @@ impl ThreadRuntime {
                     tools: &[],
                     config: &summariser,
                 };
-                let mut sink = SummarySink {
+                let mut sink = CollectSink {
                     runtime: self,
                     thread,
                     completion: Completion::default(),
                     models,
+                    sub_prompt_of: None,
                 };
                 let ran = run_chain(&*self.platform, models, &parts, &mut sink).await;
                 ran.map(|()| sink.completion.text)

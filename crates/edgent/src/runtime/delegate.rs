@@ -7,14 +7,13 @@ use std::rc::Rc;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::chain::{run_chain, ChainSink, RequestParts};
+use super::chain::{run_chain, CollectSink, RequestParts};
 use super::ThreadRuntime;
 use crate::api::ops::OP_PREFIX;
 use crate::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
-use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
 use crate::engine::thread::{SubStep, Thread, ThreadError, TurnRules};
-use crate::llm::stream::{Completion, ProviderError, StreamEvent};
+use crate::llm::stream::Completion;
 use crate::tool::nested::run_nested;
 use crate::tool::offer::offered;
 use crate::tool::{CallToolResult, FlowState};
@@ -96,42 +95,6 @@ fn parse_input(arguments: &str) -> Result<String, CallToolResult> {
         })
 }
 
-/// Collects a sub-prompt's reply (no streaming to clients: depth-0 clients do not see it).
-struct SubSink<'t, 'a> {
-    runtime: &'t ThreadRuntime,
-    thread: &'t Thread<'a>,
-    completion: Completion,
-    models: &'t [ModelConfig],
-    parent_tool_call_id: &'t str,
-}
-
-impl ChainSink for SubSink<'_, '_> {
-    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
-        events.iter().try_for_each(|ev| self.completion.apply(ev))
-    }
-
-    fn reset(&mut self) {
-        self.completion = Completion::default();
-    }
-
-    fn attempt_done(
-        &mut self,
-        mut log: ModelRequestLog,
-        _ok: bool,
-        _retry: Option<(&ProviderError, &str)>,
-    ) {
-        log.depth = 1;
-        log.message_id = Some(self.parent_tool_call_id.to_owned());
-        // Every attempt's reported usage counts toward the thread's budget, failed ones too.
-        log.add_usage(&self.completion, self.models);
-        self.runtime.record(self.thread, &log);
-    }
-
-    fn stopped(&self) -> bool {
-        self.runtime.stop_requested.get()
-    }
-}
-
 impl ThreadRuntime {
     /// Runs `prompt` as a sub-prompt answering `call`: the engine's [`SubPrompt`] says each
     /// step (call the model, run tools, done) and stores every message at depth 1; this only
@@ -197,12 +160,12 @@ impl ThreadRuntime {
                             tools: &tools,
                             config: &config,
                         };
-                        let mut sink = SubSink {
+                        let mut sink = CollectSink {
                             runtime: self,
                             thread: &thread,
                             completion: Completion::default(),
                             models,
-                            parent_tool_call_id: &call.call.id,
+                            sub_prompt_of: Some(&call.call.id),
                         };
                         let outcome = run_chain(&*self.platform, models, &parts, &mut sink).await;
                         let reply = outcome.map(|()| sink.completion);
