@@ -6,6 +6,7 @@
 pub mod error;
 pub mod ids;
 pub mod invalid;
+pub mod json_schema;
 pub mod limits;
 pub mod message;
 pub mod page;
