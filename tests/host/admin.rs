@@ -160,7 +160,7 @@ fn sql_is_built_from_constants_with_numbered_parameters() {
         "DELETE FROM prompts WHERE name = ?1"
     );
     let upsert = Kind::Prompt.upsert_sql();
-    assert!(upsert.starts_with("INSERT INTO prompts (name, system, model, tools, tool_choice, parallel_tool_calls, include_chat, description, hooks, tool_bindings, mcp_servers, compaction_prompt, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (name) DO UPDATE SET system = excluded.system"), "{upsert}");
+    assert!(upsert.starts_with("INSERT INTO prompts (name, system, model, tools, tool_choice, parallel_tool_calls, include_chat, description, hooks, tool_bindings, mcp_servers, compaction_prompt, response_format, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT (name) DO UPDATE SET system = excluded.system"), "{upsert}");
     assert!(!upsert.contains("name = excluded.name"));
     assert!(upsert.ends_with("updated_at = excluded.updated_at"));
 }
@@ -178,7 +178,8 @@ fn the_row_codec_encodes_lists_as_text_booleans_as_integers_and_unset_options_as
     assert_eq!(row[9], SqlValue::Text("{}".into()), "tool_bindings unset");
     assert_eq!(row[10], SqlValue::Text("[]".into()), "mcp_servers unset");
     assert_eq!(row[11], SqlValue::Null, "compaction_prompt unset");
-    assert_eq!(row[12], SqlValue::Integer(42));
+    assert_eq!(row[12], SqlValue::Null, "response_format unset");
+    assert_eq!(row[13], SqlValue::Integer(42));
     let row = small_model().row(1).unwrap();
     assert_eq!(row[4], SqlValue::Null, "api_key_secret unset");
     assert_eq!(row[5], SqlValue::Text("[]".into()));
@@ -195,11 +196,22 @@ fn definitions_round_trip_through_d1_rows_and_the_engine_reader() {
     let conn = d1();
     let minimal_agent = agent(json!({ "id": "solo", "side_a": { "prompt": "helper" } }));
     let minimal_prompt = prompt(json!({ "name": "plain", "model": "small" }));
+    let answering = prompt(
+        json!({ "name": "triage", "model": "small", "response_format": {
+            "name": "ticket",
+            "schema": { "type": "object", "properties": { "urgency": { "type": "integer", "minimum": 1 } }, "required": ["urgency"] }
+        }}),
+    );
+    let typed = prompt(
+        json!({ "name": "typed", "model": "small", "response_format": { "type_name": "Ticket" } }),
+    );
     let defs = [
         small_model(),
         full_model(),
         full_prompt(),
         minimal_prompt,
+        answering,
+        typed,
         full_agent(),
         minimal_agent,
     ];
@@ -445,6 +457,16 @@ fn single_definition_rules_are_reported_with_the_definition() {
     assert!(m.contains("base_url"), "{m}");
     let m = refused(vec![small_model(), small_model()], &ConfigSet::default());
     assert!(m.contains("appears twice"), "{m}");
+    let m = refused(
+        vec![prompt(
+            json!({ "name": "p", "model": "small", "response_format": { "schema": { "type": "object", "properties": { "a": { "pattern": "x" } } } } }),
+        )],
+        &base(),
+    );
+    assert!(
+        m.starts_with("prompt \"p\": response_format: schema: at `a`: `pattern` is not supported"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -531,5 +553,23 @@ fn hook_names_must_be_hook_files() {
         err.message.contains("\"not_a_hook\", which is not a hook"),
         "{}",
         err.message
+    );
+}
+
+#[test]
+fn the_example_apps_output_type_is_registered_with_a_strict_schema() {
+    let registry = crate::registry().unwrap();
+    assert_eq!(
+        registry.output_types().collect::<Vec<_>>(),
+        ["ticket_triage"]
+    );
+    let schema = registry.output_schema("ticket_triage").unwrap();
+    assert!(
+        edgent::values::json_schema::strict_compatible(schema),
+        "{schema}"
+    );
+    assert_eq!(
+        schema["properties"]["category"]["enum"],
+        json!(["billing", "shipping", "account", "other"])
     );
 }

@@ -128,6 +128,7 @@ fn a_turn_pays_no_round_trip_while_fresh_a_version_check_after_and_a_load_when_i
     let policy = ModelPolicy::default();
     let rules = admin::WriteRules {
         tools: &tools,
+        schemas: &[],
         models: &policy,
     };
     let (stored, _) = trips(&db, || {
@@ -191,6 +192,67 @@ fn a_turn_pays_no_round_trip_while_fresh_a_version_check_after_and_a_load_when_i
     );
 }
 
+/// A prompt's `response_format` is stored in its column and read back whole by the turn's
+/// loader; a type name is taken only when the app registers it.
+#[test]
+fn a_response_format_is_stored_and_a_type_name_must_be_registered() {
+    agents::forget_cached();
+    let db = FakeD1::new();
+    let tools = ["get_current_time"];
+    let policy = ModelPolicy::default();
+    let rules = admin::WriteRules {
+        tools: &tools,
+        schemas: &["ticket_triage"],
+        models: &policy,
+    };
+    block_on(admin::put_config(&db, &config("Hi."), rules, T0)).unwrap();
+    let format = json!({ "name": "answer", "schema": { "type": "object", "properties": { "ok": { "type": "boolean" } } } });
+    let put = |body: Value| {
+        let body = body.to_string();
+        block_on(admin::put(
+            &db,
+            Kind::Prompt,
+            "helper",
+            body.as_bytes(),
+            rules,
+            T0,
+        ))
+    };
+    let (status, stored) = put(json!({ "model": "m", "response_format": format })).unwrap();
+    assert_eq!((status, &stored["response_format"]), (200, &format));
+    let loaded = block_on(agents::load_agent(&db, "desk", Side::A, T0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&loaded.prompt.response_format).unwrap(),
+        format
+    );
+
+    assert_eq!(
+        put(json!({ "model": "m", "response_format": { "type_name": "ticket_triage" } }))
+            .unwrap()
+            .0,
+        200
+    );
+    let unknown =
+        put(json!({ "model": "m", "response_format": { "type_name": "invoice" } })).unwrap_err();
+    assert_eq!((unknown.status, unknown.code), (400, "invalid_definition"));
+    assert!(
+        unknown.message.contains("type_name \"invoice\" is not an output type this app registers (registered: ticket_triage)"),
+        "{}",
+        unknown.message
+    );
+    let bad = put(json!({ "model": "m", "response_format": { "schema": { "type": "object", "$ref": "#/x" } } })).unwrap_err();
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.message.contains("`$ref` is not supported"),
+        "{}",
+        bad.message
+    );
+    let cleared = put(json!({ "model": "m" })).unwrap().1;
+    assert_eq!(cleared["response_format"], Value::Null);
+}
+
 #[test]
 fn the_api_answers_and_refuses_over_the_database() {
     agents::forget_cached();
@@ -199,6 +261,7 @@ fn the_api_answers_and_refuses_over_the_database() {
     let policy = ModelPolicy::default();
     let rules = admin::WriteRules {
         tools: &tools,
+        schemas: &[],
         models: &policy,
     };
     block_on(admin::put_config(&db, &config("Hi."), rules, T0)).unwrap();
@@ -255,6 +318,7 @@ fn a_model_naming_a_secret_the_operator_does_not_allow_is_refused_and_not_writte
     let strict = ModelPolicy::from_vars(|k| (k == "MODEL_HOSTS").then(|| "api.openai.com".into()));
     let rules = admin::WriteRules {
         tools: &tools,
+        schemas: &[],
         models: &strict,
     };
     for (model, why) in [
@@ -318,6 +382,7 @@ fn a_model_timeout_past_an_hour_is_refused() {
     let policy = ModelPolicy::default();
     let rules = admin::WriteRules {
         tools: &tools,
+        schemas: &[],
         models: &policy,
     };
     // 2^31 ms would wrap in a JavaScript timer and fire at once.

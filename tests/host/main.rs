@@ -48,11 +48,11 @@ mod workers_ai;
 /// Installs the example app's catalogue (its tools, workflows and hooks) for the framework
 /// code under test; every test that needs the app's code calls this (or [`registry`]) first.
 fn install_app() {
-    edgent_example::CATALOG.install();
+    edgent_example::APP.install();
 }
 
 /// The example app's tools, built and checked.
 fn registry() -> Result<edgent::tool::Registry, edgent::tool::RegistryError> {
     install_app();
-    edgent_example::CATALOG.registry()
+    edgent_example::APP.registry()
 }

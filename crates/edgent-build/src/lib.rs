@@ -126,7 +126,7 @@ fn generate(root: &Path) -> String {
     code.push_str(
         "/// This app's tools, workflows and hooks, for the Worker driver and host tests.\n\
          pub const CATALOG: ::edgent::Catalog = ::edgent::Catalog {\n    \
-         tools: TOOLS,\n    toml_workflows: TOML_WORKFLOWS,\n    hooks: HOOKS,\n};\n",
+         tools: TOOLS,\n    toml_workflows: TOML_WORKFLOWS,\n    hooks: HOOKS,\n    schemas: &[],\n};\n",
     );
     code
 }

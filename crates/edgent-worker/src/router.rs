@@ -222,9 +222,11 @@ async fn configure(
     let body = read_body(req).await?;
     let registry = edgent::Catalog::installed_registry().map_err(|e| registry_error(&e))?;
     let tools: Vec<&str> = registry.names().collect();
+    let schemas: Vec<&str> = registry.output_types().collect();
     let models = ModelPolicy::from_vars(|k| env.var(k).ok().map(|v| v.to_string()));
     let rules = admin::WriteRules {
         tools: &tools,
+        schemas: &schemas,
         models: &models,
     };
     let db = D1(env.clone());

@@ -21,7 +21,7 @@ pub(super) struct World {
 }
 
 pub(super) fn new_world(s: &Setup) -> World {
-    edgent_example::CATALOG.install();
+    edgent_example::APP.install();
     let clock = Rc::new(Cell::new(T0));
     let kills = Rc::new(Cell::new(false));
     let registry = registry(&clock, &kills);

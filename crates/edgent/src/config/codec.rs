@@ -54,6 +54,7 @@ pub const PROMPT_COLUMNS: &[&str] = &[
     "tool_bindings",
     "mcp_servers",
     "compaction_prompt",
+    "response_format",
 ];
 
 /// `agents` columns written by the API, in bind order (`updated_at` follows).

@@ -12,6 +12,7 @@ pub mod codec;
 pub mod mcp_servers;
 pub mod policy;
 pub mod resolve;
+pub mod response_format;
 
 pub use crate::llm::request::{Provider, ToolChoice, ToolSpec};
 
@@ -181,6 +182,9 @@ pub struct PromptConfig {
     /// the oldest messages are left out instead.
     #[serde(default)]
     pub compaction_prompt: Option<String>,
+    /// The final answer is JSON of this shape, checked (`None`: free text).
+    #[serde(default)]
+    pub response_format: Option<response_format::ResponseFormat>,
 }
 
 impl PromptConfig {
@@ -213,6 +217,9 @@ impl PromptConfig {
             if c == &self.name {
                 return Err(format!("prompt {:?} cannot compact with itself", self.name).into());
             }
+        }
+        if let Some(format) = &self.response_format {
+            format.check(&self.tools, self.tool_choice)?;
         }
         mcp_servers::check_all(&self.mcp_servers, &self.tools)
     }
@@ -578,6 +585,7 @@ pub mod rows {
         "side_b",
         "tool_bindings",
         "mcp_servers",
+        "response_format",
     ];
     /// Columns holding 0/1.
     const BOOL_COLUMNS: &[&str] = &["parallel_tool_calls", "include_chat", "expose_as_tool"];

@@ -20,7 +20,7 @@ use self::stream::{ProviderError, StreamEvent};
 
 pub use self::anthropic::ANTHROPIC_VERSION;
 pub use self::format::{StreamDecoder, WireFormat};
-pub use self::request::{ModelRequest, Provider, Target, ToolChoice, ToolSpec};
+pub use self::request::{ModelRequest, OutputFormat, Provider, Target, ToolChoice, ToolSpec};
 
 /// The wire format `provider` speaks.
 pub fn format(provider: Provider) -> &'static dyn WireFormat {

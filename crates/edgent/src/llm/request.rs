@@ -81,6 +81,26 @@ pub struct Target<'a> {
     pub max_output_tokens: Option<u32>,
 }
 
+/// The shape a final answer must take: a JSON object schema under a name (a prompt's
+/// `response_format`, resolved). OpenAI-format requests ask for it as `response_format`; an
+/// Anthropic-format request offers it as a tool whose input is the answer (see
+/// [`OutputFormat::ANSWER_TOOL_DESCRIPTION`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OutputFormat<'a> {
+    /// What the answer is called (`json_schema.name`; the answer tool's name).
+    pub name: &'a str,
+    /// The JSON Schema of the answer: an object schema in the subset edgent checks
+    /// ([`crate::values::json_schema`]).
+    pub schema: &'a serde_json::Value,
+}
+
+impl OutputFormat<'_> {
+    /// What a model reads about the answer tool.
+    pub const ANSWER_TOOL_DESCRIPTION: &'static str =
+        "Gives your final answer. Call it once you have everything you need, with the whole \
+         answer as its input; it ends your turn.";
+}
+
 /// Everything a request body is built from.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelRequest<'a> {

@@ -12,6 +12,7 @@ use crate::api::ApiError;
 use crate::config::admin::{in_use, plan, Change, ConfigSet, Definition, Kind, Plan, KINDS};
 use crate::config::codec::invalid;
 use crate::config::policy::ModelPolicy;
+use crate::config::PromptConfig;
 use crate::values::Invalid;
 
 type Answer = Result<(u16, Value), ApiError>;
@@ -91,13 +92,39 @@ pub async fn get(db: &dyn ConfigDb, kind: Kind, name: &str) -> Answer {
 }
 
 /// What a write is checked against besides the stored definitions: the registered tool
-/// names (prompts may list them) and the operator's rules for models.
+/// names (prompts may list them), the app's output types (a prompt's `response_format` may
+/// name one) and the operator's rules for models.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteRules<'a> {
     /// Registered tool names.
     pub tools: &'a [&'a str],
+    /// The app's output types (`Catalog::schemas`).
+    pub schemas: &'a [&'a str],
     /// The secrets and hosts models may name.
     pub models: &'a ModelPolicy,
+}
+
+/// Whether the output type `prompt`'s `response_format` names (if any) is one the app registers.
+fn known_output_type(prompt: &PromptConfig, schemas: &[&str]) -> Result<(), Invalid> {
+    let Some(name) = prompt
+        .response_format
+        .as_ref()
+        .and_then(|f| f.type_name.as_deref())
+    else {
+        return Ok(());
+    };
+    if schemas.contains(&name) {
+        return Ok(());
+    }
+    let known = if schemas.is_empty() {
+        "none: see Catalog::with_schemas".to_owned()
+    } else {
+        schemas.join(", ")
+    };
+    Err(format!(
+        "response_format: type_name {name:?} is not an output type this app registers (registered: {known})"
+    )
+    .into())
 }
 
 /// Validates `incoming` against the database and the rules, and writes what changed in one
@@ -114,11 +141,14 @@ async fn apply(
         // (A definition's own rules first: a literal key is named as such.)
         let allowed = match def {
             Definition::Model(m) => def.check().and_then(|()| rules.models.check(m)),
-            Definition::Prompt(p) => def.check().and_then(|()| {
-                p.mcp_servers
-                    .iter()
-                    .try_for_each(|s| rules.models.check_mcp_server(s))
-            }),
+            Definition::Prompt(p) => def
+                .check()
+                .and_then(|()| known_output_type(p, rules.schemas))
+                .and_then(|()| {
+                    p.mcp_servers
+                        .iter()
+                        .try_for_each(|s| rules.models.check_mcp_server(s))
+                }),
             Definition::Agent(_) => Ok(()),
         };
         allowed.map_err(|why| invalid(format!("{}: {why}", def.label())))?;

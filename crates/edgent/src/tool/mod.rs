@@ -68,7 +68,7 @@ pub use flow::{
 pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
 pub use http::{HostError, HttpRequest, HttpResponse};
 pub use output::{ToolOutput, MAX_PART_BYTES, OUTPUT_EVENT};
-pub use registry::{Registry, RegistryError};
+pub use registry::{OutputType, Registry, RegistryError};
 pub use utils::{
     cancel_schedule, emit_ephemeral_event, emit_thread_event, force_turn, get_messages,
     inject_message, queue_tool, queue_tool_with_bindings, schedule,

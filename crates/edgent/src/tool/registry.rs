@@ -1,13 +1,22 @@
 //! The set of tools of this Worker, built and checked from the tables an app's build wrote
 //! (`agents/tools/`, `agents/workflows/`); [`crate::Catalog::registry`] builds it.
 
+use serde_json::Value;
+
 use super::{Invalid, Tool, ToolConstructor};
 use crate::llm::ToolSpec;
+use crate::values::json_schema::check_schema;
 
-/// Every registered tool, by name.
+/// An output type of the app: its name (what a prompt's `response_format.type_name` says) and
+/// a function giving its JSON Schema (`edgent::tool::schema::schema_for::<T>`).
+pub type OutputType = (&'static str, fn() -> Value);
+
+/// Every registered tool, by name, and the app's output types.
 #[derive(Debug, Default)]
 pub struct Registry {
     tools: Vec<(&'static str, Tool)>,
+    /// Output types with their schemas, built and checked once.
+    schemas: Vec<(&'static str, Value)>,
 }
 
 /// Tools whose definitions cannot be offered to a model, each with the reason.
@@ -17,6 +26,8 @@ pub struct RegistryError {
     pub problems: Vec<(String, Invalid)>,
     /// The tools among them that are TOML workflows (for the file named in messages).
     toml: Vec<String>,
+    /// The names among them that are output types, not tools.
+    schemas: Vec<String>,
 }
 
 impl std::fmt::Display for RegistryError {
@@ -25,6 +36,9 @@ impl std::fmt::Display for RegistryError {
             .problems
             .iter()
             .map(|(tool, why)| {
+                if self.schemas.contains(tool) {
+                    return format!("output type `{tool}` (Catalog::schemas): {why}");
+                }
                 let file = if self.toml.contains(tool) {
                     format!("agents/workflows/{tool}.toml")
                 } else {
@@ -62,7 +76,11 @@ impl Registry {
             }
         }
         if !problems.is_empty() {
-            return Err(RegistryError { problems, toml });
+            return Err(RegistryError {
+                problems,
+                toml,
+                schemas: Vec::new(),
+            });
         }
         tools.sort_by_key(|(name, _)| *name);
         Self::build(tools).map_err(|e| RegistryError { toml, ..e })
@@ -76,13 +94,52 @@ impl Registry {
             .filter_map(|(name, tool)| tool.check().err().map(|why| ((*name).to_owned(), why)))
             .collect();
         if problems.is_empty() {
-            Ok(Registry { tools })
+            Ok(Registry {
+                tools,
+                schemas: Vec::new(),
+            })
         } else {
             Err(RegistryError {
                 problems,
                 toml: Vec::new(),
+                schemas: Vec::new(),
             })
         }
+    }
+
+    /// This registry with the app's output types, each schema built once and checked as a
+    /// prompt's own would be (an object schema in the subset edgent validates), so a type no
+    /// answer could be checked against never ships.
+    pub fn with_schemas(mut self, types: &[OutputType]) -> Result<Self, RegistryError> {
+        let mut problems = Vec::new();
+        for (name, schema_of) in types {
+            let schema = schema_of();
+            match check_schema(&schema) {
+                Ok(()) => self.schemas.push((name, schema)),
+                Err(why) => problems.push(((*name).to_owned(), why)),
+            }
+        }
+        if problems.is_empty() {
+            return Ok(self);
+        }
+        Err(RegistryError {
+            schemas: problems.iter().map(|(n, _)| n.clone()).collect(),
+            problems,
+            toml: Vec::new(),
+        })
+    }
+
+    /// The JSON Schema of the output type `name`.
+    pub fn output_schema(&self, name: &str) -> Option<&Value> {
+        self.schemas
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| s)
+    }
+
+    /// The output types' names, in registration order.
+    pub fn output_types(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.schemas.iter().map(|(n, _)| *n)
     }
 
     /// Looks a tool up by name.

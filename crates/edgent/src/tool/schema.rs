@@ -9,6 +9,8 @@ use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
 use serde_json::{Map, Value};
 
+use crate::values::json_schema::{has_type, join};
+
 /// Deepest nesting of objects and arrays allowed in an argument schema (the arguments object
 /// itself is level 1).
 pub const MAX_DEPTH: usize = 7;
@@ -104,24 +106,6 @@ pub fn check_arguments(schema: &Value) -> Result<(), SchemaProblem> {
         return Err(SchemaProblem::NotAnObject);
     }
     walk(schema, "", 0)
-}
-
-fn has_type(schema: &Value, ty: &str) -> bool {
-    match schema.get("type") {
-        Some(Value::String(t)) => t == ty,
-        Some(Value::Array(ts)) => ts.iter().any(|t| t == ty),
-        _ => false,
-    }
-}
-
-fn join(path: &str, segment: &str) -> String {
-    if path.is_empty() {
-        segment.to_owned()
-    } else if segment.starts_with('[') {
-        format!("{path}{segment}")
-    } else {
-        format!("{path}.{segment}")
-    }
 }
 
 fn walk(schema: &Value, path: &str, depth: usize) -> Result<(), SchemaProblem> {

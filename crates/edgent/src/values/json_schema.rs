@@ -195,7 +195,8 @@ fn place(path: &str) -> String {
     }
 }
 
-fn join(path: &str, segment: &str) -> String {
+/// `path` and one more step (`items`, `[0]`, `*`), as errors name a place: `items[0].sku`.
+pub(crate) fn join(path: &str, segment: &str) -> String {
     if path.is_empty() {
         segment.to_owned()
     } else if segment.starts_with('[') {
@@ -473,6 +474,15 @@ fn short(value: &Value) -> String {
     format!("{}...", &text[..end])
 }
 
+/// Whether `schema`'s `type` is `ty` or a list holding it.
+pub(crate) fn has_type(schema: &Value, ty: &str) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == ty,
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == ty),
+        _ => false,
+    }
+}
+
 /// Whether OpenAI's strict structured outputs take `schema` as it is: every object closed
 /// (`additionalProperties: false`) with every property required, every place typed, and no
 /// `oneOf` or `allOf`. Another schema is sent without `strict` (the model is then asked, not
@@ -490,12 +500,7 @@ pub fn strict_compatible(schema: &Value) -> bool {
     if !(map.contains_key("type") || map.contains_key("enum") || map.contains_key("const")) {
         return false;
     }
-    let is_object = map.get("type").is_some_and(|t| match t {
-        Value::String(name) => name == "object",
-        Value::Array(names) => names.iter().any(|n| n == "object"),
-        _ => false,
-    });
-    if is_object || map.contains_key("properties") {
+    if has_type(schema, "object") || map.contains_key("properties") {
         let properties = map
             .get("properties")
             .and_then(Value::as_object)

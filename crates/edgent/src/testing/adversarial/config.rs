@@ -364,6 +364,7 @@ pub fn admin_api(data: &[u8]) {
     let policy = ModelPolicy::default();
     let rules = admin::WriteRules {
         tools: TOOLS,
+        schemas: &[],
         models: &policy,
     };
     let now = 1_800_000_000_000;
