@@ -435,6 +435,7 @@ fn body_with(
         tools,
         tool_choice,
         parallel_tool_calls,
+        output: None,
     })
 }
 
@@ -472,6 +473,7 @@ fn request_has_model_system_stream_and_a_default_output_limit() {
         tools: &[],
         tool_choice: ToolChoice::Auto,
         parallel_tool_calls: true,
+        output: None,
     });
     assert!(b.get("system").is_none());
 }

@@ -196,6 +196,7 @@ fn request_body_has_history_tools_and_streaming() {
         side: None,
         parent_message_id: None,
         parent_tool_call_id: None,
+        structured: None,
     };
     let mut call = m(Role::Assistant, "");
     call.tool_calls = vec![ToolCall {
@@ -282,6 +283,7 @@ mod provider {
             tools,
             tool_choice,
             parallel_tool_calls,
+            output: None,
         }
     }
 

@@ -27,6 +27,7 @@ fn msg(i: i64, depth: u32) -> Message {
         side: None,
         parent_message_id: None,
         parent_tool_call_id: None,
+        structured: None,
     }
 }
 

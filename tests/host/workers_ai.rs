@@ -244,6 +244,7 @@ fn input(m: &ModelConfig, history: &[Message], tools: &[ToolSpec], choice: ToolC
         tools,
         tool_choice: choice,
         parallel_tool_calls: true,
+        output: None,
     })
 }
 

@@ -13,6 +13,7 @@ pub mod request_log;
 pub mod retry;
 pub mod schema;
 pub mod store;
+pub mod structured;
 pub mod thread;
 pub mod tool_records;
 pub mod tool_runs;

@@ -358,6 +358,8 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[TABLE_MCP_SERVERS],
     // v12: compaction's summaries.
     &[TABLE_SUMMARIES],
+    // v13: a reply's structured answer (its prompt's `response_format`), as JSON text.
+    &["ALTER TABLE messages ADD COLUMN structured TEXT"],
 ];
 
 /// The MCP servers of the thread's prompts: their sessions and tool lists
@@ -430,7 +432,8 @@ pub const CURRENT: &[&str] = &[
             status TEXT NOT NULL DEFAULT 'completed',
             parts TEXT,
             side TEXT,
-            parent_tool_call_id TEXT
+            parent_tool_call_id TEXT,
+            structured TEXT
         )",
     INDEX_MESSAGES_BY_DEPTH_POSITION,
     "CREATE TABLE tool_calls (

@@ -116,4 +116,6 @@ pub struct ModelRequest<'a> {
     pub tool_choice: ToolChoice,
     /// Whether several tool calls may come in one reply.
     pub parallel_tool_calls: bool,
+    /// The shape of the final answer, when the prompt asks for one.
+    pub output: Option<OutputFormat<'a>>,
 }

@@ -93,6 +93,9 @@ pub enum ProviderError {
     /// The reply grew past [`MAX_REPLY_BYTES`](crate::values::limits::MAX_REPLY_BYTES): the
     /// call fails once (asking again would most likely stream the same).
     TooLarge(String),
+    /// The final answer does not fit the prompt's `response_format`, also after it was sent
+    /// back once with what is wrong.
+    InvalidOutput(String),
 }
 
 /// How providers say the request did not fit the model's context window (lowercase).
@@ -133,9 +136,10 @@ impl ProviderError {
             | ProviderError::Timeout(_)
             | ProviderError::Truncated
             | ProviderError::Stream(_) => true,
-            ProviderError::Malformed(_) | ProviderError::Config(_) | ProviderError::TooLarge(_) => {
-                false
-            }
+            ProviderError::Malformed(_)
+            | ProviderError::Config(_)
+            | ProviderError::TooLarge(_)
+            | ProviderError::InvalidOutput(_) => false,
         }
     }
 
@@ -158,6 +162,7 @@ impl ProviderError {
             ProviderError::Malformed(m) => ProviderError::Malformed(f(&m)),
             ProviderError::Config(m) => ProviderError::Config(f(&m)),
             ProviderError::TooLarge(m) => ProviderError::TooLarge(f(&m)),
+            ProviderError::InvalidOutput(m) => ProviderError::InvalidOutput(f(&m)),
         }
     }
 
@@ -173,6 +178,7 @@ impl ProviderError {
             ProviderError::Malformed(_) => "model_bad_response",
             ProviderError::Config(_) => "model_config",
             ProviderError::TooLarge(_) => "model_reply_too_large",
+            ProviderError::InvalidOutput(_) => "invalid_structured_output",
         }
     }
 }
@@ -190,6 +196,7 @@ impl std::fmt::Display for ProviderError {
             ProviderError::Malformed(m) => write!(f, "malformed model response: {m}"),
             ProviderError::Config(m) => write!(f, "model configuration: {m}"),
             ProviderError::TooLarge(m) => write!(f, "model reply too large: {m}"),
+            ProviderError::InvalidOutput(m) => write!(f, "invalid structured output: {m}"),
         }
     }
 }

@@ -1,24 +1,30 @@
 //! One model call: the attempts the engine's [`ModelChain`] asks for (retries after their
 //! delay, fallbacks to the next model), each streamed from the platform into a sink.
 
+use serde_json::Value;
+
 use crate::config::policy::ModelPolicy;
 use crate::config::{AgentConfig, ModelConfig, ToolSpec, DEFAULT_TOTAL_TIMEOUT_MS};
 use crate::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
 use crate::engine::request_log::ModelRequestLog;
+use crate::engine::structured::{correction, give_up, judge, Verdict, MAX_CORRECTIONS};
 use crate::engine::thread::Thread;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
-use crate::llm::{request_body, ModelRequest};
+use crate::llm::{request_body, ModelRequest, OutputFormat};
 use crate::tool::nested::with_timeout;
 use crate::values::message::Message;
 
 use super::{Platform, ThreadRuntime};
 
 /// The request body for a model, from what every provider needs.
+#[derive(Clone, Copy)]
 pub(super) struct RequestParts<'a> {
     pub(super) system: &'a str,
     pub(super) history: &'a [Message],
     pub(super) tools: &'a [ToolSpec],
     pub(super) config: &'a AgentConfig,
+    /// The final answer's shape, when the prompt has a `response_format`.
+    pub(super) output: Option<OutputFormat<'a>>,
 }
 
 impl RequestParts<'_> {
@@ -30,6 +36,7 @@ impl RequestParts<'_> {
             tools: self.tools,
             tool_choice: self.config.prompt.tool_choice,
             parallel_tool_calls: self.config.prompt.parallel_tool_calls,
+            output: self.output,
         })
     }
 }
@@ -56,6 +63,11 @@ pub(super) trait ChainSink {
     );
     /// Whether the thread was stopped (no further attempt, no further bytes).
     fn stopped(&self) -> bool;
+    /// The reply assembled so far.
+    fn completion(&mut self) -> &mut Completion;
+    /// The answer does not fit the prompt's `response_format` (`why`); the model is asked
+    /// again (a [`ChainSink::reset`] follows).
+    fn correcting(&mut self, format_name: &str, why: &str);
 }
 
 /// Collects a reply that is not streamed to clients: a sub-prompt's (depth-0 clients do not
@@ -96,6 +108,57 @@ impl ChainSink for CollectSink<'_, '_> {
 
     fn stopped(&self) -> bool {
         self.runtime.stop_requested.get()
+    }
+
+    fn completion(&mut self) -> &mut Completion {
+        &mut self.completion
+    }
+
+    /// Nothing to tell: these attempts reach no client.
+    fn correcting(&mut self, _format_name: &str, _why: &str) {}
+}
+
+/// [`run_chain`], with the answer checked against the prompt's `response_format` (when it has
+/// one) as the engine judges it (`engine::structured`): an answer that does not fit goes back
+/// to the model with what is wrong, up to [`MAX_CORRECTIONS`] times in the same call, and one
+/// that still does not fit fails the call. `Ok(Some(value))`: the answer and its value;
+/// `Ok(None)`: no format, a reply that calls tools instead, or a stop.
+pub(super) async fn run_checked_chain(
+    platform: &dyn Platform,
+    models: &[ModelConfig],
+    parts: &RequestParts<'_>,
+    sink: &mut dyn ChainSink,
+) -> Result<Option<Value>, ProviderError> {
+    let Some(format) = parts.output else {
+        return run_chain(platform, models, parts, sink)
+            .await
+            .map(|()| None);
+    };
+    // The history grows by the corrections only: the model reads its answer and what is wrong.
+    let mut history = parts.history.to_vec();
+    let mut corrections = 0;
+    loop {
+        let attempt = RequestParts {
+            history: &history,
+            ..*parts
+        };
+        run_chain(platform, models, &attempt, sink).await?;
+        if sink.stopped() {
+            return Ok(None);
+        }
+        let why = match judge(sink.completion(), &format) {
+            Verdict::NotTheAnswer => return Ok(None),
+            Verdict::Fits(value) => return Ok(Some(value)),
+            Verdict::Misfits(why) => why,
+        };
+        if corrections >= MAX_CORRECTIONS {
+            return Err(give_up(&format, &why));
+        }
+        corrections += 1;
+        let answer = std::mem::take(&mut sink.completion().text);
+        history.extend(correction(answer, &format, &why, platform.now_ms()));
+        sink.correcting(format.name, &why);
+        sink.reset();
     }
 }
 

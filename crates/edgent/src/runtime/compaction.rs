@@ -39,6 +39,8 @@ impl ThreadRuntime {
                     history: &history,
                     tools: &[],
                     config: &summariser,
+                    // A summary is text, whatever the summarising prompt asks of its answers.
+                    output: None,
                 };
                 let mut sink = CollectSink {
                     runtime: self,

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::chain::{run_chain, CollectSink, RequestParts};
+use super::chain::{run_checked_chain, CollectSink, RequestParts};
 use super::ThreadRuntime;
 use crate::api::ops::OP_PREFIX;
 use crate::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
@@ -129,6 +129,12 @@ impl ThreadRuntime {
             Ok(s) => s,
             Err(e) => return storage(e),
         };
+        let output = match self.output_format(prompt) {
+            Ok(output) => output,
+            Err(why) => {
+                return CallToolResult::error(format!("prompt {:?} cannot run: {why}", prompt.name))
+            }
+        };
         let system = thread.system_text(prompt);
         let mut tools = offered(self.platform.registry(), &config);
         if !prompt.mcp_servers.is_empty() {
@@ -159,6 +165,7 @@ impl ThreadRuntime {
                             history: &history,
                             tools: &tools,
                             config: &config,
+                            output,
                         };
                         let mut sink = CollectSink {
                             runtime: self,
@@ -167,8 +174,10 @@ impl ThreadRuntime {
                             models,
                             sub_prompt_of: Some(&call.call.id),
                         };
-                        let outcome = run_chain(&*self.platform, models, &parts, &mut sink).await;
-                        let reply = outcome.map(|()| sink.completion);
+                        // The answer's value is not kept: the call's result is its JSON text.
+                        let outcome =
+                            run_checked_chain(&*self.platform, models, &parts, &mut sink).await;
+                        let reply = outcome.map(|_| sink.completion);
                         sub.handle_reply(&mut thread, self.now(), reply, self.platform.registry())
                     }
                     SubStep::RunTools(calls) => {

@@ -4,14 +4,15 @@
 
 use std::rc::Rc;
 
-use super::chain::{run_chain, ChainSink, RequestParts};
+use super::chain::{run_checked_chain, ChainSink, RequestParts};
 use super::ThreadRuntime;
-use crate::config::{AgentConfig, ModelConfig};
+use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::ThreadStatus;
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
-use crate::llm::stream::{ProviderError, StreamEvent};
+use crate::llm::stream::{Completion, ProviderError, StreamEvent};
+use crate::llm::OutputFormat;
 use crate::tool::offer::offered;
 use crate::values::sql::Sql;
 
@@ -65,6 +66,14 @@ impl ChainSink for MainSink<'_, '_> {
 
     fn stopped(&self) -> bool {
         self.runtime.stop_requested.get()
+    }
+
+    fn completion(&mut self) -> &mut Completion {
+        &mut self.call.completion
+    }
+
+    fn correcting(&mut self, format_name: &str, why: &str) {
+        self.thread.report_correction(format_name, why);
     }
 }
 
@@ -258,6 +267,25 @@ impl ThreadRuntime {
         }
     }
 
+    /// The shape `prompt`'s final answer must take, if it has a `response_format`: its own
+    /// schema, or the app's registered output type's. `Err` says why there is none (a type
+    /// this Worker no longer registers).
+    pub(super) fn output_format<'p>(
+        &'p self,
+        prompt: &'p PromptConfig,
+    ) -> Result<Option<OutputFormat<'p>>, String> {
+        let registry = self.platform.registry();
+        prompt
+            .response_format
+            .as_ref()
+            .map(|format| {
+                format
+                    .resolve(|name| registry.output_schema(name))
+                    .map_err(|why| format!("prompt {:?}: {why}", prompt.name))
+            })
+            .transpose()
+    }
+
     /// Records the running prompt's hooks in the thread row, unless this instance already
     /// recorded the same ones.
     pub(super) fn record_hooks(&self, thread: &mut Thread<'_>, config: &AgentConfig) {
@@ -275,6 +303,17 @@ impl ThreadRuntime {
     }
 
     async fn call_model(&self, thread: &mut Thread<'_>, config: &AgentConfig, mut call: ModelCall) {
+        let output = match self.output_format(&config.prompt) {
+            Ok(output) => output,
+            Err(why) => {
+                let failed = thread.fail_model_call(self.now(), call, &ProviderError::Config(why));
+                if let Err(e) = failed {
+                    self.platform
+                        .log_error(&format!("could not store the model reply: {e}"));
+                }
+                return;
+            }
+        };
         let mut tools = offered(self.platform.registry(), config);
         if !config.prompt.mcp_servers.is_empty() {
             // Frames never wait behind an await.
@@ -288,6 +327,7 @@ impl ThreadRuntime {
             history: &history,
             tools: &tools,
             config,
+            output,
         };
         let outcome = {
             let mut sink = MainSink {
@@ -297,11 +337,14 @@ impl ThreadRuntime {
                 models: &config.models,
                 ended: false,
             };
-            run_chain(&*self.platform, &config.models, &parts, &mut sink).await
+            run_checked_chain(&*self.platform, &config.models, &parts, &mut sink).await
         };
         let stored = match outcome {
             // Also after a stop: it keeps what was streamed so far (see `finish_model_call`).
-            Ok(()) => thread.finish_model_call(self.now(), call),
+            Ok(structured) => {
+                call.structured = structured;
+                thread.finish_model_call(self.now(), call)
+            }
             // A history too long for the model: compacted and asked again, once a turn.
             Err(e) if e.is_context_overflow() => {
                 thread.handle_context_overflow(self.now(), call, &e)

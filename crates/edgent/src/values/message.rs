@@ -121,6 +121,10 @@ pub struct Message {
     /// For messages of a sub-prompt (depth > 0): the prompt-tool call they answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_tool_call_id: Option<String>,
+    /// For the final answer of a prompt with a `response_format`: the answer's value, checked
+    /// against the format's schema (`content` holds it as JSON text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<serde_json::Value>,
 }
 
 impl Message {
@@ -146,6 +150,7 @@ impl Message {
             side: None,
             parent_message_id: None,
             parent_tool_call_id: None,
+            structured: None,
         }
     }
 

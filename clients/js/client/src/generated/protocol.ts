@@ -259,6 +259,11 @@ export interface Message {
    */
   status: MessageStatus;
   /**
+   * For the final answer of a prompt with a `response_format`: the answer's value, checked
+   * against the format's schema (`content` holds it as JSON text).
+   */
+  structured?: unknown;
+  /**
    * For `tool` messages: the call this result answers.
    */
   tool_call_id?: string;

@@ -279,6 +279,7 @@ pub fn ask_descriptor(agent: &str, description: &str, session: bool) -> Value {
                 "status": { "type": "string", "description": "idle, stopped, or running (still working after the wait)" },
                 "answer": { "type": "string" },
                 "message_id": { "type": ["string", "null"] },
+                "structured": { "description": "The answer's value, checked against the agent prompt's response_format (only when it has one)" },
             },
             "required": ["thread_id", "status", "answer"],
         },

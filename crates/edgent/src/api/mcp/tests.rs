@@ -145,6 +145,47 @@ fn an_ask_ends_with_the_turn_and_answers_its_last_reply() {
     assert_eq!(done["structuredContent"]["message_id"], "m2");
     assert_eq!(done["structuredContent"]["status"], "idle");
     assert_eq!(done["isError"], false);
+    assert!(
+        done["structuredContent"].get("structured").is_none(),
+        "only an answer to a response_format has one"
+    );
+}
+
+#[test]
+fn a_structured_answer_is_its_value_in_the_structured_content() {
+    let mut watch = AskWatch::new();
+    let value = json!({ "category": "billing", "urgency": 4 });
+    let answer = |id: &str, structured: Option<&Value>| {
+        let mut m =
+            json!({"id":id,"role":"assistant","content":"{…}","status":"completed","depth":0});
+        if let Some(v) = structured {
+            m["structured"] = v.clone();
+        }
+        json!({"type":"message","message":m})
+    };
+    watch.on_frame(&answer("m1", Some(&json!({ "stale": true }))));
+    watch.on_frame(&answer("m2", Some(&value)));
+    assert!(watch.on_frame(&json!({"type":"status","state":"idle","turn":1,"side":"a"})));
+    let result = watch.result("T");
+    assert_eq!(result["structuredContent"]["structured"], value);
+    assert_eq!(result["structuredContent"]["message_id"], "m2");
+
+    // A later plain answer (another prompt of the agent) carries none.
+    watch.on_frame(&answer("m3", None));
+    assert!(watch.result("T")["structuredContent"]
+        .get("structured")
+        .is_none());
+
+    // A turn that failed on an answer that never fit says so, with no value.
+    let mut failed = AskWatch::new();
+    failed.on_frame(
+        &json!({"type":"error","code":"model_retry","message":"the answer does not fit"}),
+    );
+    failed.on_frame(&json!({"type":"error","code":"invalid_structured_output","message":"invalid structured output: …"}));
+    assert!(failed.on_frame(&json!({"type":"status","state":"idle","turn":0,"side":"a"})));
+    let result = failed.result("T");
+    assert_eq!(result["isError"], true);
+    assert!(result["structuredContent"].get("structured").is_none());
 }
 
 #[test]

@@ -16,6 +16,8 @@ const FINISHED: &[&str] = &["success", "error"];
 pub struct AskWatch {
     /// The last completed assistant message of the conversation (`id`, text).
     answer: Option<(String, String)>,
+    /// Its structured answer, when its prompt has a `response_format`.
+    structured: Option<Value>,
     /// The last turn failure.
     error: Option<String>,
     /// Calls of the turn not yet finished, by id, with their last status.
@@ -42,6 +44,7 @@ impl AskWatch {
                 let top = m.get("depth").and_then(Value::as_i64).unwrap_or(0) == 0;
                 if top && field("role") == "assistant" && field("status") == "completed" {
                     self.answer = Some((field("id").to_owned(), field("content").to_owned()));
+                    self.structured = m.get("structured").cloned();
                     self.error = None;
                 }
             }
@@ -72,7 +75,8 @@ impl AskWatch {
     }
 
     /// The MCP tool result: the answer as text, and `{thread_id, status, answer, message_id}`
-    /// as structured content. `status` is `waiting` when the turn holds on an approval or a
+    /// as structured content, with `structured` (the answer's value) when the agent's prompt
+    /// has a `response_format`. `status` is `waiting` when the turn holds on an approval or a
     /// webhook, `running` when the wait ran out, else the thread's state.
     pub fn result(&self, thread_id: &str) -> Value {
         let status = match &self.ended {
@@ -107,14 +111,18 @@ impl AskWatch {
             .trim_start()
             .to_owned();
         }
+        let mut structured = json!({
+            "thread_id": thread_id,
+            "status": status,
+            "answer": answer,
+            "message_id": message_id,
+        });
+        if let Some(value) = &self.structured {
+            structured["structured"] = value.clone();
+        }
         json!({
             "content": [{ "type": "text", "text": text }],
-            "structuredContent": {
-                "thread_id": thread_id,
-                "status": status,
-                "answer": answer,
-                "message_id": message_id,
-            },
+            "structuredContent": structured,
             "isError": is_error,
         })
     }

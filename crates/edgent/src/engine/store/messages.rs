@@ -3,9 +3,9 @@
 use super::*;
 use crate::values::limits::MAX_PAGE_BYTES;
 
-/// A message's final form: content, tool calls (JSON), status, by id.
+/// A message's final form: content, tool calls (JSON), status, structured answer, by id.
 const UPDATE_REPLY: &str =
-    "UPDATE messages SET content = ?, tool_calls = ?, status = ? WHERE id = ?";
+    "UPDATE messages SET content = ?, tool_calls = ?, status = ?, structured = ? WHERE id = ?";
 
 impl Store<'_> {
     /// Appends a message at the end of the history.
@@ -158,16 +158,7 @@ impl Store<'_> {
 
     /// Rewrites content, tool calls and status of an existing message (a streamed reply).
     pub fn update_message(&self, m: &Message) -> Result<(), SqlError> {
-        let tool_calls = json_column(&m.tool_calls)?;
-        self.sql.exec(
-            UPDATE_REPLY,
-            &[
-                m.content.as_str().into(),
-                tool_calls.into(),
-                m.status.as_str().into(),
-                m.id.as_str().into(),
-            ],
-        )?;
+        self.sql.exec(UPDATE_REPLY, &reply_values(m)?)?;
         Ok(())
     }
 
@@ -178,13 +169,7 @@ impl Store<'_> {
         if m.tool_calls.is_empty() {
             return self.update_message(m);
         }
-        let tool_calls = json_column(&m.tool_calls)?;
-        let update = [
-            SqlValue::from(m.content.as_str()),
-            tool_calls.into(),
-            m.status.as_str().into(),
-            m.id.as_str().into(),
-        ];
+        let update = reply_values(m)?;
         let inserts = call_rows(now, m, origin);
         let mut batch: Vec<(&str, &[SqlValue])> = vec![(UPDATE_REPLY, &update)];
         for values in &inserts {
@@ -368,7 +353,8 @@ fn page_query(filter: &str, direction: &str) -> String {
                      SELECT seq, position,
                          length(CAST(content AS BLOB))
                              + ifnull(length(CAST(tool_calls AS BLOB)), 0)
-                             + ifnull(length(CAST(parts AS BLOB)), 0) AS size
+                             + ifnull(length(CAST(parts AS BLOB)), 0)
+                             + ifnull(length(CAST(structured AS BLOB)), 0) AS size
                      FROM messages
                      WHERE {filter} ORDER BY position {direction} LIMIT ? OFFSET ?
                  )
@@ -377,6 +363,22 @@ fn page_query(filter: &str, direction: &str) -> String {
          WHERE page_bytes <= ? OR page_row = 1
          ORDER BY page_row"
     )
+}
+
+/// The [`UPDATE_REPLY`] parameters of `m`.
+fn reply_values(m: &Message) -> Result<[SqlValue; 5], SqlError> {
+    Ok([
+        m.content.as_str().into(),
+        json_column(&m.tool_calls)?.into(),
+        m.status.as_str().into(),
+        structured_column(m).into(),
+        m.id.as_str().into(),
+    ])
+}
+
+/// A structured answer as JSON text (NULL without one).
+fn structured_column(m: &Message) -> Option<String> {
+    m.structured.as_ref().map(Value::to_string)
 }
 
 /// The statement inserting `m` (see `Store::insert_message`) and its parameters.
@@ -390,9 +392,9 @@ fn insert_statement(
     let statement = format!(
         "INSERT INTO messages (id, position, role, content, name, tool_calls, tool_call_id,
                                created_at, silent, depth, status, parts, side,
-                               parent_message_id, parent_tool_call_id)
+                               parent_message_id, parent_tool_call_id, structured)
          SELECT ?, COALESCE(?, (SELECT COALESCE(MAX(position), 0) + 1 FROM messages)),
-                ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+                ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
          WHERE {condition}
          RETURNING position"
     );
@@ -412,6 +414,7 @@ fn insert_statement(
         m.side.map(Side::as_str).into(),
         m.parent_message_id.clone().into(),
         m.parent_tool_call_id.clone().into(),
+        structured_column(m).into(),
     ];
     Ok((statement, params))
 }

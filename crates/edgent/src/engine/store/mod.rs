@@ -152,9 +152,9 @@ impl CallOrigin {
 }
 
 /// How many columns [`MESSAGE_COLUMNS`] names (a query may select more after them).
-const MESSAGE_COLUMN_COUNT: usize = 14;
+const MESSAGE_COLUMN_COUNT: usize = 15;
 const MESSAGE_COLUMNS: &str = "id, role, content, name, tool_calls, tool_call_id, created_at, \
-     silent, depth, status, parts, side, parent_message_id, parent_tool_call_id";
+     silent, depth, status, parts, side, parent_message_id, parent_tool_call_id, structured";
 
 /// Typed access to one thread's tables. Cheap to build: it only borrows the connection.
 pub struct Store<'a> {
@@ -259,5 +259,10 @@ fn message_from_row(r: &Row) -> Result<Message, SqlError> {
         side: r.opt_text(11)?.as_deref().and_then(Side::parse),
         parent_message_id: r.opt_text(12)?,
         parent_tool_call_id: r.opt_text(13)?,
+        structured: r
+            .opt_text(14)?
+            .map(|text| serde_json::from_str(&text))
+            .transpose()
+            .map_err(|e| SqlError(format!("a message's structured answer is not JSON: {e}")))?,
     })
 }

@@ -227,11 +227,12 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// The text of the newest completed top-level assistant message that has text.
+    /// The text of the newest completed top-level assistant message that has text: its
+    /// structured answer as JSON text when it has one.
     pub fn last_assistant_text(&self) -> Result<Option<String>, SqlError> {
         self.sql
             .exec(
-                "SELECT content FROM messages
+                "SELECT COALESCE(structured, content) FROM messages
                  WHERE depth = 0 AND role = 'assistant' AND status = 'completed' AND content != ''
                  ORDER BY position DESC LIMIT 1",
                 &[],

@@ -423,6 +423,10 @@ impl<'a> Thread<'a> {
             },
             status,
             side: Some(call.side),
+            structured: call
+                .structured
+                .clone()
+                .filter(|_| status == MessageStatus::Completed),
             ..Message::with_id(
                 call.message_id.clone(),
                 Role::Assistant,

@@ -40,6 +40,20 @@ impl Thread<'_> {
         ));
     }
 
+    /// Tells clients the model's answer does not fit the prompt's `response_format` and that
+    /// it is asked again with what is wrong (a `model_retry` frame: the turn goes on, and
+    /// the pending reply is emptied next, as before any other new attempt).
+    pub fn report_correction(&mut self, format_name: &str, why: &str) {
+        self.frames.push_back(ServerFrame::error(
+            "model_retry",
+            format!(
+                "the answer does not fit response_format {format_name:?}: {why}; asking the \
+                 model again with what is wrong"
+            ),
+            None,
+        ));
+    }
+
     /// Forgets the partial reply of a failed attempt before the next one, and tells clients
     /// (a `message` frame with the pending message emptied) so streamed text is not doubled.
     pub fn reset_model_call(&mut self, call: &mut ModelCall) {

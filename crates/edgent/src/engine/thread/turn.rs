@@ -133,6 +133,10 @@ pub struct ModelCall {
     pub history: Vec<Message>,
     /// The reply so far.
     pub completion: Completion,
+    /// The final answer's value, when the prompt has a `response_format` and the reply is
+    /// its answer, checked (the driver sets it from `engine::structured::judge`); stored with
+    /// the reply.
+    pub structured: Option<Value>,
     pub(super) created_at: i64,
     pub(super) side: Side,
 }
@@ -309,6 +313,7 @@ impl<'a> Thread<'a> {
             message_id: message.id,
             history,
             completion: Completion::default(),
+            structured: None,
             created_at: now,
             side: t.current_side,
         }))

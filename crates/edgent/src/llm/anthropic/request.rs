@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use crate::llm::request::ToolChoice;
+use crate::llm::request::{OutputFormat, ToolChoice};
 use crate::llm::ModelRequest;
 use crate::values::message::{Message, Role};
 use crate::values::tool_result::{Content, Source, SourceKind};
@@ -39,15 +39,37 @@ pub fn build_request(req: &ModelRequest) -> Value {
     if !req.system.is_empty() {
         body["system"] = Value::from(req.system);
     }
-    if !req.tools.is_empty() {
-        body["tools"] = req
+    if !req.tools.is_empty() || req.output.is_some() {
+        let mut tools: Vec<Value> = req
             .tools
             .iter()
             .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.parameters }))
             .collect();
-        body["tool_choice"] = tool_choice(req.tool_choice, req.parallel_tool_calls);
+        tools.extend(req.output.map(|o| {
+            json!({ "name": o.name, "description": OutputFormat::ANSWER_TOOL_DESCRIPTION, "input_schema": o.schema })
+        }));
+        body["tools"] = Value::Array(tools);
+        body["tool_choice"] = match req.output {
+            None => tool_choice(req.tool_choice, req.parallel_tool_calls),
+            Some(output) => answer_choice(req, output.name),
+        };
     }
     body
+}
+
+/// With an answer tool, the model never ends with plain text: it must call a tool, and the
+/// answer tool's input is the answer. With other tools it may call (`auto`), any tool
+/// (`{"type": "any"}`); otherwise (no other tool, or `none`) the answer tool itself.
+fn answer_choice(req: &ModelRequest, answer: &str) -> Value {
+    let mut v = if !req.tools.is_empty() && req.tool_choice == ToolChoice::Auto {
+        json!({ "type": "any" })
+    } else {
+        json!({ "type": "tool", "name": answer })
+    };
+    if !req.parallel_tool_calls {
+        v["disable_parallel_tool_use"] = Value::Bool(true);
+    }
+    v
 }
 
 fn tool_choice(choice: ToolChoice, parallel: bool) -> Value {

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::request::media_parts;
 use crate::llm::request::ToolSpec;
 use crate::llm::ModelRequest;
+use crate::values::json_schema::strict_compatible;
 use crate::values::message::{Message, Role};
 
 #[derive(Serialize)]
@@ -28,6 +29,23 @@ struct Body<'a> {
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<ResponseFormat<'a>>,
+}
+
+/// `{"type": "json_schema", "json_schema": {name, schema, strict}}`.
+#[derive(Serialize)]
+struct ResponseFormat<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    json_schema: JsonSchema<'a>,
+}
+
+#[derive(Serialize)]
+struct JsonSchema<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    strict: bool,
 }
 
 #[derive(Serialize)]
@@ -131,6 +149,17 @@ fn body_for<'a>(req: &ModelRequest<'a>) -> Body<'a> {
     // `max_tokens` rather than OpenAI's newer `max_completion_tokens`: it is the one field
     // every compatible server (vLLM, llama.cpp, Groq, OpenRouter) understands.
     body.max_tokens = req.target.max_output_tokens;
+    // On every call of the prompt, tools or not: the model calls tools as before, and its
+    // answer without calls is JSON of the schema. Strict (the server constrains the output)
+    // when the schema fits OpenAI's strict subset; otherwise asked for, and checked here.
+    body.response_format = req.output.map(|output| ResponseFormat {
+        kind: "json_schema",
+        json_schema: JsonSchema {
+            name: output.name,
+            schema: output.schema,
+            strict: strict_compatible(output.schema),
+        },
+    });
     body
 }
 
@@ -168,6 +197,7 @@ fn body<'a>(
         tool_choice: None,
         parallel_tool_calls: None,
         max_tokens: None,
+        response_format: None,
     }
 }
 
@@ -312,6 +342,7 @@ mod tests {
                 tools,
                 tool_choice: choice,
                 parallel_tool_calls: parallel,
+                output: None,
             };
             same_json(&req, expected);
         }

@@ -56,6 +56,10 @@ pub fn build_request(req: &ModelRequest) -> Value {
     if let Some(limit) = req.target.max_output_tokens {
         input["max_tokens"] = Value::from(limit);
     }
+    // Workers AI's JSON mode: the schema itself under `json_schema` (no name, no `strict`).
+    if let Some(output) = req.output {
+        input["response_format"] = json!({ "type": "json_schema", "json_schema": output.schema });
+    }
     input
 }
 
