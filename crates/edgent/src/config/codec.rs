@@ -52,6 +52,8 @@ pub const PROMPT_COLUMNS: &[&str] = &[
     "description",
     "hooks",
     "tool_bindings",
+    "max_offered_tools",
+    "pinned_tools",
 ];
 
 /// `agents` columns written by the API, in bind order (`updated_at` follows).

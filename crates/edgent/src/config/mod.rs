@@ -172,6 +172,13 @@ pub struct PromptConfig {
     /// tool or workflow as `flow.bindings`, never shown to the model.
     #[serde(default)]
     pub tool_bindings: serde_json::Map<String, serde_json::Value>,
+    /// Offer the model at most this many tools per call, the ones most relevant to the
+    /// conversation's latest messages ([`crate::tool::select`]); unset: every tool.
+    #[serde(default)]
+    pub max_offered_tools: Option<u32>,
+    /// Tools offered whenever a selection runs, before the ranked ones (each one of `tools`).
+    #[serde(default)]
+    pub pinned_tools: Vec<String>,
 }
 
 impl PromptConfig {
@@ -199,7 +206,35 @@ impl PromptConfig {
                 return Err(format!("tool_bindings.{tool} must be an object").into());
             }
         }
-        Ok(())
+        self.check_selection()
+    }
+
+    /// The rules of `max_offered_tools` and `pinned_tools`.
+    fn check_selection(&self) -> Result<(), Invalid> {
+        if self.max_offered_tools == Some(0) {
+            return Err(
+                "max_offered_tools must be at least 1 (leave it out to offer every tool)".into(),
+            );
+        }
+        for (i, pin) in self.pinned_tools.iter().enumerate() {
+            if !self.tools.contains(pin) {
+                return Err(format!(
+                    "pinned_tools names {pin:?}, which is not in this prompt's tools"
+                )
+                .into());
+            }
+            if self.pinned_tools[..i].contains(pin) {
+                return Err(format!("pinned_tools names {pin:?} twice").into());
+            }
+        }
+        match self.max_offered_tools {
+            Some(max) if self.pinned_tools.len() > max as usize => Err(format!(
+                "pinned_tools names {} tools but max_offered_tools is {max}: pin at most {max}",
+                self.pinned_tools.len()
+            )
+            .into()),
+            _ => Ok(()),
+        }
     }
 
     /// The system text with `{{key}}` replaced from `context` (strings as they are, other
@@ -560,6 +595,7 @@ pub mod rows {
         "side_a",
         "side_b",
         "tool_bindings",
+        "pinned_tools",
     ];
     /// Columns holding 0/1.
     const BOOL_COLUMNS: &[&str] = &["parallel_tool_calls", "include_chat", "expose_as_tool"];
