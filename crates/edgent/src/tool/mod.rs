@@ -41,6 +41,7 @@ pub mod offer;
 pub mod policy;
 mod registry;
 pub mod schema;
+pub mod select;
 mod utils;
 
 pub use crate::values::validate;
