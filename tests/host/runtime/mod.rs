@@ -21,6 +21,7 @@ const T0: i64 = 1_700_000_000_000;
 mod budgets;
 mod calls;
 mod replies;
+mod tool_selection;
 
 fn host(tools: Vec<(&'static str, Tool)>) -> Rc<TestHost> {
     let registry = edgent::tool::Registry::build(tools).unwrap();

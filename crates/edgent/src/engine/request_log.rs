@@ -4,6 +4,8 @@
 //! Rows are append-only and keyed by `seq`, so the total is `MAX(seq)` and a page is a range
 //! of the primary key: neither grows with the log.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::ModelConfig;
@@ -47,6 +49,24 @@ pub struct ModelRequestLog {
     pub depth: u32,
     /// When the attempt started, ms since the epoch.
     pub created_at: i64,
+    /// The tools the attempt offered and, when the prompt's `max_offered_tools` left some
+    /// out, how they were chosen (`null` on rows logged before it was kept).
+    #[serde(default)]
+    pub tool_selection: Option<ToolSelection>,
+}
+
+/// The tools one model call offered, and how they were chosen.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolSelection {
+    /// The names offered, in the order the request lists them.
+    pub offered: Vec<String>,
+    /// The prompt's `max_offered_tools`, when a selection ran (it lists more tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u32>,
+    /// When a selection ran: each candidate's BM25 score for the latest messages (pinned
+    /// ones included), rounded to three decimals.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scores: BTreeMap<String, f64>,
 }
 
 impl ModelRequestLog {
@@ -73,14 +93,16 @@ pub struct LogPage {
 }
 
 const COLUMNS: &str = "seq, message_id, model, provider, attempt, status, http_status, \
-     latency_ms, ttft_ms, input_tokens, output_tokens, cost, error, depth, created_at";
+     latency_ms, ttft_ms, input_tokens, output_tokens, cost, error, depth, created_at, \
+     tool_selection";
 
 /// Appends one attempt.
 pub fn record(sql: &dyn Sql, e: &ModelRequestLog) -> Result<(), SqlError> {
     sql.exec(
         "INSERT INTO model_requests (message_id, model, provider, attempt, status, http_status,
-            latency_ms, ttft_ms, input_tokens, output_tokens, cost, error, depth, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            latency_ms, ttft_ms, input_tokens, output_tokens, cost, error, depth, created_at,
+            tool_selection)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             e.message_id.clone().into(),
             e.model.as_str().into(),
@@ -96,6 +118,10 @@ pub fn record(sql: &dyn Sql, e: &ModelRequestLog) -> Result<(), SqlError> {
             e.error.clone().into(),
             e.depth.into(),
             e.created_at.into(),
+            e.tool_selection
+                .as_ref()
+                .and_then(|t| serde_json::to_string(t).ok())
+                .into(),
         ],
     )?;
     Ok(())
@@ -146,6 +172,8 @@ fn from_row(r: &Row) -> Result<ModelRequestLog, SqlError> {
         error: r.opt_text(12)?,
         depth: u32::try_from(r.int(13)?).unwrap_or(0),
         created_at: r.int(14)?,
+        // Written by `record` only; a value that does not read is left out, not a failed page.
+        tool_selection: r.opt_text(15)?.and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 

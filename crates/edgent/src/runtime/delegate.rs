@@ -16,7 +16,7 @@ use crate::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
 use crate::engine::thread::{SubStep, Thread, ThreadError, TurnRules};
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::tool::nested::run_nested;
-use crate::tool::offer::offered;
+use crate::tool::offer::offer;
 use crate::tool::{CallToolResult, FlowState};
 use crate::values::ids::new_id;
 use crate::values::limits::MAX_THREAD_NESTING;
@@ -165,7 +165,6 @@ impl ThreadRuntime {
             Err(e) => return storage(e),
         };
         let system = thread.system_text(prompt);
-        let tools = offered(self.platform.registry(), &config);
         loop {
             let next = match step {
                 SubStep::Done(result) => {
@@ -184,10 +183,12 @@ impl ThreadRuntime {
                             prompt.name
                         ));
                     }
+                    // Chosen again at each step: the sub-prompt's latest messages change.
+                    let offer = offer(self.platform.registry(), &config, &history);
                     let parts = RequestParts {
                         system: &system,
                         history: &history,
-                        tools: &tools,
+                        offer: &offer,
                         config: &config,
                     };
                     let mut sink = SubSink {

@@ -12,7 +12,7 @@ use crate::engine::store::ThreadStatus;
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{ProviderError, StreamEvent};
-use crate::tool::offer::offered;
+use crate::tool::offer::offer;
 use crate::values::sql::Sql;
 
 /// Receives one top-level model call's stream: chunks go to clients as they arrive.
@@ -274,13 +274,14 @@ impl ThreadRuntime {
     }
 
     async fn call_model(&self, thread: &mut Thread<'_>, config: &AgentConfig, mut call: ModelCall) {
-        let tools = offered(self.platform.registry(), config);
         let system = thread.system_text(&config.prompt);
         let history = std::mem::take(&mut call.history);
+        // Chosen from the history this call sends: no message is read for it.
+        let offer = offer(self.platform.registry(), config, &history);
         let parts = RequestParts {
             system: &system,
             history: &history,
-            tools: &tools,
+            offer: &offer,
             config,
         };
         let outcome = {

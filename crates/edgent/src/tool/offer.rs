@@ -1,12 +1,17 @@
 //! What a prompt offers the model and what a call may run: registered tools first, then the
-//! prompts and agents it may delegate to (each with one `input` parameter). A call from the
-//! model may run only what its prompt offers; a call the application queued may run any
-//! registered tool. Anything else gets an error result naming what is available.
+//! prompts and agents it may delegate to (each with one `input` parameter). A prompt with
+//! `max_offered_tools` offers at most that many per call: its pinned tools, then the ones
+//! [`super::select`] ranks best for the latest messages. A call from the model may run
+//! anything its prompt lists, offered this time or not; a call the application queued may run
+//! any registered tool. Anything else gets an error result naming what is available.
 
+use super::select;
 use super::{CallToolResult, Registry, Tool};
 use crate::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig};
+use crate::engine::request_log::ToolSelection;
 use crate::engine::store::CallOrigin;
 use crate::llm::ToolSpec;
+use crate::values::message::Message;
 
 /// What a tool call names.
 #[derive(Debug)]
@@ -19,21 +24,33 @@ pub enum Callee<'a> {
     Unavailable(CallToolResult),
 }
 
-/// The tool specs `config`'s prompt offers the model.
+/// The tool specs `config`'s prompt offers the model, all of them (no selection).
 pub fn offered(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
-    let mut specs = registry.specs(config.tools().iter().map(String::as_str));
-    for name in config.tools() {
+    candidates(registry, config.tools(), |name| {
+        config.delegate(name).map(|(d, _)| d)
+    })
+}
+
+/// The specs of `tools` (a prompt's list): the registered ones first, then those `delegate`
+/// finds as prompts or agents; names that are neither are left out.
+pub fn candidates<'d>(
+    registry: &Registry,
+    tools: &[String],
+    delegate: impl Fn(&str) -> Option<&'d Delegate>,
+) -> Vec<ToolSpec> {
+    let mut specs = registry.specs(tools.iter().map(String::as_str));
+    for name in tools {
         if registry.get(name).is_some() {
             continue;
         }
-        let description = match config.delegate(name) {
-            Some((Delegate::Prompt(p), _)) => non_empty(&p.description, || {
+        let description = match delegate(name) {
+            Some(Delegate::Prompt(p)) => non_empty(&p.description, || {
                 format!(
                     "Asks the {:?} assistant; give it everything it needs in `input`.",
                     p.name
                 )
             }),
-            Some((Delegate::Agent(a), _)) => non_empty(&a.tool_description, || {
+            Some(Delegate::Agent(a)) => non_empty(&a.tool_description, || {
                 non_empty(&a.description, || format!("Runs the {:?} agent.", a.id))
             }),
             None => continue,
@@ -46,6 +63,59 @@ pub fn offered(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
         });
     }
     specs
+}
+
+/// What one model call offers, and the record of it for the request log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    /// The specs sent to the model, in [`offered`]'s order.
+    pub tools: Vec<ToolSpec>,
+    /// Their names and, when a selection ran, the maximum and every candidate's score.
+    pub selection: ToolSelection,
+}
+
+/// What `config`'s prompt offers a model call over `history` (the messages the engine holds
+/// for it): every tool, or, when the prompt lists more than its `max_offered_tools`, its
+/// pinned tools and then the best ranked for [`select::query`] of the history, in
+/// [`offered`]'s order. Equal scores go by the prompt's order of `tools`.
+pub fn offer(registry: &Registry, config: &AgentConfig, history: &[Message]) -> Offer {
+    let all = offered(registry, config);
+    let prompt = &config.prompt;
+    let Some(max) = prompt.max_offered_tools.filter(|m| all.len() > *m as usize) else {
+        let offered = all.iter().map(|s| s.name.clone()).collect();
+        return Offer {
+            tools: all,
+            selection: ToolSelection {
+                offered,
+                ..ToolSelection::default()
+            },
+        };
+    };
+    let scores = select::scores(&all, &select::query(history));
+    let listed_at = |i: usize| {
+        let name = all.get(i).map(|s| s.name.as_str());
+        prompt.tools.iter().position(|t| Some(t.as_str()) == name)
+    };
+    let ranked = select::best_first(&scores, |i| listed_at(i).unwrap_or(usize::MAX));
+    let chosen = select::choose(&all, &prompt.pinned_tools, &ranked, max as usize);
+    let scores = all
+        .iter()
+        .zip(&scores)
+        .map(|(s, score)| (s.name.clone(), select::rounded(*score)))
+        .collect();
+    let tools: Vec<ToolSpec> = all
+        .into_iter()
+        .zip(chosen)
+        .filter_map(|(spec, keep)| keep.then_some(spec))
+        .collect();
+    Offer {
+        selection: ToolSelection {
+            offered: tools.iter().map(|s| s.name.clone()).collect(),
+            max: Some(max),
+            scores,
+        },
+        tools,
+    }
 }
 
 /// What the call `name` from `origin` may run under `config`.
