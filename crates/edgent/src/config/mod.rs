@@ -433,6 +433,16 @@ pub enum Delegate {
     Agent(AgentDef),
 }
 
+impl Delegate {
+    /// The name a prompt's `tools` lists it by: the prompt's name, the agent's id.
+    pub fn name(&self) -> &str {
+        match self {
+            Delegate::Prompt(p) => &p.name,
+            Delegate::Agent(a) => &a.id,
+        }
+    }
+}
+
 /// Everything one side of a thread needs for a turn, resolved from D1.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
@@ -479,10 +489,7 @@ impl AgentConfig {
 
     /// The prompt or agent a tool name refers to, if it is not a registered tool.
     pub fn delegate(&self, name: &str) -> Option<&(Delegate, Vec<ModelConfig>)> {
-        self.delegates.iter().find(|(d, _)| match d {
-            Delegate::Prompt(p) => p.name == name,
-            Delegate::Agent(a) => a.id == name,
-        })
+        self.delegates.iter().find(|(d, _)| d.name() == name)
     }
 
     /// Hook names to run: the agent's, then the prompt's.

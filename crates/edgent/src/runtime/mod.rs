@@ -31,6 +31,7 @@ pub mod agents;
 mod chain;
 mod delegate;
 mod ops;
+pub mod recommend;
 pub mod thread_index;
 mod tools;
 mod turn;

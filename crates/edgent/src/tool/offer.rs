@@ -7,7 +7,7 @@
 
 use super::select;
 use super::{CallToolResult, Registry, Tool};
-use crate::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig};
+use crate::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, PromptConfig};
 use crate::engine::request_log::ToolSelection;
 use crate::engine::store::CallOrigin;
 use crate::llm::ToolSpec;
@@ -76,11 +76,16 @@ pub struct Offer {
 
 /// What `config`'s prompt offers a model call over `history` (the messages the engine holds
 /// for it): every tool, or, when the prompt lists more than its `max_offered_tools`, its
-/// pinned tools and then the best ranked for [`select::query`] of the history, in
-/// [`offered`]'s order. Equal scores go by the prompt's order of `tools`.
+/// pinned tools and then the best ranked for [`select::query`] of the history.
 pub fn offer(registry: &Registry, config: &AgentConfig, history: &[Message]) -> Offer {
-    let all = offered(registry, config);
-    let prompt = &config.prompt;
+    let query = select::query(history);
+    select_for(offered(registry, config), &config.prompt, &query)
+}
+
+/// Of `all` (the prompt's [`candidates`]), what `prompt` offers for the `query` words: every
+/// one while they fit its `max_offered_tools`, else the pinned ones and then the best ranked,
+/// kept in `all`'s order. Equal scores go by the prompt's order of `tools`.
+pub fn select_for(all: Vec<ToolSpec>, prompt: &PromptConfig, query: &[String]) -> Offer {
     let Some(max) = prompt.max_offered_tools.filter(|m| all.len() > *m as usize) else {
         let offered = all.iter().map(|s| s.name.clone()).collect();
         return Offer {
@@ -91,12 +96,8 @@ pub fn offer(registry: &Registry, config: &AgentConfig, history: &[Message]) -> 
             },
         };
     };
-    let scores = select::scores(&all, &select::query(history));
-    let listed_at = |i: usize| {
-        let name = all.get(i).map(|s| s.name.as_str());
-        prompt.tools.iter().position(|t| Some(t.as_str()) == name)
-    };
-    let ranked = select::best_first(&scores, |i| listed_at(i).unwrap_or(usize::MAX));
+    let scores = select::scores(&all, query);
+    let ranked = select::best_first(&scores, |i| listed_at(prompt, &all, i));
     let chosen = select::choose(&all, &prompt.pinned_tools, &ranked, max as usize);
     let scores = all
         .iter()
@@ -116,6 +117,16 @@ pub fn offer(registry: &Registry, config: &AgentConfig, history: &[Message]) -> 
         },
         tools,
     }
+}
+
+/// Where `candidates[i]` is in `prompt`'s `tools` (the tie-break of equal scores).
+pub fn listed_at(prompt: &PromptConfig, candidates: &[ToolSpec], i: usize) -> usize {
+    let name = candidates.get(i).map(|s| s.name.as_str());
+    prompt
+        .tools
+        .iter()
+        .position(|t| Some(t.as_str()) == name)
+        .unwrap_or(usize::MAX)
 }
 
 /// What the call `name` from `origin` may run under `config`.
