@@ -20,7 +20,7 @@ const K1: f64 = 1.2;
 /// BM25's length normalisation: a long description does not win by length alone.
 const B: f64 = 0.75;
 
-/// Words too common to tell one tool from another (sorted, for the binary search).
+/// Words too common to tell one tool from another.
 const STOP_WORDS: &[&str] = &[
     "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
     "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he",
@@ -48,12 +48,13 @@ pub fn query(history: &[Message]) -> Vec<String> {
         .skip(history.len().saturating_sub(QUERY_MESSAGES));
     let mut words = Vec::new();
     for message in last_user.into_iter().chain(latest) {
-        let mut read = Vec::new();
-        tokenize(&message.content, QUERY_WORDS_PER_MESSAGE, &mut read);
+        let mut read = 0;
+        let mut keep = |word: &str| words.push(word.to_owned());
+        read += each_word(&message.content, QUERY_WORDS_PER_MESSAGE, &mut keep);
         for call in &message.tool_calls {
-            tokenize(&call.name, QUERY_WORDS_PER_MESSAGE, &mut read);
+            let room = QUERY_WORDS_PER_MESSAGE.saturating_sub(read);
+            read += each_word(&call.name, room, &mut keep);
         }
-        words.append(&mut read);
     }
     words
 }
@@ -63,43 +64,51 @@ pub fn query(history: &[Message]) -> Vec<String> {
 /// words, a plural `s` taken off.
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    tokenize(text, usize::MAX, &mut out);
+    each_word(text, usize::MAX, &mut |w| out.push(w.to_owned()));
     out
 }
 
-/// Appends at most `limit` words of `text` to `out`.
-fn tokenize(text: &str, limit: usize, out: &mut Vec<String>) {
-    let start = out.len();
+/// Calls `keep` with each of the first `limit` words of `text` (see [`words`]), held in one
+/// buffer: a document's words are hashed, never allocated one by one (the cost of ranking
+/// dozens of tools is mostly in its words). Returns how many it kept.
+fn each_word(text: &str, limit: usize, keep: &mut impl FnMut(&str)) -> usize {
+    let mut kept = 0;
     let mut word = String::new();
     let mut previous_lower = false;
     for c in text.chars() {
-        if out.len() - start >= limit {
-            return;
+        if kept >= limit {
+            return kept;
         }
-        let camel_boundary = previous_lower && c.is_uppercase();
-        if !c.is_alphanumeric() || camel_boundary {
-            finish(&mut word, out);
+        let alphanumeric = c.is_alphanumeric();
+        if !alphanumeric || (previous_lower && c.is_uppercase()) {
+            kept += usize::from(finish(&mut word, keep));
         }
         previous_lower = c.is_lowercase();
-        if c.is_alphanumeric() {
+        if alphanumeric {
             word.extend(c.to_lowercase());
         }
     }
-    if out.len() - start < limit {
-        finish(&mut word, out);
+    if kept < limit {
+        kept += usize::from(finish(&mut word, keep));
     }
+    kept
 }
 
-fn finish(word: &mut String, out: &mut Vec<String>) {
-    let w = std::mem::take(word);
-    if w.chars().nth(1).is_some() && STOP_WORDS.binary_search(&w.as_str()).is_err() {
-        out.push(singular(w));
+/// Hands the word in `word` to `keep` if it is worth keeping (made singular), and empties the
+/// buffer; whether it was kept.
+fn finish(word: &mut String, keep: &mut impl FnMut(&str)) -> bool {
+    let kept = word.chars().nth(1).is_some() && !STOP_WORDS.contains(&word.as_str());
+    if kept {
+        make_singular(word);
+        keep(word);
     }
+    word.clear();
+    kept
 }
 
 /// A cheap stemmer: plurals meet their singular (`refunds`, `refund`; `replies`, `reply`),
 /// and nothing else changes, so a stem never surprises.
-fn singular(mut word: String) -> String {
+fn make_singular(word: &mut String) {
     let len = word.len();
     if len > 4 && word.ends_with("ies") {
         word.truncate(len - 3);
@@ -110,18 +119,27 @@ fn singular(mut word: String) -> String {
     {
         word.truncate(len - 1);
     }
-    word
 }
 
-/// The words a candidate is found by, sorted (so a term's frequency is a range).
-fn document(spec: &ToolSpec) -> Vec<String> {
-    let name = words(&spec.name);
-    let mut doc = name.clone();
-    doc.extend(name);
-    doc.extend(words(&spec.description));
+/// A word as a document holds it: its 64-bit FNV-1a hash (two words of one small set of
+/// tools sharing a hash is far less likely than a misspelling).
+fn hash(word: &str) -> u64 {
+    word.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The words a candidate is found by, hashed and sorted (so a word's frequency is a range).
+fn document(spec: &ToolSpec) -> Vec<u64> {
+    let mut doc = Vec::new();
+    let mut keep = |w: &str| doc.push(hash(w));
+    // The name twice: it is the densest description a tool has.
+    each_word(&spec.name, usize::MAX, &mut keep);
+    each_word(&spec.name, usize::MAX, &mut keep);
+    each_word(&spec.description, usize::MAX, &mut keep);
     let mut docs = String::new();
     argument_docs(&spec.parameters, 2, &mut docs);
-    doc.extend(words(&docs));
+    each_word(&docs, usize::MAX, &mut keep);
     doc.sort_unstable();
     doc
 }
@@ -129,12 +147,9 @@ fn document(spec: &ToolSpec) -> Vec<String> {
 /// The property names and descriptions of `schema`, `levels` of properties deep; an array's
 /// items and a choice's variants describe the level they are on.
 fn argument_docs(schema: &Value, levels: u32, out: &mut String) {
-    let mut push = |text: &str| {
-        out.push_str(text);
-        out.push('\n');
-    };
     if let Some(Value::String(description)) = schema.get("description") {
-        push(description);
+        out.push_str(description);
+        out.push('\n');
     }
     if levels == 0 {
         return;
@@ -159,19 +174,19 @@ fn argument_docs(schema: &Value, levels: u32, out: &mut String) {
 }
 
 /// How often `term` occurs in the sorted `doc`.
-fn count(doc: &[String], term: &str) -> usize {
-    let first = doc.partition_point(|w| w.as_str() < term);
-    let after = doc.partition_point(|w| w.as_str() <= term);
+fn count(doc: &[u64], term: u64) -> usize {
+    let first = doc.partition_point(|w| *w < term);
+    let after = doc.partition_point(|w| *w <= term);
     after - first
 }
 
 /// The BM25 score of each candidate for the query `words` (from [`query`] or [`words`]), in
 /// the candidates' order; 0 for a candidate sharing no word with the query.
 pub fn scores(candidates: &[ToolSpec], query: &[String]) -> Vec<f64> {
-    let docs: Vec<Vec<String>> = candidates.iter().map(document).collect();
+    let docs: Vec<Vec<u64>> = candidates.iter().map(document).collect();
     let total = docs.len() as f64;
     let average_len = docs.iter().map(Vec::len).sum::<usize>() as f64 / total.max(1.0);
-    let mut terms: Vec<&str> = query.iter().map(String::as_str).collect();
+    let mut terms: Vec<u64> = query.iter().map(|w| hash(w)).collect();
     terms.sort_unstable();
     let mut out = vec![0.0; docs.len()];
     for run in terms.chunk_by(|a, b| a == b) {
@@ -299,9 +314,7 @@ mod tests {
         );
         assert_eq!(words("Ação rápida"), ["ação", "rápida"]);
         assert!(words("a I it is of").is_empty());
-        let mut sorted = STOP_WORDS.to_vec();
-        sorted.sort_unstable();
-        assert_eq!(sorted, STOP_WORDS, "the binary search needs them sorted");
+        assert_eq!(words("HTTPRequest ABC"), ["httprequest", "abc"]);
     }
 
     #[test]
