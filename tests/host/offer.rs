@@ -163,10 +163,20 @@ fn over_its_maximum_a_prompt_offers_the_tools_its_latest_messages_are_about() {
         .selection
         .scores
         .iter()
-        .max_by(|a, b| a.1.total_cmp(b.1))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
     assert_eq!(best.0, "get_weather");
-    assert_eq!(weather.selection.scores["get_current_time"], 0.0);
+    assert_eq!(weather.selection.score("get_current_time"), Some(0.0));
+    // As the request log keeps it: scores to three decimals, keyed by name.
+    let logged = weather.selection.to_json();
+    assert_eq!(logged["max"], 3);
+    assert_eq!(
+        logged["offered"],
+        json!(["get_current_time", "lookup_customer", "get_weather"])
+    );
+    let best_logged = logged["scores"]["get_weather"].as_f64().unwrap();
+    assert!((best_logged - best.1).abs() < 0.001, "{logged}");
+    assert_eq!(logged["scores"].as_object().unwrap().len(), 9);
     // The offered specs are the full ones: schema and all.
     assert_eq!(
         weather.tools[2],
@@ -225,7 +235,7 @@ fn without_a_maximum_or_under_it_every_tool_is_offered_and_nothing_is_scored() {
         assert_eq!(offered_now.selection.offered.len(), 9);
         assert_eq!(offered_now.selection.max, None);
         assert!(offered_now.selection.scores.is_empty());
-        let logged = serde_json::to_value(&offered_now.selection).unwrap();
+        let logged = offered_now.selection.to_json();
         assert_eq!(logged.as_object().unwrap().len(), 1, "{logged}");
     }
 }

@@ -4,9 +4,8 @@
 //! Rows are append-only and keyed by `seq`, so the total is `MAX(seq)` and a page is a range
 //! of the primary key: neither grows with the log.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::config::ModelConfig;
 use crate::engine::store::Order;
@@ -50,23 +49,11 @@ pub struct ModelRequestLog {
     /// When the attempt started, ms since the epoch.
     pub created_at: i64,
     /// The tools the attempt offered and, when the prompt's `max_offered_tools` left some
-    /// out, how they were chosen (`null` on rows logged before it was kept).
+    /// out, how they were chosen: `{"offered", "max"?, "scores"?}` as
+    /// [`ToolSelection::to_json`](crate::tool::offer::ToolSelection::to_json) writes it (`null`
+    /// on rows logged before it was kept).
     #[serde(default)]
-    pub tool_selection: Option<ToolSelection>,
-}
-
-/// The tools one model call offered, and how they were chosen.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ToolSelection {
-    /// The names offered, in the order the request lists them.
-    pub offered: Vec<String>,
-    /// The prompt's `max_offered_tools`, when a selection ran (it lists more tools).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max: Option<u32>,
-    /// When a selection ran: each candidate's BM25 score for the latest messages (pinned
-    /// ones included), rounded to three decimals.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub scores: BTreeMap<String, f64>,
+    pub tool_selection: Option<Value>,
 }
 
 impl ModelRequestLog {
@@ -118,10 +105,7 @@ pub fn record(sql: &dyn Sql, e: &ModelRequestLog) -> Result<(), SqlError> {
             e.error.clone().into(),
             e.depth.into(),
             e.created_at.into(),
-            e.tool_selection
-                .as_ref()
-                .and_then(|t| serde_json::to_string(t).ok())
-                .into(),
+            e.tool_selection.as_ref().map(Value::to_string).into(),
         ],
     )?;
     Ok(())

@@ -106,7 +106,7 @@ pub(super) async fn run_chain(
         };
         // Every attempt of the call offered the same tools: each row says which.
         let logged = |mut log: ModelRequestLog| {
-            log.tool_selection = Some(parts.offer.selection.clone());
+            log.tool_selection = Some(parts.offer.selection.to_json());
             log
         };
         match chain.handle_attempt_end(models, end) {

@@ -10,7 +10,7 @@ use crate::api::tools::RecommendQuery;
 use crate::api::ApiError;
 use crate::config::Delegate;
 use crate::llm::ToolSpec;
-use crate::tool::offer::{candidates, listed_at, select_for};
+use crate::tool::offer::{candidates, listed_order, select_for};
 use crate::tool::select;
 use crate::tool::Registry;
 
@@ -26,7 +26,8 @@ pub async fn recommend(
     let Some(name) = &query.prompt else {
         let all = registry.all_specs();
         let scores = select::scores(&all, &words);
-        let ranked = select::best_first(&scores, |i| i);
+        let order: Vec<usize> = (0..all.len()).collect();
+        let ranked = select::best_first(&scores, &order);
         return Ok(json!({
             "task": query.task,
             "tools": ranking(&all, &scores, &ranked, query.limit),
@@ -51,11 +52,11 @@ pub async fn recommend(
                 .or_else(|| agent().map(Delegate::Agent))
         })
         .collect();
-    let all = candidates(registry, &prompt.tools, |n| {
+    let all = candidates(registry, &prompt.tools, &|n| {
         delegates.iter().find(|d| d.name() == n)
     });
     let scores = select::scores(&all, &words);
-    let ranked = select::best_first(&scores, |i| listed_at(prompt, &all, i));
+    let ranked = select::best_first(&scores, &listed_order(prompt, &all));
     let tools = ranking(&all, &scores, &ranked, query.limit);
     let offered = select_for(all, prompt, &words).selection.offered;
     Ok(json!({

@@ -8,10 +8,10 @@
 use super::select;
 use super::{CallToolResult, Registry, Tool};
 use crate::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, PromptConfig};
-use crate::engine::request_log::ToolSelection;
 use crate::engine::store::CallOrigin;
 use crate::llm::ToolSpec;
 use crate::values::message::Message;
+use serde_json::{json, Map, Value};
 
 /// What a tool call names.
 #[derive(Debug)]
@@ -26,7 +26,7 @@ pub enum Callee<'a> {
 
 /// The tool specs `config`'s prompt offers the model, all of them (no selection).
 pub fn offered(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
-    candidates(registry, config.tools(), |name| {
+    candidates(registry, config.tools(), &|name| {
         config.delegate(name).map(|(d, _)| d)
     })
 }
@@ -36,7 +36,7 @@ pub fn offered(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
 pub fn candidates<'d>(
     registry: &Registry,
     tools: &[String],
-    delegate: impl Fn(&str) -> Option<&'d Delegate>,
+    delegate: &dyn Fn(&str) -> Option<&'d Delegate>,
 ) -> Vec<ToolSpec> {
     let mut specs = registry.specs(tools.iter().map(String::as_str));
     for name in tools {
@@ -63,6 +63,44 @@ pub fn candidates<'d>(
         });
     }
     specs
+}
+
+/// The tools one model call offered, and how they were chosen: what its request-log rows keep.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSelection {
+    /// The names offered, in the order the request lists them.
+    pub offered: Vec<String>,
+    /// The prompt's `max_offered_tools`, when a selection ran (it lists more tools).
+    pub max: Option<u32>,
+    /// When a selection ran: each candidate's score for the latest messages (pinned ones
+    /// included), in the candidates' order.
+    pub scores: Vec<(String, f64)>,
+}
+
+impl ToolSelection {
+    /// `{"offered": [names], "max": n, "scores": {name: score}}`, scores to three decimals;
+    /// `max` and `scores` only when a selection ran. Built by hand: the log stores it as text
+    /// and the API shows it, and nothing reads it back into this type.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("offered".into(), json!(self.offered));
+        if let Some(max) = self.max {
+            out.insert("max".into(), json!(max));
+        }
+        if !self.scores.is_empty() {
+            let mut scores = Map::new();
+            for (name, score) in &self.scores {
+                scores.insert(name.clone(), json!(select::rounded(*score)));
+            }
+            out.insert("scores".into(), Value::Object(scores));
+        }
+        Value::Object(out)
+    }
+
+    /// The score of the candidate `name`, when a selection ran.
+    pub fn score(&self, name: &str) -> Option<f64> {
+        self.scores.iter().find(|(n, _)| n == name).map(|(_, s)| *s)
+    }
 }
 
 /// What one model call offers, and the record of it for the request log.
@@ -97,13 +135,9 @@ pub fn select_for(all: Vec<ToolSpec>, prompt: &PromptConfig, query: &[String]) -
         };
     };
     let scores = select::scores(&all, query);
-    let ranked = select::best_first(&scores, |i| listed_at(prompt, &all, i));
+    let ranked = select::best_first(&scores, &listed_order(prompt, &all));
     let chosen = select::choose(&all, &prompt.pinned_tools, &ranked, max as usize);
-    let scores = all
-        .iter()
-        .zip(&scores)
-        .map(|(s, score)| (s.name.clone(), select::rounded(*score)))
-        .collect();
+    let scores = all.iter().map(|s| s.name.clone()).zip(scores).collect();
     let tools: Vec<ToolSpec> = all
         .into_iter()
         .zip(chosen)
@@ -119,14 +153,13 @@ pub fn select_for(all: Vec<ToolSpec>, prompt: &PromptConfig, query: &[String]) -
     }
 }
 
-/// Where `candidates[i]` is in `prompt`'s `tools` (the tie-break of equal scores).
-pub fn listed_at(prompt: &PromptConfig, candidates: &[ToolSpec], i: usize) -> usize {
-    let name = candidates.get(i).map(|s| s.name.as_str());
-    prompt
-        .tools
+/// Where each of `candidates` is in `prompt`'s `tools` (the tie-break of equal scores).
+pub fn listed_order(prompt: &PromptConfig, candidates: &[ToolSpec]) -> Vec<usize> {
+    let at = |name: &str| prompt.tools.iter().position(|t| t == name);
+    candidates
         .iter()
-        .position(|t| Some(t.as_str()) == name)
-        .unwrap_or(usize::MAX)
+        .map(|c| at(&c.name).unwrap_or(usize::MAX))
+        .collect()
 }
 
 /// What the call `name` from `origin` may run under `config`.

@@ -35,7 +35,7 @@ const STOP_WORDS: &[&str] = &[
 /// older).
 pub const QUERY_MESSAGES: usize = 4;
 /// Words read from one message: a long tool result must not drown the question.
-pub const QUERY_WORDS_PER_MESSAGE: usize = 200;
+pub const QUERY_WORDS_PER_MESSAGE: usize = 100;
 
 /// The query for a model call over `history` (the model-ready messages the engine already
 /// holds): the text of the last user message, then of the latest [`QUERY_MESSAGES`] messages
@@ -79,19 +79,56 @@ fn each_word(text: &str, limit: usize, keep: &mut impl FnMut(&str)) -> usize {
         if kept >= limit {
             return kept;
         }
-        let alphanumeric = c.is_alphanumeric();
-        if !alphanumeric || (previous_lower && c.is_uppercase()) {
+        let in_word = is_word_char(c);
+        if !in_word || (previous_lower && c.is_ascii_uppercase()) {
             kept += usize::from(finish(&mut word, keep));
         }
-        previous_lower = c.is_lowercase();
-        if alphanumeric {
-            word.extend(c.to_lowercase());
+        previous_lower = c.is_ascii_lowercase();
+        if in_word {
+            word.push(folded(c));
         }
     }
     if kept < limit {
         kept += usize::from(finish(&mut word, keep));
     }
     kept
+}
+
+/// Whether `c` belongs to a word: ASCII letters and digits, and any other character but
+/// spaces, punctuation and symbols, told apart by their blocks (the Unicode tables behind
+/// `char::is_alphanumeric` and `char::to_lowercase` would add 17 KB to the Worker).
+fn is_word_char(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_alphanumeric();
+    }
+    !c.is_whitespace()
+        && !matches!(c,
+            // Latin-1 punctuation and signs (« » ° ¿ × ÷ …)
+            '\u{80}'..='\u{BF}' | '\u{D7}' | '\u{F7}'
+            // general punctuation (dashes, curly quotes, ellipsis), symbols, arrows, shapes
+            | '\u{2000}'..='\u{2BFF}'
+            // CJK and full-width punctuation
+            | '\u{3000}'..='\u{303F}' | '\u{FE30}'..='\u{FE6F}' | '\u{FF01}'..='\u{FF0F}'
+            | '\u{FF1A}'..='\u{FF20}'
+            // emoji and pictographs
+            | '\u{1F000}'..='\u{1FAFF}')
+}
+
+/// `c` in lowercase for the capitals of ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic;
+/// other characters as they are (see [`is_word_char`] for why not `char::to_lowercase`).
+fn folded(c: char) -> char {
+    let n = u32::from(c);
+    let lower = match n {
+        0x41..=0x5A | 0xC0..=0xD6 | 0xD8..=0xDE | 0x391..=0x3A1 | 0x3A3..=0x3AB | 0x410..=0x42F => {
+            n + 0x20
+        }
+        0x400..=0x40F => n + 0x50,
+        // Latin Extended-A pairs each capital with the small letter after it.
+        0x100..=0x12F | 0x132..=0x137 | 0x14A..=0x177 if n % 2 == 0 => n + 1,
+        0x139..=0x148 | 0x179..=0x17E if n % 2 == 1 => n + 1,
+        _ => n,
+    };
+    char::from_u32(lower).unwrap_or(c)
 }
 
 /// Hands the word in `word` to `keep` if it is worth keeping (made singular), and empties the
@@ -129,7 +166,7 @@ fn hash(word: &str) -> u64 {
     })
 }
 
-/// The words a candidate is found by, hashed and sorted (so a word's frequency is a range).
+/// The words a candidate is found by, hashed.
 fn document(spec: &ToolSpec) -> Vec<u64> {
     let mut doc = Vec::new();
     let mut keep = |w: &str| doc.push(hash(w));
@@ -140,7 +177,6 @@ fn document(spec: &ToolSpec) -> Vec<u64> {
     let mut docs = String::new();
     argument_docs(&spec.parameters, 2, &mut docs);
     each_word(&docs, usize::MAX, &mut keep);
-    doc.sort_unstable();
     doc
 }
 
@@ -173,32 +209,29 @@ fn argument_docs(schema: &Value, levels: u32, out: &mut String) {
     }
 }
 
-/// How often `term` occurs in the sorted `doc`.
-fn count(doc: &[u64], term: u64) -> usize {
-    let first = doc.partition_point(|w| *w < term);
-    let after = doc.partition_point(|w| *w <= term);
-    after - first
-}
-
 /// The BM25 score of each candidate for the query `words` (from [`query`] or [`words`]), in
 /// the candidates' order; 0 for a candidate sharing no word with the query.
 pub fn scores(candidates: &[ToolSpec], query: &[String]) -> Vec<f64> {
     let docs: Vec<Vec<u64>> = candidates.iter().map(document).collect();
     let total = docs.len() as f64;
     let average_len = docs.iter().map(Vec::len).sum::<usize>() as f64 / total.max(1.0);
-    let mut terms: Vec<u64> = query.iter().map(|w| hash(w)).collect();
-    terms.sort_unstable();
+    let terms: Vec<u64> = query.iter().map(|w| hash(w)).collect();
     let mut out = vec![0.0; docs.len()];
-    for run in terms.chunk_by(|a, b| a == b) {
-        let term = run[0];
-        let frequencies: Vec<usize> = docs.iter().map(|d| count(d, term)).collect();
+    // Counted by scanning, not sorting: documents are a few dozen words, the query a few
+    // hundred at most, and the Worker carries no sort of its own for this.
+    for (i, &term) in terms.iter().enumerate() {
+        if terms[..i].contains(&term) {
+            continue;
+        }
+        let occurrences = |words: &[u64]| words.iter().filter(|w| **w == term).count();
+        let frequencies: Vec<usize> = docs.iter().map(|d| occurrences(d)).collect();
         let holding = frequencies.iter().filter(|f| **f > 0).count() as f64;
         if holding == 0.0 {
             continue;
         }
         let idf = (1.0 + (total - holding + 0.5) / (holding + 0.5)).ln();
         // A word the query repeats weighs more, saturating like a document's.
-        let repeats = run.len() as f64;
+        let repeats = occurrences(&terms[i..]) as f64;
         let weight = idf * repeats * (K1 + 1.0) / (repeats + K1);
         for ((score, tf), doc) in out.iter_mut().zip(frequencies).zip(&docs) {
             if tf == 0 {
@@ -212,16 +245,23 @@ pub fn scores(candidates: &[ToolSpec], query: &[String]) -> Vec<f64> {
     out
 }
 
-/// The indexes of `scores`, best first; equal scores in the order of `tie_break` (the
+/// The indexes of `scores`, best first; equal scores in the order of `tie_break` (each
 /// candidate's position in the prompt's `tools`, say), then of the index.
-pub fn best_first(scores: &[f64], tie_break: impl Fn(usize) -> usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..scores.len()).collect();
-    order.sort_by(|&a, &b| {
-        scores[b]
-            .total_cmp(&scores[a])
-            .then_with(|| tie_break(a).cmp(&tie_break(b)))
-            .then_with(|| a.cmp(&b))
-    });
+pub fn best_first(scores: &[f64], tie_break: &[usize]) -> Vec<usize> {
+    let key = |i: usize| {
+        let score = scores.get(i).copied().unwrap_or(0.0);
+        (score, tie_break.get(i).copied().unwrap_or(usize::MAX))
+    };
+    // Insertion into the ranked prefix: a few dozen candidates, and no sort instantiated.
+    let mut order: Vec<usize> = Vec::with_capacity(scores.len());
+    for i in 0..scores.len() {
+        let (score, tie) = key(i);
+        let at = order.partition_point(|&j| {
+            let (s, t) = key(j);
+            s > score || (s == score && t <= tie)
+        });
+        order.insert(at, i);
+    }
     order
 }
 
@@ -300,7 +340,7 @@ mod tests {
     fn ranked_names(task: &str) -> Vec<String> {
         let tools = tools();
         let scores = scores(&tools, &words(task));
-        best_first(&scores, |i| i)
+        best_first(&scores, &[0, 1, 2, 3])
             .into_iter()
             .map(|i| tools[i].name.clone())
             .collect()
@@ -313,6 +353,22 @@ mod tests {
             ["weather", "lisbon", "get", "weather", "refund", "reply", "process", "status"]
         );
         assert_eq!(words("Ação rápida"), ["ação", "rápida"]);
+        // Capitals of the scripts folded by hand, and punctuation outside ASCII as a break.
+        assert_eq!(
+            words("ÉCOLE “Lisbon”—café… «ŁÓDŹ» ΚΑΙΡΟΣ Погода Ёж 東京、大阪 👍ok"),
+            [
+                "école",
+                "lisbon",
+                "café",
+                "łódź",
+                "καιροσ",
+                "погода",
+                "ёж",
+                "東京",
+                "大阪",
+                "ok"
+            ]
+        );
         assert!(words("a I it is of").is_empty());
         assert_eq!(words("HTTPRequest ABC"), ["httprequest", "abc"]);
     }
@@ -341,9 +397,9 @@ mod tests {
         let tools = tools();
         let scores = scores(&tools, &words("hello there"));
         assert!(scores.iter().all(|s| *s == 0.0), "{scores:?}");
-        assert_eq!(best_first(&scores, |i| i), [0, 1, 2, 3]);
+        assert_eq!(best_first(&scores, &[0, 1, 2, 3]), [0, 1, 2, 3]);
         assert_eq!(
-            best_first(&scores, |i| 3 - i),
+            best_first(&scores, &[3, 2, 1, 0]),
             [3, 2, 1, 0],
             "ties follow tie_break"
         );
@@ -380,7 +436,7 @@ mod tests {
     fn pins_come_first_then_the_best_ranked_until_the_maximum() {
         let tools = tools();
         let scores = scores(&tools, &words("the weather, please"));
-        let ranked = best_first(&scores, |i| i);
+        let ranked = best_first(&scores, &[0, 1, 2, 3]);
         assert_eq!(ranked, [1, 0, 2, 3], "get_weather, then the rest in order");
         let pinned = vec!["lookup_customer".to_owned()];
         assert_eq!(
