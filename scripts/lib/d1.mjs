@@ -69,7 +69,8 @@ const MODEL_FIELDS = ['name', 'provider', 'model', 'base_url', 'api_key_secret',
   'output_price_per_mtok', 'first_chunk_timeout_ms', 'stall_timeout_ms', 'total_timeout_ms', 'max_history_tokens',
   'max_output_tokens'];
 const PROMPT_FIELDS = ['name', 'system', 'model', 'tools', 'tool_choice', 'parallel_tool_calls', 'include_chat',
-  'description', 'hooks', 'tool_bindings', 'mcp_servers', 'compaction_prompt', 'response_format'];
+  'description', 'hooks', 'tool_bindings', 'mcp_servers', 'compaction_prompt', 'response_format', 'max_offered_tools',
+  'pinned_tools'];
 const AGENT_FIELDS = ['id', 'kind', 'description', 'side_a', 'side_b', 'max_turns', 'expose_as_tool',
   'tool_description', 'hooks', 'max_tokens', 'max_cost_usd'];
 
@@ -128,6 +129,8 @@ export function toRows(defs) {
       mcp_servers: JSON.stringify(d.mcp_servers ?? []),
       compaction_prompt: d.compaction_prompt ?? null,
       response_format: d.response_format ? JSON.stringify(d.response_format) : null,
+      max_offered_tools: d.max_offered_tools ?? null,
+      pinned_tools: JSON.stringify(d.pinned_tools ?? []),
     };
   });
   const agents = defs.agents.map((d) => {

@@ -59,7 +59,8 @@ const MODEL_DEFAULTS = {
   api_key_secret: null, fallbacks: [], input_price_per_mtok: 0, output_price_per_mtok: 0,
   first_chunk_timeout_ms: null, stall_timeout_ms: null, total_timeout_ms: null, max_history_tokens: null, max_output_tokens: null,
 };
-const PROMPT_DEFAULTS = { system: '', tools: [], tool_choice: 'auto', parallel_tool_calls: true, include_chat: true, description: '', hooks: [], tool_bindings: {}, mcp_servers: [], compaction_prompt: null, response_format: null };
+const PROMPT_DEFAULTS = { system: '', tools: [], tool_choice: 'auto', parallel_tool_calls: true, include_chat: true, description: '', hooks: [], tool_bindings: {},
+  mcp_servers: [], compaction_prompt: null, response_format: null, max_offered_tools: null, pinned_tools: [] };
 const SIDE_DEFAULTS = { label: null, stop_on_response: true, stop_tool: null, stop_tool_response_property: null, max_steps: 10 };
 const AGENT_DEFAULTS = { kind: 'ai_human', description: '', side_b: null, max_turns: 25, expose_as_tool: false, tool_description: '', hooks: [], max_tokens: null, max_cost_usd: null };
 

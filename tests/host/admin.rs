@@ -36,7 +36,8 @@ fn full_prompt() -> Definition {
         "name": "helper", "system": "Be brief, {{name}}.", "model": "big",
         "tools": ["get_current_time", "send_notification"], "tool_choice": "required",
         "parallel_tool_calls": false, "include_chat": false,
-        "description": "Helps.", "hooks": ["redact_emails"]
+        "description": "Helps.", "hooks": ["redact_emails"],
+        "max_offered_tools": 1, "pinned_tools": ["send_notification"]
     }))
 }
 fn full_agent() -> Definition {
@@ -160,7 +161,7 @@ fn sql_is_built_from_constants_with_numbered_parameters() {
         "DELETE FROM prompts WHERE name = ?1"
     );
     let upsert = Kind::Prompt.upsert_sql();
-    assert!(upsert.starts_with("INSERT INTO prompts (name, system, model, tools, tool_choice, parallel_tool_calls, include_chat, description, hooks, tool_bindings, mcp_servers, compaction_prompt, response_format, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT (name) DO UPDATE SET system = excluded.system"), "{upsert}");
+    assert!(upsert.starts_with("INSERT INTO prompts (name, system, model, tools, tool_choice, parallel_tool_calls, include_chat, description, hooks, tool_bindings, mcp_servers, compaction_prompt, response_format, max_offered_tools, pinned_tools, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT (name) DO UPDATE SET system = excluded.system"), "{upsert}");
     assert!(!upsert.contains("name = excluded.name"));
     assert!(upsert.ends_with("updated_at = excluded.updated_at"));
 }
@@ -179,7 +180,14 @@ fn the_row_codec_encodes_lists_as_text_booleans_as_integers_and_unset_options_as
     assert_eq!(row[10], SqlValue::Text("[]".into()), "mcp_servers unset");
     assert_eq!(row[11], SqlValue::Null, "compaction_prompt unset");
     assert_eq!(row[12], SqlValue::Null, "response_format unset");
-    assert_eq!(row[13], SqlValue::Integer(42));
+    assert_eq!(row[13], SqlValue::Integer(1), "max_offered_tools");
+    assert_eq!(row[14], SqlValue::Text(r#"["send_notification"]"#.into()));
+    assert_eq!(row[15], SqlValue::Integer(42));
+    let row = prompt(json!({ "name": "plain", "model": "small" }))
+        .row(1)
+        .unwrap();
+    assert_eq!(row[13], SqlValue::Null, "max_offered_tools unset");
+    assert_eq!(row[14], SqlValue::Text("[]".into()), "pinned_tools unset");
     let row = small_model().row(1).unwrap();
     assert_eq!(row[4], SqlValue::Null, "api_key_secret unset");
     assert_eq!(row[5], SqlValue::Text("[]".into()));
@@ -470,12 +478,78 @@ fn single_definition_rules_are_reported_with_the_definition() {
 }
 
 #[test]
+fn tool_selection_fields_are_checked_with_the_prompt_named() {
+    crate::install_app();
+    let picker = |extra: Value| {
+        let mut p = json!({ "name": "picker", "model": "big", "tools": ["get_current_time", "get_weather"] });
+        p.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        prompt(p)
+    };
+    let m = refused(vec![picker(json!({ "max_offered_tools": 0 }))], &base());
+    assert_eq!(
+        m,
+        "prompt \"picker\": max_offered_tools must be at least 1 (leave it out to offer every tool)"
+    );
+    let m = refused(
+        vec![picker(json!({ "pinned_tools": ["send_notification"] }))],
+        &base(),
+    );
+    assert_eq!(
+        m,
+        "prompt \"picker\": pinned_tools names \"send_notification\", which is not in this prompt's tools"
+    );
+    let m = refused(
+        vec![picker(
+            json!({ "pinned_tools": ["get_weather", "get_weather"] }),
+        )],
+        &base(),
+    );
+    assert!(
+        m.ends_with("pinned_tools names \"get_weather\" twice"),
+        "{m}"
+    );
+    let m = refused(
+        vec![picker(
+            json!({ "max_offered_tools": 1, "pinned_tools": ["get_weather", "get_current_time"] }),
+        )],
+        &base(),
+    );
+    assert!(
+        m.contains("pinned_tools names 2 tools but max_offered_tools is 1"),
+        "{m}"
+    );
+    let e = err(Definition::parse_put(
+        Kind::Prompt,
+        br#"{"model":"big","max_offered_tools":-1}"#,
+        "picker",
+    ));
+    assert_eq!(e.code, "invalid_definition");
+    assert!(e.message.contains("max_offered_tools"), "{}", e.message);
+    // Pins without a maximum are allowed (every tool is offered anyway), and so is a maximum
+    // at least as large as the list.
+    let ok = plan(
+        vec![
+            picker(json!({ "pinned_tools": ["get_weather"] })),
+            picker(
+                json!({ "name": "other", "max_offered_tools": 5, "pinned_tools": ["get_weather"] }),
+            ),
+        ],
+        &base(),
+        &tool_names(),
+    );
+    assert!(ok.is_ok(), "{ok:?}");
+}
+
+#[test]
 fn a_change_that_breaks_a_stored_definition_is_refused() {
     crate::install_app();
     // helper loses the stop tool the stored agent `duo` relies on.
     let mut p = full_prompt();
     if let Definition::Prompt(pr) = &mut p {
         pr.tools = vec!["get_current_time".into()];
+        pr.pinned_tools.clear();
     }
     let m = refused(vec![p], &base());
     assert!(

@@ -406,3 +406,101 @@ fn a_model_timeout_past_an_hour_is_refused() {
         assert_eq!(e.status, 400, "{field}: {}", e.message);
     }
 }
+
+/// `GET /api/tools/recommend` as the router runs it: every registered tool ranked for a task,
+/// or one prompt's tools and delegates with what it would offer; 404 for an unknown prompt.
+#[test]
+fn tools_are_recommended_for_a_task_from_the_registry_or_a_prompt() {
+    use edgent::api::tools::RecommendQuery;
+    use edgent::runtime::recommend::recommend;
+    let db = FakeD1::new();
+    let registry = crate::registry().unwrap();
+    let tools: Vec<&str> = registry.names().collect();
+    let policy = ModelPolicy::default();
+    let rules = admin::WriteRules {
+        tools: &tools,
+        schemas: &[],
+        models: &policy,
+    };
+    let set = json!({
+        "models": [{ "name": "m", "provider": "openai", "model": "gpt", "base_url": "https://api.openai.com/v1" }],
+        "prompts": [
+            { "name": "desk", "model": "m", "max_offered_tools": 2, "pinned_tools": ["notes"],
+              "tools": ["get_current_time", "notes", "get_weather", "issue_refund", "review"] },
+            { "name": "notes", "model": "m", "description": "Takes notes for later." },
+            { "name": "writer", "model": "m" },
+            { "name": "reviewer", "model": "m", "tools": ["approve_draft"] },
+        ],
+        "agents": [{ "id": "review", "kind": "dual_ai", "expose_as_tool": true,
+                     "tool_description": "Has a writer draft a customer reply and a reviewer approve it.",
+                     "side_a": { "prompt": "writer" },
+                     "side_b": { "prompt": "reviewer", "stop_tool": "approve_draft" } }],
+    });
+    block_on(admin::put_config(
+        &db,
+        set.to_string().as_bytes(),
+        rules,
+        T0,
+    ))
+    .unwrap();
+    let query = |task: &str, limit: u32, prompt: Option<&str>| RecommendQuery {
+        task: task.into(),
+        limit,
+        prompt: prompt.map(str::to_owned),
+    };
+
+    let all = block_on(recommend(
+        &db,
+        &registry,
+        &query("what's the weather in Lisbon", 3, None),
+    ))
+    .unwrap();
+    assert_eq!(all["task"], "what's the weather in Lisbon");
+    let ranked = all["tools"].as_array().unwrap();
+    assert_eq!(ranked.len(), 3, "{all}");
+    assert_eq!(ranked[0]["name"], "get_weather");
+    assert!(ranked[0]["score"].as_f64().unwrap() > 0.0);
+    assert!(all.get("offered").is_none() && all.get("prompt").is_none());
+
+    let desk = block_on(recommend(
+        &db,
+        &registry,
+        &query("please draft a customer reply", 10, Some("desk")),
+    ))
+    .unwrap();
+    let names: Vec<&str> = desk["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.len(),
+        5,
+        "the prompt's tools and delegates only: {desk}"
+    );
+    assert_eq!(
+        names[0], "review",
+        "a delegate is ranked by its tool description"
+    );
+    assert_eq!(desk["prompt"], "desk");
+    // The pin, then the best ranked, in the prompt's order.
+    assert_eq!(desk["offered"], json!(["notes", "review"]));
+    let time = block_on(recommend(
+        &db,
+        &registry,
+        &query("what time is it", 1, Some("desk")),
+    ))
+    .unwrap();
+    assert_eq!(
+        time["tools"],
+        json!([{ "name": "get_current_time", "score": time["tools"][0]["score"] }])
+    );
+    assert_eq!(time["offered"], json!(["get_current_time", "notes"]));
+
+    let missing = block_on(recommend(&db, &registry, &query("x", 10, Some("ghost")))).unwrap_err();
+    assert_eq!(
+        (missing.status, missing.message.as_str()),
+        (404, "prompt \"ghost\" does not exist")
+    );
+}

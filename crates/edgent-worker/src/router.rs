@@ -13,11 +13,11 @@ use edgent::api::access::{self, presented, Principal, SUBPROTOCOL, TOKEN_SECRET}
 use edgent::api::cors::{AllowedOrigins, ALLOWED_ORIGINS_VAR};
 use edgent::api::ops::OP_PREFIX;
 use edgent::api::routes::{route, Route};
-use edgent::api::tools::{deployment_limit, tool_entry};
+use edgent::api::tools::{deployment_limit, tool_entry, RecommendQuery};
 use edgent::api::{ApiError, CreateThread};
 use edgent::config::admin::Kind;
 use edgent::config::policy::ModelPolicy;
-use edgent::runtime::{admin, agents, thread_index};
+use edgent::runtime::{admin, agents, recommend, thread_index};
 use edgent::tool::policy::policy_for;
 use edgent::values::ids::new_id;
 use edgent::values::limits::{MAX_BODY_BYTES, MAX_CHAT_BODY_BYTES};
@@ -112,6 +112,7 @@ async fn route_request(
             "a client token reaches only its own thread; this route needs the server key",
         )),
         Route::Tools => tools(&env).await,
+        Route::RecommendTools => recommend_tools(&req, &env).await,
         Route::CreateThread => create_thread(&mut req, &env).await,
         Route::PutConfig => configure(&mut req, &env, None).await,
         Route::ListDefinitions(kind) => answer(admin::list(&D1(env.clone()), kind).await),
@@ -292,6 +293,14 @@ async fn tools(env: &Env) -> std::result::Result<Response, ApiError> {
         out.push(tool_entry(&spec, &policy, full));
     }
     json(200, &json!({ "tools": out })).map_err(|e| logged("could not answer", e))
+}
+
+/// `GET /api/tools/recommend?task=&limit=&prompt=`: the tools ranked for the task.
+async fn recommend_tools(req: &Request, env: &Env) -> std::result::Result<Response, ApiError> {
+    let query = RecommendQuery::parse(&query_pairs(req))?;
+    let registry = edgent::Catalog::installed_registry().map_err(|e| registry_error(&e))?;
+    let ranked = recommend::recommend(&D1(env.clone()), &registry, &query).await;
+    answer(ranked.map(|body| (200, body)))
 }
 
 /// `POST /webhooks/:thread_id/:token` (shape checked by the route; the thread's object looks

@@ -22,6 +22,7 @@ mod budgets;
 mod calls;
 mod replies;
 mod structured;
+mod tool_selection;
 
 fn host(tools: Vec<(&'static str, Tool)>) -> Rc<TestHost> {
     let registry = edgent::tool::Registry::build(tools).unwrap();

@@ -23,6 +23,9 @@ pub enum Route<'a> {
     },
     /// `GET /api/tools`.
     Tools,
+    /// `GET /api/tools/recommend?task=&limit=&prompt=`: tools ranked for a task, with scores
+    /// (server key only).
+    RecommendTools,
     /// `/mcp` (every agent) or `/mcp/:agent` (one agent, its conversation per session): the
     /// MCP server ([`super::mcp`]). The key or a client token, checked like the API's; a
     /// token's thread is checked by the MCP handler.
@@ -138,6 +141,7 @@ fn decode<'a>(method: &str, segments: &[&'a str]) -> Result<Route<'a>, ApiError>
             Err(ApiError::not_found("not found; the API lives under /api"))
         }
         ("GET", ["api", "tools"]) => Ok(Route::Tools),
+        ("GET", ["api", "tools", "recommend"]) => Ok(Route::RecommendTools),
         ("POST", ["api", "threads"]) => Ok(Route::CreateThread),
         ("GET", ["api", "threads"]) => Ok(Route::ListThreads),
         ("DELETE", ["api", "threads", id]) => Ok(Route::DeleteThread(thread(id)?)),
@@ -221,6 +225,13 @@ mod tests {
         // Not a route a client token of that thread may use: the server's alone.
         assert!(delete.needs_key() && !delete.key_in_query() && delete.thread_id().is_none());
         assert_eq!(route("GET", "/api/threads/"), Route::ListThreads);
+        let recommend = route("GET", "/api/tools/recommend");
+        assert_eq!(recommend, Route::RecommendTools);
+        // The server's alone, like the tool listing.
+        assert!(
+            recommend.needs_key() && !recommend.key_in_query() && recommend.thread_id().is_none()
+        );
+        assert_eq!(route("GET", "/api/tools/"), Route::Tools);
         let mcp = route("POST", "/mcp");
         assert_eq!(mcp, Route::Mcp { agent: None });
         // Outside /api, yet never open: the key or a token, checked before anything else.
@@ -265,6 +276,9 @@ mod tests {
             ("DELETE", "/api/threads/not-a-uuid"),
             ("DELETE", "/api/threads"),
             ("PUT", "/api/threads"),
+            ("POST", "/api/tools/recommend"),
+            ("GET", "/api/tools/recommend/more"),
+            ("GET", "/api/tools/get_weather"),
         ] {
             assert_eq!(error(method, path), (404, true), "{method} {path}");
             assert!(route(method, path).needs_key());

@@ -55,6 +55,8 @@ pub const PROMPT_COLUMNS: &[&str] = &[
     "mcp_servers",
     "compaction_prompt",
     "response_format",
+    "max_offered_tools",
+    "pinned_tools",
 ];
 
 /// `agents` columns written by the API, in bind order (`updated_at` follows).

@@ -185,6 +185,13 @@ pub struct PromptConfig {
     /// The final answer is JSON of this shape, checked (`None`: free text).
     #[serde(default)]
     pub response_format: Option<response_format::ResponseFormat>,
+    /// Offer the model at most this many tools per call, the ones most relevant to the
+    /// conversation's latest messages ([`crate::tool::select`]); unset: every tool.
+    #[serde(default)]
+    pub max_offered_tools: Option<u32>,
+    /// Tools offered whenever a selection runs, before the ranked ones (each one of `tools`).
+    #[serde(default)]
+    pub pinned_tools: Vec<String>,
 }
 
 impl PromptConfig {
@@ -221,7 +228,36 @@ impl PromptConfig {
         if let Some(format) = &self.response_format {
             format.check(&self.tools, self.tool_choice)?;
         }
-        mcp_servers::check_all(&self.mcp_servers, &self.tools)
+        mcp_servers::check_all(&self.mcp_servers, &self.tools)?;
+        self.check_selection()
+    }
+
+    /// The rules of `max_offered_tools` and `pinned_tools`.
+    fn check_selection(&self) -> Result<(), Invalid> {
+        if self.max_offered_tools == Some(0) {
+            return Err(
+                "max_offered_tools must be at least 1 (leave it out to offer every tool)".into(),
+            );
+        }
+        for (i, pin) in self.pinned_tools.iter().enumerate() {
+            if !self.tools.contains(pin) {
+                return Err(format!(
+                    "pinned_tools names {pin:?}, which is not in this prompt's tools"
+                )
+                .into());
+            }
+            if self.pinned_tools[..i].contains(pin) {
+                return Err(format!("pinned_tools names {pin:?} twice").into());
+            }
+        }
+        match self.max_offered_tools {
+            Some(max) if self.pinned_tools.len() > max as usize => Err(format!(
+                "pinned_tools names {} tools but max_offered_tools is {max}: pin at most {max}",
+                self.pinned_tools.len()
+            )
+            .into()),
+            _ => Ok(()),
+        }
     }
 
     /// The system text with `{{key}}` replaced from `context` (strings as they are, other
@@ -420,6 +456,16 @@ pub enum Delegate {
     Agent(AgentDef),
 }
 
+impl Delegate {
+    /// The name a prompt's `tools` lists it by: the prompt's name, the agent's id.
+    pub fn name(&self) -> &str {
+        match self {
+            Delegate::Prompt(p) => &p.name,
+            Delegate::Agent(a) => &a.id,
+        }
+    }
+}
+
 /// Everything one side of a thread needs for a turn, resolved from D1.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
@@ -468,10 +514,7 @@ impl AgentConfig {
 
     /// The prompt or agent a tool name refers to, if it is not a registered tool.
     pub fn delegate(&self, name: &str) -> Option<&(Delegate, Vec<ModelConfig>)> {
-        self.delegates.iter().find(|(d, _)| match d {
-            Delegate::Prompt(p) => p.name == name,
-            Delegate::Agent(a) => a.id == name,
-        })
+        self.delegates.iter().find(|(d, _)| d.name() == name)
     }
 
     /// Hook names to run: the agent's, then the prompt's.
@@ -586,6 +629,7 @@ pub mod rows {
         "tool_bindings",
         "mcp_servers",
         "response_format",
+        "pinned_tools",
     ];
     /// Columns holding 0/1.
     const BOOL_COLUMNS: &[&str] = &["parallel_tool_calls", "include_chat", "expose_as_tool"];

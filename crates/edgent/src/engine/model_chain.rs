@@ -134,6 +134,7 @@ impl ModelChain {
             error: None,
             depth: 0,
             created_at: end.started,
+            tool_selection: None,
         };
         let error = match end.outcome {
             Ok(status) => {

@@ -5,6 +5,7 @@
 //! of the primary key: neither grows with the log.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::config::ModelConfig;
 use crate::engine::store::Order;
@@ -47,6 +48,12 @@ pub struct ModelRequestLog {
     pub depth: u32,
     /// When the attempt started, ms since the epoch.
     pub created_at: i64,
+    /// The tools the attempt offered and, when the prompt's `max_offered_tools` left some
+    /// out, how they were chosen: `{"offered", "max"?, "scores"?}` as
+    /// [`ToolSelection::to_json`](crate::tool::offer::ToolSelection::to_json) writes it (`null`
+    /// on rows logged before it was kept).
+    #[serde(default)]
+    pub tool_selection: Option<Value>,
 }
 
 impl ModelRequestLog {
@@ -73,14 +80,16 @@ pub struct LogPage {
 }
 
 const COLUMNS: &str = "seq, message_id, model, provider, attempt, status, http_status, \
-     latency_ms, ttft_ms, input_tokens, output_tokens, cost, error, depth, created_at";
+     latency_ms, ttft_ms, input_tokens, output_tokens, cost, error, depth, created_at, \
+     tool_selection";
 
 /// Appends one attempt.
 pub fn record(sql: &dyn Sql, e: &ModelRequestLog) -> Result<(), SqlError> {
     sql.exec(
         "INSERT INTO model_requests (message_id, model, provider, attempt, status, http_status,
-            latency_ms, ttft_ms, input_tokens, output_tokens, cost, error, depth, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            latency_ms, ttft_ms, input_tokens, output_tokens, cost, error, depth, created_at,
+            tool_selection)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             e.message_id.clone().into(),
             e.model.as_str().into(),
@@ -96,6 +105,7 @@ pub fn record(sql: &dyn Sql, e: &ModelRequestLog) -> Result<(), SqlError> {
             e.error.clone().into(),
             e.depth.into(),
             e.created_at.into(),
+            e.tool_selection.as_ref().map(Value::to_string).into(),
         ],
     )?;
     Ok(())
@@ -146,6 +156,8 @@ fn from_row(r: &Row) -> Result<ModelRequestLog, SqlError> {
         error: r.opt_text(12)?,
         depth: u32::try_from(r.int(13)?).unwrap_or(0),
         created_at: r.int(14)?,
+        // Written by `record` only; a value that does not read is left out, not a failed page.
+        tool_selection: r.opt_text(15)?.and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 

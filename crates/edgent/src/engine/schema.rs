@@ -26,23 +26,6 @@ const TABLE_CONTEXT: &str = "CREATE TABLE context (
 const INDEX_MESSAGES_BY_PARENT: &str =
     "CREATE INDEX messages_by_parent ON messages (parent_tool_call_id, position)
             WHERE parent_tool_call_id IS NOT NULL";
-const TABLE_MODEL_REQUESTS: &str = "CREATE TABLE model_requests (
-            seq INTEGER PRIMARY KEY,
-            message_id TEXT,
-            model TEXT NOT NULL,
-            provider TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            status TEXT NOT NULL,
-            http_status INTEGER,
-            latency_ms INTEGER NOT NULL,
-            ttft_ms INTEGER,
-            input_tokens INTEGER NOT NULL DEFAULT 0,
-            output_tokens INTEGER NOT NULL DEFAULT 0,
-            cost REAL NOT NULL DEFAULT 0,
-            error TEXT,
-            depth INTEGER NOT NULL DEFAULT 0,
-            created_at INTEGER NOT NULL
-        )";
 const TABLE_CHILD_THREADS: &str = "CREATE TABLE child_threads (
             tool_call_id TEXT PRIMARY KEY,
             thread_id TEXT NOT NULL,
@@ -287,7 +270,23 @@ pub const MIGRATIONS: &[&[&str]] = &[
         // The running prompt's hooks ({"prompt", "names"}), refreshed when a turn loads its
         // configuration, so requests between turns apply them without reading D1.
         "ALTER TABLE thread ADD COLUMN hook_config TEXT",
-        TABLE_MODEL_REQUESTS,
+        "CREATE TABLE model_requests (
+            seq INTEGER PRIMARY KEY,
+            message_id TEXT,
+            model TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            http_status INTEGER,
+            latency_ms INTEGER NOT NULL,
+            ttft_ms INTEGER,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            error TEXT,
+            depth INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL
+        )",
         // Child threads created by agent-tool calls, so a re-run call finds its child.
         TABLE_CHILD_THREADS,
     ],
@@ -360,6 +359,9 @@ pub const MIGRATIONS: &[&[&str]] = &[
     &[TABLE_SUMMARIES],
     // v13: a reply's structured answer (its prompt's `response_format`), as JSON text.
     &["ALTER TABLE messages ADD COLUMN structured TEXT"],
+    // v14: which tools each model attempt was offered, and how they were chosen when the
+    // prompt's `max_offered_tools` left some out (JSON, see `request_log::ToolSelection`).
+    &["ALTER TABLE model_requests ADD COLUMN tool_selection TEXT"],
 ];
 
 /// The MCP servers of the thread's prompts: their sessions and tool lists
@@ -465,7 +467,24 @@ pub const CURRENT: &[&str] = &[
     INDEX_MESSAGES_PENDING,
     TABLE_CONTEXT,
     INDEX_MESSAGES_BY_PARENT,
-    TABLE_MODEL_REQUESTS,
+    "CREATE TABLE model_requests (
+            seq INTEGER PRIMARY KEY,
+            message_id TEXT,
+            model TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            http_status INTEGER,
+            latency_ms INTEGER NOT NULL,
+            ttft_ms INTEGER,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cost REAL NOT NULL DEFAULT 0,
+            error TEXT,
+            depth INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL,
+            tool_selection TEXT
+        )",
     TABLE_CHILD_THREADS,
     INDEX_TOOL_CALLS_WAKING,
     TABLE_TOOL_STEPS,

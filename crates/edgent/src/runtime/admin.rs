@@ -56,7 +56,7 @@ async fn query(
 
 /// Everything the database holds, read in one batch so the three tables are seen at one point
 /// in time.
-async fn stored(db: &dyn ConfigDb) -> Result<ConfigSet, ApiError> {
+pub(super) async fn stored(db: &dyn ConfigDb) -> Result<ConfigSet, ApiError> {
     let statements = KINDS
         .iter()
         .map(|k| (k.select_all_sql(), Vec::new()))

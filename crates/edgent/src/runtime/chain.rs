@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::config::policy::ModelPolicy;
-use crate::config::{AgentConfig, ModelConfig, ToolSpec, DEFAULT_TOTAL_TIMEOUT_MS};
+use crate::config::{AgentConfig, ModelConfig, DEFAULT_TOTAL_TIMEOUT_MS};
 use crate::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::structured::{correction, give_up, judge, Verdict, MAX_CORRECTIONS};
@@ -12,6 +12,7 @@ use crate::engine::thread::Thread;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::{request_body, ModelRequest, OutputFormat};
 use crate::tool::nested::with_timeout;
+use crate::tool::offer::Offer;
 use crate::values::message::Message;
 
 use super::{Platform, ThreadRuntime};
@@ -21,7 +22,8 @@ use super::{Platform, ThreadRuntime};
 pub(super) struct RequestParts<'a> {
     pub(super) system: &'a str,
     pub(super) history: &'a [Message],
-    pub(super) tools: &'a [ToolSpec],
+    /// The tools offered, and the record of how they were chosen for each attempt's log row.
+    pub(super) offer: &'a Offer,
     pub(super) config: &'a AgentConfig,
     /// The final answer's shape, when the prompt has a `response_format`.
     pub(super) output: Option<OutputFormat<'a>>,
@@ -33,7 +35,7 @@ impl RequestParts<'_> {
             target: model.target(),
             system: self.system,
             history: self.history,
-            tools: self.tools,
+            tools: &self.offer.tools,
             tool_choice: self.config.prompt.tool_choice,
             parallel_tool_calls: self.config.prompt.parallel_tool_calls,
             output: self.output,
@@ -207,17 +209,22 @@ pub(super) async fn run_chain(
             stopped: sink.stopped(),
             secret: secret.as_deref(),
         };
+        // Every attempt of the call offered the same tools: each row says which.
+        let logged = |mut log: ModelRequestLog| {
+            log.tool_selection = Some(parts.offer.selection.to_json());
+            log
+        };
         match chain.handle_attempt_end(models, end) {
             ChainStep::Done { log } => {
-                sink.attempt_done(log, true, None);
+                sink.attempt_done(logged(log), true, None);
                 return Ok(());
             }
             ChainStep::GiveUp { log, error } => {
-                sink.attempt_done(log, false, None);
+                sink.attempt_done(logged(log), false, None);
                 return Err(error);
             }
             ChainStep::Retry { log, error, plan } => {
-                sink.attempt_done(log, false, Some((&error, &plan)));
+                sink.attempt_done(logged(log), false, Some((&error, &plan)));
                 failed = Some(error);
             }
         }

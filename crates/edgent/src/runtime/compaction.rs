@@ -11,6 +11,7 @@ use super::ThreadRuntime;
 use crate::config::AgentConfig;
 use crate::engine::thread::{CompactJob, Thread};
 use crate::llm::stream::Completion;
+use crate::tool::offer::Offer;
 use crate::values::message::{Message, Role};
 
 impl ThreadRuntime {
@@ -34,10 +35,12 @@ impl ThreadRuntime {
                     compaction: None,
                 };
                 let history = [Message::new(Role::User, job.transcript(), self.now())];
+                // No tools: the summariser only writes.
+                let no_tools = Offer::default();
                 let parts = RequestParts {
                     system: &prompt.system,
                     history: &history,
-                    tools: &[],
+                    offer: &no_tools,
                     config: &summariser,
                     // A summary is text, whatever the summarising prompt asks of its answers.
                     output: None,

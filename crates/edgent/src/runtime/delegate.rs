@@ -15,7 +15,7 @@ use crate::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
 use crate::engine::thread::{SubStep, Thread, ThreadError, TurnRules};
 use crate::llm::stream::Completion;
 use crate::tool::nested::run_nested;
-use crate::tool::offer::offered;
+use crate::tool::offer::offer;
 use crate::tool::{CallToolResult, FlowState};
 use crate::values::ids::new_id;
 use crate::values::limits::MAX_THREAD_NESTING;
@@ -136,11 +136,13 @@ impl ThreadRuntime {
             }
         };
         let system = thread.system_text(prompt);
-        let mut tools = offered(self.platform.registry(), &config);
-        if !prompt.mcp_servers.is_empty() {
+        // Listed once for the sub-prompt's calls (the runtime keeps them per thread).
+        let mcp_tools = if prompt.mcp_servers.is_empty() {
+            Vec::new()
+        } else {
             self.flush(&mut thread);
-            tools.extend(self.mcp_tool_specs(prompt).await);
-        }
+            self.mcp_tool_specs(prompt).await
+        };
         loop {
             let next =
                 match step {
@@ -160,10 +162,17 @@ impl ThreadRuntime {
                                 prompt.name
                             ));
                         }
+                        // Chosen again at each step: the sub-prompt's latest messages change.
+                        let offer = offer(
+                            self.platform.registry(),
+                            &config,
+                            &history,
+                            mcp_tools.clone(),
+                        );
                         let parts = RequestParts {
                             system: &system,
                             history: &history,
-                            tools: &tools,
+                            offer: &offer,
                             config: &config,
                             output,
                         };

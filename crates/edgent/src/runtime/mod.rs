@@ -33,6 +33,7 @@ mod compaction;
 mod delegate;
 mod mcp;
 mod ops;
+pub mod recommend;
 pub mod thread_index;
 mod tools;
 mod turn;

@@ -13,7 +13,7 @@ use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::OutputFormat;
-use crate::tool::offer::offered;
+use crate::tool::offer::offer;
 use crate::values::sql::Sql;
 
 /// Receives one top-level model call's stream: chunks go to clients as they arrive.
@@ -314,18 +314,21 @@ impl ThreadRuntime {
                 return;
             }
         };
-        let mut tools = offered(self.platform.registry(), config);
-        if !config.prompt.mcp_servers.is_empty() {
+        let mcp_tools = if config.prompt.mcp_servers.is_empty() {
+            Vec::new()
+        } else {
             // Frames never wait behind an await.
             self.flush(thread);
-            tools.extend(self.mcp_tool_specs(&config.prompt).await);
-        }
+            self.mcp_tool_specs(&config.prompt).await
+        };
         let system = thread.system_text(&config.prompt);
         let history = std::mem::take(&mut call.history);
+        // Chosen from the history this call sends: no message is read for it.
+        let offer = offer(self.platform.registry(), config, &history, mcp_tools);
         let parts = RequestParts {
             system: &system,
             history: &history,
-            tools: &tools,
+            offer: &offer,
             config,
             output,
         };

@@ -42,6 +42,7 @@ mod output;
 pub mod policy;
 mod registry;
 pub mod schema;
+pub mod select;
 mod utils;
 
 pub use crate::values::validate;

@@ -1,13 +1,18 @@
 //! What a prompt offers the model and what a call may run: registered tools first, then the
-//! prompts and agents it may delegate to (each with one `input` parameter). A call from the
-//! model may run only what its prompt offers; a call the application queued may run any
-//! registered tool. Anything else gets an error result naming what is available.
+//! prompts and agents it may delegate to (each with one `input` parameter). A prompt with
+//! `max_offered_tools` offers at most that many per call: its pinned tools, then the ones
+//! [`super::select`] ranks best for the latest messages. A call from the model may run
+//! anything its prompt lists, offered this time or not; a call the application queued may run
+//! any registered tool. Anything else gets an error result naming what is available.
 
+use super::select;
 use super::{CallToolResult, Registry, Tool};
 use crate::config::mcp_servers::{self, McpServerConfig};
-use crate::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig};
+use crate::config::{delegate_parameters, AgentConfig, Delegate, ModelConfig, PromptConfig};
 use crate::engine::store::CallOrigin;
 use crate::llm::ToolSpec;
+use crate::values::message::Message;
+use serde_json::{json, Map, Value};
 
 /// What a tool call names.
 #[derive(Debug)]
@@ -22,21 +27,33 @@ pub enum Callee<'a> {
     Unavailable(CallToolResult),
 }
 
-/// The tool specs `config`'s prompt offers the model.
+/// The tool specs `config`'s prompt offers the model, all of them (no selection).
 pub fn offered(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
-    let mut specs = registry.specs(config.tools().iter().map(String::as_str));
-    for name in config.tools() {
+    candidates(registry, config.tools(), &|name| {
+        config.delegate(name).map(|(d, _)| d)
+    })
+}
+
+/// The specs of `tools` (a prompt's list): the registered ones first, then those `delegate`
+/// finds as prompts or agents; names that are neither are left out.
+pub fn candidates<'d>(
+    registry: &Registry,
+    tools: &[String],
+    delegate: &dyn Fn(&str) -> Option<&'d Delegate>,
+) -> Vec<ToolSpec> {
+    let mut specs = registry.specs(tools.iter().map(String::as_str));
+    for name in tools {
         if registry.get(name).is_some() {
             continue;
         }
-        let description = match config.delegate(name) {
-            Some((Delegate::Prompt(p), _)) => non_empty(&p.description, || {
+        let description = match delegate(name) {
+            Some(Delegate::Prompt(p)) => non_empty(&p.description, || {
                 format!(
                     "Asks the {:?} assistant; give it everything it needs in `input`.",
                     p.name
                 )
             }),
-            Some((Delegate::Agent(a), _)) => non_empty(&a.tool_description, || {
+            Some(Delegate::Agent(a)) => non_empty(&a.tool_description, || {
                 non_empty(&a.description, || format!("Runs the {:?} agent.", a.id))
             }),
             None => continue,
@@ -49,6 +66,111 @@ pub fn offered(registry: &Registry, config: &AgentConfig) -> Vec<ToolSpec> {
         });
     }
     specs
+}
+
+/// The tools one model call offered, and how they were chosen: what its request-log rows keep.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSelection {
+    /// The names offered, in the order the request lists them.
+    pub offered: Vec<String>,
+    /// The prompt's `max_offered_tools`, when a selection ran (it lists more tools).
+    pub max: Option<u32>,
+    /// When a selection ran: each candidate's score for the latest messages (pinned ones
+    /// included), in the candidates' order.
+    pub scores: Vec<(String, f64)>,
+}
+
+impl ToolSelection {
+    /// `{"offered": [names], "max": n, "scores": {name: score}}`, scores to three decimals;
+    /// `max` and `scores` only when a selection ran. Built by hand: the log stores it as text
+    /// and the API shows it, and nothing reads it back into this type.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("offered".into(), json!(self.offered));
+        if let Some(max) = self.max {
+            out.insert("max".into(), json!(max));
+        }
+        if !self.scores.is_empty() {
+            let mut scores = Map::new();
+            for (name, score) in &self.scores {
+                scores.insert(name.clone(), json!(select::rounded(*score)));
+            }
+            out.insert("scores".into(), Value::Object(scores));
+        }
+        Value::Object(out)
+    }
+
+    /// The score of the candidate `name`, when a selection ran.
+    pub fn score(&self, name: &str) -> Option<f64> {
+        self.scores.iter().find(|(n, _)| n == name).map(|(_, s)| *s)
+    }
+}
+
+/// What one model call offers, and the record of it for the request log.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Offer {
+    /// The specs sent to the model, in [`offered`]'s order.
+    pub tools: Vec<ToolSpec>,
+    /// Their names and, when a selection ran, the maximum and every candidate's score.
+    pub selection: ToolSelection,
+}
+
+/// What `config`'s prompt offers a model call over `history` (the messages the engine holds
+/// for it): every tool (its own, then `mcp_tools`, its MCP servers' as the runtime listed
+/// them), or, when there are more than its `max_offered_tools`, its pinned tools and then the
+/// best ranked for [`select::query`] of the history.
+pub fn offer(
+    registry: &Registry,
+    config: &AgentConfig,
+    history: &[Message],
+    mcp_tools: Vec<ToolSpec>,
+) -> Offer {
+    let query = select::query(history);
+    let mut all = offered(registry, config);
+    all.extend(mcp_tools);
+    select_for(all, &config.prompt, &query)
+}
+
+/// Of `all` (the prompt's [`candidates`]), what `prompt` offers for the `query` words: every
+/// one while they fit its `max_offered_tools`, else the pinned ones and then the best ranked,
+/// kept in `all`'s order. Equal scores go by the prompt's order of `tools`.
+pub fn select_for(all: Vec<ToolSpec>, prompt: &PromptConfig, query: &[String]) -> Offer {
+    let Some(max) = prompt.max_offered_tools.filter(|m| all.len() > *m as usize) else {
+        let offered = all.iter().map(|s| s.name.clone()).collect();
+        return Offer {
+            tools: all,
+            selection: ToolSelection {
+                offered,
+                ..ToolSelection::default()
+            },
+        };
+    };
+    let scores = select::scores(&all, query);
+    let ranked = select::best_first(&scores, &listed_order(prompt, &all));
+    let chosen = select::choose(&all, &prompt.pinned_tools, &ranked, max as usize);
+    let scores = all.iter().map(|s| s.name.clone()).zip(scores).collect();
+    let tools: Vec<ToolSpec> = all
+        .into_iter()
+        .zip(chosen)
+        .filter_map(|(spec, keep)| keep.then_some(spec))
+        .collect();
+    Offer {
+        selection: ToolSelection {
+            offered: tools.iter().map(|s| s.name.clone()).collect(),
+            max: Some(max),
+            scores,
+        },
+        tools,
+    }
+}
+
+/// Where each of `candidates` is in `prompt`'s `tools` (the tie-break of equal scores).
+pub fn listed_order(prompt: &PromptConfig, candidates: &[ToolSpec]) -> Vec<usize> {
+    let at = |name: &str| prompt.tools.iter().position(|t| t == name);
+    candidates
+        .iter()
+        .map(|c| at(&c.name).unwrap_or(usize::MAX))
+        .collect()
 }
 
 /// What the call `name` from `origin` may run under `config`.

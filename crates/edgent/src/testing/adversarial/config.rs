@@ -186,6 +186,10 @@ fn definition(kind: Kind, input: &mut Input<'_>, url_name: Option<&str>) -> Valu
                 bindings.insert(name(input), any_value(input, 1));
                 field(&mut d, input, "tool_bindings", |_| Value::Object(bindings));
             }
+            if input.bool() {
+                field(&mut d, input, "max_offered_tools", number);
+            }
+            field(&mut d, input, "pinned_tools", names);
         }
         Kind::Agent => {
             let kind = match input.one_in(16) {

@@ -1,0 +1,112 @@
+//! Tool selection through the shipped runtime: a prompt over its `max_offered_tools` sends the
+//! model only its pinned tools and the best ranked for the latest messages, a call of a listed
+//! tool it left out still runs, and every attempt's request-log row says what was offered and
+//! how it was chosen.
+//!
+//! What it does not prove: the ranking's quality on other tools (`tool::select`'s unit tests
+//! and tests/host/offer.rs), the Worker's log route (tests/e2e/tool_selection.test.mjs).
+
+use super::*;
+
+fn named(description: &'static str, answer: &'static str) -> Tool {
+    Tool::new(description)
+        .handler(move |_flow: FlowState| async move { CallToolResult::text(answer) })
+}
+
+/// Four tools, at most two offered, `notes` pinned.
+fn selecting_host(max: Option<u32>) -> Rc<TestHost> {
+    let registry = edgent::tool::Registry::build(vec![
+        (
+            "clock",
+            named("Returns the current date and time.", "12:00"),
+        ),
+        (
+            "weather",
+            named("Gets the current weather for a city.", "sunny"),
+        ),
+        ("refund", named("Refunds an order.", "refunded")),
+        ("notes", named("Saves a note.", "saved")),
+    ])
+    .unwrap();
+    let mut agent = edgent::testing::agent(&["clock", "weather", "refund", "notes"]);
+    agent.prompt.max_offered_tools = max;
+    agent.prompt.pinned_tools = vec!["notes".into()];
+    TestHost::new(registry, T0).with_agent(agent).into_rc()
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_model_gets_the_pinned_and_best_ranked_tools_and_may_still_call_a_listed_one() {
+    let h = selecting_host(Some(2));
+    let rt = h.runtime();
+    // A 503 first: the retry is a second row of the same call, with the same selection.
+    h.script(Err(ProviderError::Http {
+        status: 503,
+        message: "busy".into(),
+        retry_after_ms: None,
+    }));
+    h.script(Ok(reply_events("", &[("c1", "refund", "{}")])));
+    h.script(Ok(reply_events("Refunded.", &[])));
+
+    h.run(rt.apply(send("What's the weather in Lisbon?")))
+        .unwrap();
+    h.run_spawned();
+
+    let requests = h.model_requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(tool_names(&requests[0]), ["weather", "notes"]);
+    assert_eq!(tool_names(&requests[1]), ["weather", "notes"]);
+    // Not offered, yet listed by the prompt: the call runs.
+    assert_eq!(record(&h, "c1").status, "success");
+    assert_eq!(transcript(&h).last().unwrap().1, "Refunded.");
+    // The question still weighs most after the call (see `last` below).
+    assert_eq!(tool_names(&requests[2]), ["weather", "notes"]);
+
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(log.logs.len(), 3);
+    for (row, request) in log.logs.iter().zip(&requests) {
+        let selection = row.tool_selection.as_ref().unwrap();
+        assert_eq!(selection["offered"], json!(tool_names(request)));
+        assert_eq!(selection["max"], 2);
+        assert_eq!(selection["scores"].as_object().unwrap().len(), 4);
+    }
+    let score = |row: usize, name: &str| {
+        let selection = log.logs[row].tool_selection.as_ref().unwrap();
+        selection["scores"][name].as_f64().unwrap()
+    };
+    assert!(score(0, "weather") > 0.0);
+    assert_eq!(score(0, "clock"), 0.0);
+    assert_eq!(score(0, "notes"), 0.0, "a pin is offered, not scored up");
+    assert_eq!(score(0, "refund"), 0.0);
+    // The next call reads the latest messages too: the refund call now counts.
+    assert!(score(2, "refund") > 0.0);
+    assert!(score(2, "weather") > score(2, "refund"));
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+#[test]
+fn without_a_maximum_every_tool_is_offered_and_logged_without_scores() {
+    let h = selecting_host(None);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Hello.", &[])));
+    h.run(rt.apply(send("What's the weather in Lisbon?")))
+        .unwrap();
+    h.run_spawned();
+
+    let all = ["clock", "weather", "refund", "notes"];
+    assert_eq!(tool_names(&h.model_requests()[0]), all);
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    let row = serde_json::to_value(&log.logs[0]).unwrap();
+    assert_eq!(row["tool_selection"], json!({ "offered": all }));
+}
