@@ -260,3 +260,47 @@ fn a_listed_tool_the_selection_left_out_still_runs_when_the_model_calls_it() {
         Callee::Delegate(Delegate::Agent(_), _)
     ));
 }
+
+/// A prompt's MCP servers bring their tools into the same selection (they are why a prompt
+/// offers more tools than a model should see): an MCP tool that fits the task is offered, the
+/// others are left out, and every one is scored.
+#[test]
+fn mcp_tools_are_candidates_of_the_same_selection() {
+    let registry = crate::registry().unwrap();
+    let config = support(Some(3), &["get_current_time"]);
+    let spec = |name: &str, description: &str| edgent::llm::ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        parameters: json!({ "type": "object", "properties": { "query": { "type": "string", "description": "What to look for." } } }),
+        returns: None,
+    };
+    let mcp = vec![
+        spec(
+            "kb__search_articles",
+            "Searches the knowledge base articles about invoices and billing.",
+        ),
+        spec("kb__delete_page", "Deletes a wiki page."),
+    ];
+    let offered_now = offer(
+        &registry,
+        &config,
+        &user("find the knowledge base article about invoices"),
+        mcp.clone(),
+    );
+    let names = names(&offered_now);
+    assert!(names.contains(&"kb__search_articles"), "{names:?}");
+    assert!(names.contains(&"get_current_time"), "pinned: {names:?}");
+    assert!(!names.contains(&"kb__delete_page"), "{names:?}");
+    assert_eq!(
+        offered_now.selection.scores.len(),
+        11,
+        "9 of the prompt's and 2 of the server's"
+    );
+    // Without a maximum, every tool is offered, the server's after the prompt's.
+    let all = offer(&registry, &support(None, &[]), &user("anything"), mcp);
+    assert_eq!(all.tools.len(), 11);
+    assert_eq!(
+        all.tools.last().map(|s| s.name.as_str()),
+        Some("kb__delete_page")
+    );
+}
