@@ -6,6 +6,9 @@
 
 use crate::values::sql::{Sql, SqlError, SqlValue};
 
+mod current;
+pub use current::CURRENT;
+
 // Statements the migrations and the current schema share word for word (objects never altered
 // after they were created).
 const INDEX_MESSAGES_BY_DEPTH_POSITION: &str =
@@ -386,129 +389,6 @@ const TABLE_SUMMARIES: &str = "CREATE TABLE summaries (
     tokens_replaced INTEGER NOT NULL,
     created_at INTEGER NOT NULL
 )";
-
-/// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
-/// replaying every migration (a new thread pays for its tables once, with no `ALTER`s). Kept
-/// equal to the migrations' result by a host test (`tests/host/store.rs`): when a migration is
-/// appended, fold its change into these statements.
-pub const CURRENT: &[&str] = &[
-    "CREATE TABLE thread (
-            id TEXT PRIMARY KEY,
-            agent_id TEXT NOT NULL,
-            tags TEXT NOT NULL DEFAULT '[]',
-            created_at INTEGER NOT NULL,
-            updated_at INTEGER NOT NULL,
-            status TEXT NOT NULL DEFAULT 'idle',
-            turn_count INTEGER NOT NULL DEFAULT 0,
-            current_side TEXT NOT NULL DEFAULT 'a',
-            steps INTEGER NOT NULL DEFAULT 0,
-            stopped_by TEXT,
-            last_error TEXT,
-            needs_model INTEGER NOT NULL DEFAULT 0,
-            message_count INTEGER NOT NULL DEFAULT 0,
-            visible_count INTEGER NOT NULL DEFAULT 0,
-            ending TEXT,
-            result TEXT,
-            parent_thread_id TEXT,
-            hook_config TEXT,
-            public_url TEXT,
-            history_version INTEGER NOT NULL DEFAULT 0,
-            nesting INTEGER NOT NULL DEFAULT 0,
-            tokens_used INTEGER NOT NULL DEFAULT 0,
-            cost_usd REAL NOT NULL DEFAULT 0,
-            next_schedule_at INTEGER
-        )",
-    "CREATE TABLE messages (
-            seq INTEGER PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            position REAL NOT NULL,
-            role TEXT NOT NULL,
-            content TEXT NOT NULL DEFAULT '',
-            name TEXT,
-            tool_calls TEXT,
-            tool_call_id TEXT,
-            created_at INTEGER NOT NULL,
-            silent INTEGER NOT NULL DEFAULT 0,
-            depth INTEGER NOT NULL DEFAULT 0,
-            parent_message_id TEXT,
-            status TEXT NOT NULL DEFAULT 'completed',
-            parts TEXT,
-            side TEXT,
-            parent_tool_call_id TEXT,
-            structured TEXT
-        )",
-    INDEX_MESSAGES_BY_DEPTH_POSITION,
-    "CREATE TABLE tool_calls (
-            id TEXT PRIMARY KEY,
-            message_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            arguments TEXT NOT NULL,
-            status TEXT NOT NULL DEFAULT 'queued',
-            result_message_id TEXT,
-            created_at INTEGER NOT NULL,
-            started_at INTEGER,
-            finished_at INTEGER,
-            origin TEXT NOT NULL DEFAULT 'model',
-            attempts INTEGER NOT NULL DEFAULT 0,
-            wake_at INTEGER,
-            interruptions INTEGER NOT NULL DEFAULT 0,
-            detail TEXT,
-            approval TEXT,
-            bindings TEXT,
-            deadline_at INTEGER,
-            first_started_at INTEGER,
-            last_error TEXT
-        )",
-    INDEX_TOOL_CALLS_BY_STATUS,
-    INDEX_MESSAGES_BY_POSITION,
-    INDEX_MESSAGES_VISIBLE,
-    INDEX_TOOL_CALLS_BY_SEQ,
-    INDEX_MESSAGES_PENDING,
-    TABLE_CONTEXT,
-    INDEX_MESSAGES_BY_PARENT,
-    "CREATE TABLE model_requests (
-            seq INTEGER PRIMARY KEY,
-            message_id TEXT,
-            model TEXT NOT NULL,
-            provider TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            status TEXT NOT NULL,
-            http_status INTEGER,
-            latency_ms INTEGER NOT NULL,
-            ttft_ms INTEGER,
-            input_tokens INTEGER NOT NULL DEFAULT 0,
-            output_tokens INTEGER NOT NULL DEFAULT 0,
-            cost REAL NOT NULL DEFAULT 0,
-            error TEXT,
-            depth INTEGER NOT NULL DEFAULT 0,
-            created_at INTEGER NOT NULL,
-            tool_selection TEXT
-        )",
-    TABLE_CHILD_THREADS,
-    INDEX_TOOL_CALLS_WAKING,
-    TABLE_TOOL_STEPS,
-    TABLE_WEBHOOKS,
-    TABLE_TOOL_ATTEMPTS,
-    INDEX_TOOL_ATTEMPTS_BY_CALL,
-    INDEX_TOOL_ATTEMPTS_BY_TOOL,
-    TABLE_TOOL_CACHE,
-    TRIGGER_MESSAGES_COUNTED,
-    TRIGGER_HISTORY_CHANGED,
-    TRIGGER_HISTORY_INSERTED_BEFORE,
-    TRIGGER_ATTEMPT_STARTED,
-    TRIGGER_ATTEMPT_FINISHED,
-    TRIGGER_USAGE_COUNTED,
-    TABLE_FRAME_LOG,
-    TRIGGER_FRAME_LOG_COMPACTED,
-    TABLE_SCHEDULES,
-    INDEX_SCHEDULES_DUE,
-    TRIGGER_SCHEDULE_ADDED,
-    TRIGGER_SCHEDULE_CHANGED,
-    TRIGGER_SCHEDULE_ENDED,
-    TABLE_MCP_SERVERS,
-    TABLE_SUMMARIES,
-];
 
 /// The schema version this build expects.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
