@@ -52,7 +52,7 @@ pub mod prelude {
         cancel_schedule, emit_ephemeral_event, emit_thread_event, force_turn, get_messages,
         inject_message, queue_tool, queue_tool_with_bindings, schedule, CallToolResult, Content,
         FlowState, HttpRequest, HttpResponse, Json, LimitScope, RateLimit, RetryPolicy, Schedule,
-        ScheduleSpec, Source, Tool, ToolError, ToolStatus, WebhookEvent,
+        ScheduleSpec, Source, Tool, ToolError, ToolStatus, Wait, WebhookEvent, Winner,
     };
     pub use crate::values::message::{Message, Role, ToolCall};
     pub use crate::values::sql::SqlValue;

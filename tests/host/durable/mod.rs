@@ -197,5 +197,6 @@ fn ok_tool(runs: &Rc<Cell<u32>>) -> Tool {
 mod failures;
 mod gates;
 mod nested;
+mod races;
 mod turn;
 mod workflows;

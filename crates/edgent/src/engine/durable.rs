@@ -296,6 +296,12 @@ pub fn deliver_webhook(
                 "this webhook's wait timed out".into(),
             )))
         }
+        WebhookStatus::Closed => {
+            return Ok(Err(WebhookRefusal::Closed(format!(
+                "another wait of race {:?} finished first; this webhook takes no body",
+                hook.race.as_deref().unwrap_or_default()
+            ))))
+        }
         _ => {
             return Ok(Err(WebhookRefusal::Closed(
                 "the tool call waiting for this webhook has finished".into(),
@@ -303,6 +309,13 @@ pub fn deliver_webhook(
         }
     }
     if hook.deadline_at.is_some_and(|d| now >= d) {
+        if let Some(race) = &hook.race {
+            // The race ended at its earliest sleep or timeout, even if the alarm has not run
+            // yet; the workflow settles every wait of it (this one too) when it runs.
+            return Ok(Err(WebhookRefusal::Closed(format!(
+                "race {race:?} ended before this body came (a sleep or timeout of it passed first)"
+            ))));
+        }
         // The wait is over even if the alarm has not run yet: the workflow gets TimedOut.
         store.expire_webhook(token)?;
         return Ok(Err(WebhookRefusal::Closed(

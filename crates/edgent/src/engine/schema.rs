@@ -190,6 +190,18 @@ const TRIGGER_SCHEDULE_ENDED: &str =
                  ORDER BY ended_at DESC, rowid DESC LIMIT 50);
         END";
 
+// Races (`flow.race`): a webhook that is one of a race's waits names the race. The first body a
+// member receives closes the race's other webhooks in the same statement, so a later POST to
+// one of them is refused (409) before the workflow even runs again: one winner per race.
+const TRIGGER_WEBHOOK_RACE_WON: &str =
+    "CREATE TRIGGER webhook_race_won AFTER UPDATE OF status ON webhooks
+        WHEN NEW.status = 'received' AND NEW.race IS NOT NULL
+        BEGIN
+            UPDATE webhooks SET status = 'closed'
+            WHERE call_id = NEW.call_id AND race = NEW.race AND token != NEW.token
+              AND status = 'open';
+        END";
+
 /// Ordered migrations: `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&[&str]] = &[
     // v1: the thread row, its messages (ordered by `position`, paged through an index) and the
@@ -365,6 +377,12 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // v14: which tools each model attempt was offered, and how they were chosen when the
     // prompt's `max_offered_tools` left some out (JSON, see `request_log::ToolSelection`).
     &["ALTER TABLE model_requests ADD COLUMN tool_selection TEXT"],
+    // v15: durable races. The race a webhook waits in, and the trigger that closes the
+    // race's other webhooks when one receives its body.
+    &[
+        "ALTER TABLE webhooks ADD COLUMN race TEXT",
+        TRIGGER_WEBHOOK_RACE_WON,
+    ],
 ];
 
 /// The MCP servers of the thread's prompts: their sessions and tool lists

@@ -47,6 +47,8 @@ pub struct WebhookRecord {
     pub deadline_at: Option<i64>,
     /// The JSON body that resumed the workflow.
     pub body: Option<String>,
+    /// The race it is one of the waits of (`flow.race`), if any.
+    pub race: Option<String>,
 }
 
 /// One tool execution, as listed by `GET /api/threads/:id/tool-calls`.
@@ -147,7 +149,7 @@ fn step_from_row(r: &Row) -> Result<StepRecord, SqlError> {
     })
 }
 
-const WEBHOOK_COLUMNS: &str = "token, call_id, name, status, deadline_at, body";
+const WEBHOOK_COLUMNS: &str = "token, call_id, name, status, deadline_at, body, race";
 
 fn webhook_from_row(r: &Row) -> Result<WebhookRecord, SqlError> {
     Ok(WebhookRecord {
@@ -157,6 +159,7 @@ fn webhook_from_row(r: &Row) -> Result<WebhookRecord, SqlError> {
         status: WebhookStatus::parse(&r.text(3)?),
         deadline_at: r.opt_int(4)?,
         body: r.opt_text(5)?,
+        race: r.opt_text(6)?,
     })
 }
 
@@ -280,6 +283,27 @@ impl Store<'_> {
         self.sql().exec(
             "UPDATE webhooks SET deadline_at = COALESCE(deadline_at, ?) WHERE token = ?",
             &[deadline_at.into(), token.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Makes a webhook one of the waits of `race`, whose wait ends at `ends_at` (the race's
+    /// earliest sleep or timeout), once: a delivery from then on is refused, since the race
+    /// was decided without it.
+    pub fn join_race(&self, token: &str, race: &str, ends_at: i64) -> Result<(), SqlError> {
+        self.sql().exec(
+            "UPDATE webhooks SET race = COALESCE(race, ?), deadline_at = COALESCE(deadline_at, ?)
+             WHERE token = ?",
+            &[race.into(), ends_at.into(), token.into()],
+        )?;
+        Ok(())
+    }
+
+    /// Closes an open webhook whose race another wait won.
+    pub fn close_webhook(&self, token: &str) -> Result<(), SqlError> {
+        self.sql().exec(
+            "UPDATE webhooks SET status = 'closed' WHERE token = ? AND status = 'open'",
+            &[token.into()],
         )?;
         Ok(())
     }

@@ -100,8 +100,30 @@ impl TestHost {
         Self::build(registry, Rc::new(Cell::new(now)))
     }
 
+    /// The same storage, clock and configuration after the object restarted (a crash, an
+    /// eviction, or a deploy of new code: `registry`'s tools). What the object held in memory
+    /// is gone (its cache, frames, timers, spawned work); what its SQLite and the deployment
+    /// (D1, vars, secrets) hold is kept.
+    ///
+    /// # Panics
+    /// If the host is still shared: drop the flows and runtimes that hold it first.
+    pub fn restarted(self: Rc<Self>, registry: Registry) -> Rc<Self> {
+        let Ok(old) = Rc::try_unwrap(self) else {
+            panic!("restarted: the host is still shared (a flow or runtime holds it)");
+        };
+        let mut host = Self::build_over(old.db, registry, old.clock);
+        host.secrets = old.secrets;
+        host.vars = old.vars;
+        host.agent = old.agent;
+        host.index = old.index;
+        Rc::new(host)
+    }
+
     fn build(registry: Registry, clock: Rc<Cell<i64>>) -> Self {
-        let db = Sqlite::memory();
+        Self::build_over(Sqlite::memory(), registry, clock)
+    }
+
+    fn build_over(db: Sqlite, registry: Registry, clock: Rc<Cell<i64>>) -> Self {
         let names: Vec<&str> = registry.names().collect();
         let agent = agent(&names);
         TestHost {

@@ -66,7 +66,7 @@ impl RunState {
         n
     }
 
-    fn claim(&self, name: &str) -> Result<(), ToolError> {
+    pub(super) fn claim(&self, name: &str) -> Result<(), ToolError> {
         if name.trim().is_empty() {
             return Err(ToolError::fatal("a workflow step needs a name"));
         }
@@ -134,6 +134,15 @@ where
     .await
 }
 
+/// When a sleep of `duration` from `now` ends: no later than [`MAX_SLEEP_MS`] ahead (no
+/// overflow, no wake in an unreachable future).
+pub(super) fn wake_time(now: i64, duration: Duration) -> i64 {
+    let ms = i64::try_from(duration.as_millis())
+        .unwrap_or(i64::MAX)
+        .min(MAX_SLEEP_MS);
+    now.saturating_add(ms)
+}
+
 /// How a wait for a webhook ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WebhookEvent {
@@ -144,11 +153,11 @@ pub enum WebhookEvent {
 }
 
 impl FlowState {
-    fn store(&self) -> Store<'_> {
+    pub(super) fn store(&self) -> Store<'_> {
         Store::new(self.host().sql())
     }
 
-    fn progress(&self, step: &str, kind: &str, status: &str, duration_ms: Option<i64>) {
+    pub(super) fn progress(&self, step: &str, kind: &str, status: &str, duration_ms: Option<i64>) {
         // Progress is a courtesy to clients; a failure to send it never fails the step.
         let _ = self.stream.emit(
             "tool_progress",
@@ -293,10 +302,7 @@ impl FlowState {
             Some(s) if s.status == StepStatus::Done => return Ok(()),
             Some(s) => s.wake_at.unwrap_or(now),
             None => {
-                let ms = i64::try_from(duration.as_millis())
-                    .unwrap_or(i64::MAX)
-                    .min(MAX_SLEEP_MS);
-                let wake_at = now.saturating_add(ms);
+                let wake_at = wake_time(now, duration);
                 self.store().begin_step(
                     call,
                     name,
@@ -333,7 +339,10 @@ impl FlowState {
         Ok(self.webhook_address(&hook.token))
     }
 
-    fn webhook(&self, name: &str) -> Result<crate::engine::tool_records::WebhookRecord, ToolError> {
+    pub(super) fn webhook(
+        &self,
+        name: &str,
+    ) -> Result<crate::engine::tool_records::WebhookRecord, ToolError> {
         if let Some(hook) = self.store().webhook_for(&self.tool_call_id, name)? {
             return Ok(hook);
         }
@@ -344,7 +353,7 @@ impl FlowState {
             .create_webhook(&self.tool_call_id, name, &token, self.host().now_ms())?)
     }
 
-    fn webhook_address(&self, token: &str) -> String {
+    pub(super) fn webhook_address(&self, token: &str) -> String {
         let base = self
             .var("PUBLIC_URL")
             .or_else(|| self.store().public_url().ok().flatten())
@@ -401,7 +410,9 @@ impl FlowState {
                 }
                 return Ok(WebhookEvent::Received(value));
             }
-            WebhookStatus::TimedOut => {
+            // Closed: a race that ended closed it (a workflow that changed from a race to a
+            // plain wait under the same name): no body will come.
+            WebhookStatus::TimedOut | WebhookStatus::Closed => {
                 if self
                     .store()
                     .step(call, name)?

@@ -40,6 +40,7 @@ pub(crate) mod nested;
 pub mod offer;
 mod output;
 pub mod policy;
+mod race;
 mod registry;
 pub mod schema;
 pub mod select;
@@ -69,6 +70,7 @@ pub use flow::{
 pub use handler::{Handler, HandlerParts, IntoToolResult, Json, NoArgs, Outcome};
 pub use http::{HostError, HttpRequest, HttpResponse};
 pub use output::{ToolOutput, MAX_PART_BYTES, OUTPUT_EVENT};
+pub use race::{Wait, Winner};
 pub use registry::{OutputType, Registry, RegistryError};
 pub use utils::{
     cancel_schedule, emit_ephemeral_event, emit_thread_event, force_turn, get_messages,

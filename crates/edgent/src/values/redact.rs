@@ -75,19 +75,53 @@ fn percent_encode(text: &str, lower: bool, form: bool) -> String {
     out
 }
 
-/// What a call waits for, as a watcher may see it: without the webhook `url` (its token is a
-/// single-use capability for the outside system, not for people watching the thread).
+/// What a call waits for, as a watcher may see it: without any webhook `url` (its token is a
+/// single-use capability for the outside system, not for people watching the thread), the
+/// `url`s of a race's webhooks (`{"race": …, "waits": [{"webhook": …, "url": …}]}`) included.
 pub fn without_capabilities(waiting_for: &serde_json::Value) -> serde_json::Value {
     let mut seen = waiting_for.clone();
-    if let Some(obj) = seen.as_object_mut() {
-        obj.remove("url");
-    }
+    remove_urls(&mut seen);
     seen
+}
+
+fn remove_urls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(obj) => {
+            obj.remove("url");
+            obj.values_mut().for_each(remove_urls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(remove_urls),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watcher_sees_no_webhook_url_at_any_depth() {
+        let race = serde_json::json!({
+            "race": "reply_or_timeout",
+            "until": 5,
+            "waits": [
+                { "webhook": "reply", "url": "https://w.example/webhooks/t/abc", "until": 9 },
+                { "sleep": "timeout", "until": 5 },
+            ],
+        });
+        let seen = without_capabilities(&race);
+        assert!(!seen.to_string().contains("/webhooks/"), "{seen}");
+        assert_eq!(
+            seen["waits"][0],
+            serde_json::json!({ "webhook": "reply", "until": 9 })
+        );
+        assert_eq!(seen["waits"][1], race["waits"][1]);
+        let single = serde_json::json!({ "webhook": "w", "url": "https://x/webhooks/t/abc" });
+        assert_eq!(
+            without_capabilities(&single),
+            serde_json::json!({ "webhook": "w" })
+        );
+    }
 
     #[test]
     fn a_secret_is_removed_as_written_and_as_a_url_carries_it() {

@@ -184,6 +184,8 @@ named_enum!(
         Sleep = "sleep",
         /// A wait for a webhook (`flow.wait_for_webhook`).
         Webhook = "webhook",
+        /// A race of sleeps and webhooks (`flow.race`): its value is the winner.
+        Race = "race",
     }
 );
 
@@ -202,6 +204,8 @@ named_enum!(
         Failed = "failed",
         /// A webhook wait that ended without a delivery.
         TimedOut = "timed_out",
+        /// A wait of a race that another wait won: it ends without waking the workflow.
+        Cancelled = "cancelled",
     }
 );
 
@@ -214,5 +218,7 @@ named_enum!(
         Received = "received",
         /// Its wait ended without a delivery.
         TimedOut = "timed_out",
+        /// Another wait of its race finished first: it takes no body.
+        Closed = "closed",
     }
 );

@@ -106,7 +106,18 @@ pub const CURRENT: &[&str] = &[
     TABLE_CHILD_THREADS,
     INDEX_TOOL_CALLS_WAKING,
     TABLE_TOOL_STEPS,
-    TABLE_WEBHOOKS,
+    "CREATE TABLE webhooks (
+            token TEXT PRIMARY KEY,
+            call_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'open',
+            deadline_at INTEGER,
+            body TEXT,
+            created_at INTEGER NOT NULL,
+            received_at INTEGER,
+            race TEXT,
+            UNIQUE (call_id, name)
+        )",
     TABLE_TOOL_ATTEMPTS,
     INDEX_TOOL_ATTEMPTS_BY_CALL,
     INDEX_TOOL_ATTEMPTS_BY_TOOL,
@@ -126,4 +137,5 @@ pub const CURRENT: &[&str] = &[
     TRIGGER_SCHEDULE_ENDED,
     TABLE_MCP_SERVERS,
     TABLE_SUMMARIES,
+    TRIGGER_WEBHOOK_RACE_WON,
 ];
