@@ -22,7 +22,7 @@ const AGENT_TOOLS = ['get_current_time', 'lookup_customer', 'get_weather', 'proc
 const DELEGATES = ['summarize', 'review'];
 // The other durable examples (docs/durable-tools.md) are registered too; no prompt offers them
 // (support offers issue_refund, so a model's refund asks for approval).
-const DURABLE_TOOLS = ['compare_weather', 'remind_later', 'retry_with_cooldown', 'schedule_reminder', 'wait_for_callback', 'weather_brief'];
+const DURABLE_TOOLS = ['await_reply_or_timeout', 'compare_weather', 'remind_later', 'retry_with_cooldown', 'schedule_reminder', 'wait_for_callback', 'weather_brief'];
 // `daily_summary` makes a schedule (docs/schedules.md); no prompt offers it either.
 const ALL_TOOLS = [...AGENT_TOOLS, 'send_notification', 'approve_draft', 'daily_summary', ...DURABLE_TOOLS];
 const ADA = { id: 'cus_1001', name: 'Ada Lovelace', email: 'ada@example.com', plan: 'enterprise' };
