@@ -2,13 +2,15 @@
 //! first, a webhook's own timeout first, two webhooks, deliveries after the race was decided
 //! (refused with the race's reason, before and after the workflow ran), a restart between the
 //! park and the wake-up, and the recorded winner replayed after a restart without waiting.
-//! Each run of a workflow is counted, so a lost or a doubled wake-up fails a test.
+//! Each run of a workflow is counted, so a lost or a doubled wake-up fails a test. A
+//! hand-written select of two waits (no `flow.race`) keeps both wake-ups too.
 //! Not here: the Worker's HTTP answer to a refused delivery (409 `webhook_closed`, in
 //! tests/e2e/races.test.mjs).
 
 use super::*;
 use edgent::tool::{Wait, Winner};
 use edgent::values::sql::Sql;
+use std::future::Future;
 
 const REPLY_TIMEOUT: Duration = Duration::from_secs(3600);
 const SLEEP: Duration = Duration::from_secs(60);
@@ -528,4 +530,95 @@ fn a_race_without_waits_or_with_a_name_used_twice_fails_the_call() {
     assert_eq!(twice.status, "error");
     assert!(twice.result.unwrap().contains("\"same\" twice"));
     assert_eq!(h.next_wake(), None, "nothing parked");
+}
+
+/// The output of whichever of `a` and `b` completes first, `a` polled first (a hand-written
+/// `select`).
+async fn first_of<T>(a: impl Future<Output = T>, b: impl Future<Output = T>) -> T {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    std::future::poll_fn(|cx| match a.as_mut().poll(cx) {
+        std::task::Poll::Pending => b.as_mut().poll(cx),
+        ready => ready,
+    })
+    .await
+}
+
+/// A hand-written select of sleep `timeout` and webhook `reply` (no `flow.race`), polling the
+/// sleep first or the webhook first.
+fn hand_select(sleep_first: bool) -> Tool {
+    Tool::new("Selects by hand.").handler(move |flow: FlowState| async move {
+        let sleep = async {
+            flow.sleep("timeout", SLEEP).await?;
+            Ok::<_, ToolError>("slept".to_owned())
+        };
+        let hook = async {
+            let event = flow.wait_for_webhook("reply", REPLY_TIMEOUT).await?;
+            Ok::<_, ToolError>(format!("{event:?}"))
+        };
+        if sleep_first {
+            first_of(sleep, hook).await
+        } else {
+            first_of(hook, sleep).await
+        }
+    })
+}
+
+#[test]
+fn a_hand_written_select_of_two_waits_loses_neither_wake_up() {
+    crate::install_app();
+    let clock = clock();
+    let h = host(
+        &clock,
+        vec![
+            ("sleep_first", hand_select(true)),
+            ("hook_first", hand_select(false)),
+        ],
+    );
+    let by_sleep = [
+        h.queue("sleep_first", json!({})),
+        h.queue("hook_first", json!({})),
+    ];
+    let by_body = [
+        h.queue("sleep_first", json!({})),
+        h.queue("hook_first", json!({})),
+    ];
+    drive_idle(&h);
+    for id in by_sleep.iter().chain(&by_body) {
+        let call = h.call(id);
+        assert_eq!(call.status, "waiting", "{id}: a delivery must wake it");
+        assert_eq!(
+            call.wake_at,
+            Some(T0 + 60_000),
+            "{id}: the sleep's wake-up is kept"
+        );
+        let waits = h.record(id).waiting_for.unwrap()["waits"].clone();
+        assert_eq!(waits.as_array().map(Vec::len), Some(2), "{waits}");
+    }
+
+    h.set_now(T0 + 1_000);
+    for id in &by_body {
+        let detail = h.record(id).waiting_for.unwrap();
+        let url = detail["waits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|w| w["url"].as_str())
+            .unwrap()
+            .to_owned();
+        let token = url.rsplit('/').next().unwrap();
+        assert_eq!(deliver(&h, token, r#"{"ok": true}"#), Ok(id.clone()));
+    }
+    drive_idle(&h);
+    for id in &by_body {
+        assert!(
+            result_of(&h, id).starts_with("Received"),
+            "{id}: {}",
+            result_of(&h, id)
+        );
+    }
+    h.set_now(T0 + 60_000);
+    drive_idle(&h);
+    for id in &by_sleep {
+        assert_eq!(result_of(&h, id), "slept", "{id}");
+    }
 }

@@ -91,12 +91,57 @@ impl RunState {
         redact_secrets(text, &self.secrets.borrow()).into_owned()
     }
 
+    /// Parks the run. Two waits pending in one run (a hand-written `select` or `join` of
+    /// sleeps and webhooks) park it until the earlier of them, and as `waiting` when either
+    /// waits for a webhook (only a waiting call is woken by a delivery): neither wake-up is
+    /// lost, and a wait reached again parks again. (`flow.race` also cancels the losers.)
     pub(crate) fn park(&self, suspension: Suspension) {
-        *self.suspension.borrow_mut() = Some(suspension);
+        let mut parked = self.suspension.borrow_mut();
+        let merged = match parked.take() {
+            None => suspension,
+            Some(earlier) => either(earlier, suspension),
+        };
+        *parked = Some(merged);
     }
 
     fn take(&self) -> Option<Suspension> {
         self.suspension.borrow_mut().take()
+    }
+}
+
+/// One suspension for two waits of a run: until the earlier wake time, `waiting` if either
+/// waits for a webhook, with both details under `waits` (one when they wait for the same
+/// thing: parallel steps of a TOML workflow parked by one rate limit).
+fn either(a: Suspension, b: Suspension) -> Suspension {
+    let wake_at = match (a.wake_at, b.wake_at) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    };
+    if a.detail == b.detail && a.status == b.status {
+        return Suspension { wake_at, ..a };
+    }
+    let status = if a.status == CallStatus::Waiting || b.status == CallStatus::Waiting {
+        CallStatus::Waiting
+    } else if a.wake_at == wake_at {
+        a.status
+    } else {
+        b.status
+    };
+    let mut waits = match a.detail {
+        // Already two or more waits (not a race's own list, which stays whole).
+        Value::Object(mut o) if o.contains_key("waits") && !o.contains_key("race") => {
+            match o.remove("waits") {
+                Some(Value::Array(waits)) => waits,
+                other => other.into_iter().collect(),
+            }
+        }
+        detail => vec![detail],
+    };
+    waits.push(b.detail);
+    Suspension {
+        status,
+        wake_at,
+        detail: json!({ "waits": waits, "until": wake_at }),
     }
 }
 
