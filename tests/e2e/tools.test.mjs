@@ -164,7 +164,7 @@ test('GET /api/tools lists every registered tool with schemas, and the model is 
   // How each tool runs is listed with it.
   assert.deepEqual(byNameOf(tools).get_weather.policy, {
     timeout_ms: 15000, max_attempts: 3, needs_approval: false, client_callable: false, mcp: false, deadline_ms: null, cache_ms: null,
-    rate_limit: { per_minute: 60, when_limited: 'wait', scope: 'deployment' },
+    rate_limit: { per_minute: 60, when_limited: 'wait', scope: 'deployment' }, version: 1, kept_versions: [],
   });
   assert.equal(byNameOf(tools).issue_refund.policy.needs_approval, true);
   assert.equal(byNameOf(tools).get_current_time.policy.timeout_ms, 30000, 'the default timeout is 30 s');

@@ -239,6 +239,50 @@ fn an_old_thread_is_migrated_step_by_step() {
 }
 
 #[test]
+fn calls_started_before_workflow_versions_read_as_version_1_and_queued_ones_as_not_started() {
+    let db = Sqlite::memory();
+    db.exec(
+        "CREATE TABLE edgent_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        &[],
+    )
+    .unwrap();
+    // A v15 thread (before versions) with a call that ran and parked, and one still queued.
+    let before = 15;
+    for statements in &MIGRATIONS[..before] {
+        for statement in *statements {
+            db.exec(statement, &[]).unwrap();
+        }
+    }
+    db.exec(
+        "INSERT INTO edgent_meta (key, value) VALUES ('schema_version', ?)",
+        &[(before as i64).into()],
+    )
+    .unwrap();
+    for (id, started) in [("parked", Some(5_i64)), ("queued", None)] {
+        db.exec(
+            "INSERT INTO tool_calls (id, message_id, seq, name, arguments, created_at,
+                 status, first_started_at)
+             VALUES (?, 'm', 1, 'flow', '{}', 1, ?, ?)",
+            &[
+                id.into(),
+                if started.is_some() {
+                    "sleeping"
+                } else {
+                    "queued"
+                }
+                .into(),
+                started.into(),
+            ],
+        )
+        .unwrap();
+    }
+    assert_eq!(migrate(&db).unwrap(), before as i64);
+    let store = Store::new(&db);
+    assert_eq!(store.tool_call("parked").unwrap().unwrap().version, Some(1));
+    assert_eq!(store.tool_call("queued").unwrap().unwrap().version, None);
+}
+
+#[test]
 fn a_migration_that_fails_part_way_leaves_the_thread_on_its_old_version() {
     use edgent::engine::schema::replay;
     let db = Sqlite::memory();

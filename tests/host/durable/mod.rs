@@ -199,4 +199,5 @@ mod gates;
 mod nested;
 mod races;
 mod turn;
+mod versions;
 mod workflows;

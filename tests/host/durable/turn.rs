@@ -267,6 +267,7 @@ fn the_cache_key_is_the_canonical_arguments_plus_the_bindings() {
         approval: None,
         bindings: bindings.map(str::to_owned),
         deadline_at: None,
+        version: None,
     };
     assert_eq!(
         cache_key(&call(r#"{ "b": 2, "a": 1 }"#, None)),

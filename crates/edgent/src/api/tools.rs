@@ -103,6 +103,8 @@ fn policy_json(p: &ToolPolicy) -> Value {
         })),
         "deadline_ms": p.deadline.map(ms),
         "cache_ms": p.cache_for.map(ms),
+        "version": p.version,
+        "kept_versions": p.kept_versions,
     })
 }
 
@@ -187,6 +189,8 @@ mod tests {
         assert_eq!(entry["policy"]["timeout_ms"], 1500);
         assert_eq!(entry["policy"]["rate_limit"]["scope"], "deployment");
         assert_eq!(entry["policy"]["deadline_ms"], Value::Null);
+        assert_eq!(entry["policy"]["version"], 1);
+        assert_eq!(entry["policy"]["kept_versions"], json!([]));
         assert_eq!(tool_entry(&spec, &policy, false)["status"], "available");
     }
 }

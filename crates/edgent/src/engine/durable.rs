@@ -31,6 +31,8 @@ pub enum Gate {
     Run {
         /// Counts as an attempt (first start, retry, or restart after a crash).
         new_attempt: bool,
+        /// The version of the tool's code it runs on (see [`run_version`]).
+        version: u32,
     },
     /// Do not run it yet.
     Suspend(Suspension),
@@ -113,6 +115,10 @@ pub fn gate(
             return Ok(Gate::Finish(deadline_error(policy)));
         }
     }
+    let version = match run_version(store, call, policy)? {
+        Ok(version) => version,
+        Err(changed) => return Ok(Gate::Finish(changed)),
+    };
     // A call parked before it ever ran (waiting for approval) starts its first attempt; only
     // a run that started and then parked resumes without one.
     let new_attempt = !status.is_suspended_run() || call.attempts == 0;
@@ -139,7 +145,51 @@ pub fn gate(
             }
         }
     }
-    Ok(Gate::Run { new_attempt })
+    Ok(Gate::Run {
+        new_attempt,
+        version,
+    })
+}
+
+/// The version of its tool a due call runs on: the one it started on, for every run after
+/// its first start; the deployed one for a call that never started, or that recorded nothing
+/// a run would replay (no step, sleep, webhook or race); else the handler kept for its
+/// version. A call with records and no handler for its version ends with the
+/// `workflow_version_changed` error result: its records are never replayed into changed code.
+/// Reads nothing unless the versions differ.
+pub fn run_version(
+    store: &Store<'_>,
+    call: &StoredToolCall,
+    policy: &ToolPolicy,
+) -> Result<Result<u32, CallToolResult>, SqlError> {
+    let deployed = policy.version;
+    let started_on = match call.version {
+        Some(v) if v != deployed => v,
+        _ => return Ok(Ok(deployed)),
+    };
+    if !store.call_has_records(&call.call.id)? {
+        return Ok(Ok(deployed));
+    }
+    if policy.kept_versions.contains(&started_on) {
+        return Ok(Ok(started_on));
+    }
+    Ok(Err(CallToolResult::error(version_changed_text(
+        &format!("{:?}", call.call.name),
+        started_on,
+        deployed,
+    ))))
+}
+
+/// The `workflow_version_changed` answer: what happened to a call of `tool` started on
+/// version `started_on` now that `deployed` runs, and what the model and the operator can do.
+pub fn version_changed_text(tool: &str, started_on: u32, deployed: u32) -> String {
+    format!(
+        "workflow_version_changed: this call of {tool} started on version {started_on}, and \
+         version {deployed} is deployed with no handler kept for version {started_on}, so its \
+         recorded steps were not replayed into the changed code. Call the tool again to start \
+         over on version {deployed}; to let such calls finish instead, keep the old handler \
+         with `.previous_version({started_on}, …)` and deploy again."
+    )
 }
 
 /// The gate of a deployment-wide limit, given the shared counter's answer.

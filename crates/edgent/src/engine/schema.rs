@@ -383,6 +383,13 @@ pub const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE webhooks ADD COLUMN race TEXT",
         TRIGGER_WEBHOOK_RACE_WON,
     ],
+    // v16: workflow versions. The version of its tool's code a call's runs started on (NULL
+    // until it first starts). A call started before versions existed ran on version 1, every
+    // tool's version until it declares another.
+    &[
+        "ALTER TABLE tool_calls ADD COLUMN version INTEGER",
+        "UPDATE tool_calls SET version = 1 WHERE first_started_at IS NOT NULL",
+    ],
 ];
 
 /// The MCP servers of the thread's prompts: their sessions and tool lists

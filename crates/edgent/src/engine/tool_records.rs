@@ -178,6 +178,17 @@ impl Store<'_> {
         rows.first().map(step_from_row).transpose()
     }
 
+    /// Whether a call recorded anything a later run would replay: a step (a sleep, a webhook
+    /// wait and a race are steps too) or a webhook handed out.
+    pub fn call_has_records(&self, call_id: &str) -> Result<bool, SqlError> {
+        let rows = self.sql().exec(
+            "SELECT 1 FROM tool_steps WHERE call_id = ?
+             UNION ALL SELECT 1 FROM webhooks WHERE call_id = ? LIMIT 1",
+            &[call_id.into(), call_id.into()],
+        )?;
+        Ok(!rows.is_empty())
+    }
+
     /// The steps of a call in the order they first ran.
     pub fn steps(&self, call_id: &str) -> Result<Vec<StepRecord>, SqlError> {
         let rows = self.sql().exec(

@@ -71,7 +71,17 @@ impl Thread<'_> {
             }
         }
         let gate = durable::gate(self.store(), &call, &policy, now)?;
-        if let (Gate::Run { new_attempt: true }, Some(limit)) = (&gate, policy.rate_limit) {
+        if let Gate::Run { version, .. } = gate {
+            // Fixed on the call when it starts; the limiter's round trip keeps it.
+            call.version = Some(version);
+        }
+        if let (
+            Gate::Run {
+                new_attempt: true, ..
+            },
+            Some(limit),
+        ) = (&gate, policy.rate_limit)
+        {
             if limit.scope == LimitScope::Deployment {
                 return Ok(Admission::AskLimiter {
                     call,
@@ -101,8 +111,10 @@ impl Thread<'_> {
         if !still_pending {
             return Ok(Admission::Settled);
         }
-        let gate = durable::deployment_gate(&policy, window, now)
-            .unwrap_or(Gate::Run { new_attempt: true });
+        let gate = durable::deployment_gate(&policy, window, now).unwrap_or(Gate::Run {
+            new_attempt: true,
+            version: call.version.unwrap_or(policy.version),
+        });
         self.apply_gate(now, call, policy, gate)
     }
 
@@ -163,7 +175,11 @@ impl Thread<'_> {
         gate: Gate,
     ) -> Result<Admission, ThreadError> {
         match gate {
-            Gate::Run { new_attempt } => {
+            Gate::Run {
+                new_attempt,
+                version,
+            } => {
+                call.version = Some(version);
                 if let (Some(limit), None) = (policy.deadline, call.deadline_at) {
                     let at =
                         now.saturating_add(i64::try_from(limit.as_millis()).unwrap_or(i64::MAX));

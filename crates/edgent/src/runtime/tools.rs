@@ -119,7 +119,9 @@ impl ThreadRuntime {
                     FlowState::top_level(self.tool_host.clone(), summary, config, &call.call.id)
                         .with_bindings(call.binding_map());
                 let state = flow.run_state().clone();
-                let attempt = tool.attempt(flow, &call.call.arguments);
+                // On the code its runs started on (the gate fixed `version` when it started).
+                let version = call.version.unwrap_or(tool.policy().version);
+                let attempt = tool.attempt_on(version, flow, &call.call.arguments);
                 let suspended = run_until_suspended(attempt, &state);
                 with_timeout(suspended, self.platform.sleep(millis(policy.timeout)))
                     .await

@@ -95,6 +95,13 @@ struct Refine {
     check: RuleFn,
 }
 
+/// A handler kept for calls that started on an older version of the tool.
+struct KeptHandler {
+    version: u32,
+    args: ArgsSpec,
+    run: RunFn,
+}
+
 /// A tool: description, argument schema, optional return schema and handler.
 pub struct Tool {
     description: String,
@@ -103,6 +110,7 @@ pub struct Tool {
     run: Option<RunFn>,
     refines: Vec<Refine>,
     policy: ToolPolicy,
+    kept: Vec<KeptHandler>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -125,6 +133,7 @@ impl Tool {
             run: None,
             refines: Vec::new(),
             policy: ToolPolicy::default(),
+            kept: Vec::new(),
         }
     }
 
@@ -207,9 +216,68 @@ impl Tool {
         &self.policy
     }
 
-    /// The same tool under another policy (operators' overrides).
+    /// The same tool under another policy (operators' overrides). The version and the kept
+    /// handlers' versions stay the tool's own: they describe its code, not how it runs.
     pub fn with_policy(mut self, policy: ToolPolicy) -> Self {
-        self.policy = policy;
+        let kept_versions = std::mem::take(&mut self.policy.kept_versions);
+        self.policy = ToolPolicy {
+            version: self.policy.version,
+            kept_versions,
+            ..policy
+        };
+        self
+    }
+
+    /// Declares the version of the tool's code (default 1). A call keeps the version it
+    /// started on: after a deploy that changes it, a call that already recorded steps runs on
+    /// the handler kept for its version ([`Tool::previous_version`]), or ends with the error
+    /// result `workflow_version_changed` instead of replaying its records into changed code
+    /// (docs/durable-tools.md, "Upgrading workflows"). Raise it when a change would replay
+    /// recorded steps wrongly: steps renamed, reordered, added before others, or retyped.
+    pub fn version(mut self, version: u32) -> Self {
+        self.policy.version = version;
+        self
+    }
+
+    /// Keeps `handler` for calls that started on `version` (older than the tool's own), so
+    /// they finish on the code they started with. Its arguments may be of another type than
+    /// the current handler's (the refine rules apply to their own type only).
+    ///
+    /// ```
+    /// use edgent::prelude::*;
+    ///
+    /// pub fn tool() -> Tool {
+    ///     Tool::new("Charges, then sends a receipt a day later.")
+    ///         .version(2)
+    ///         .handler(charge_v2) // new calls
+    ///         .previous_version(1, charge_v1) // calls parked on version 1 finish on it
+    /// }
+    ///
+    /// async fn charge_v1(flow: FlowState) -> Result<String, ToolError> {
+    ///     flow.step("charge", || async { Ok(()) }).await?;
+    ///     flow.sleep("settle", Duration::from_secs(86_400)).await?;
+    ///     Ok("charged".into())
+    /// }
+    ///
+    /// async fn charge_v2(flow: FlowState) -> Result<String, ToolError> {
+    ///     flow.step("reserve", || async { Ok(()) }).await?; // a step before the others
+    ///     flow.step("charge", || async { Ok(()) }).await?;
+    ///     flow.sleep("settle", Duration::from_secs(86_400)).await?;
+    ///     Ok("reserved and charged".into())
+    /// }
+    /// # assert!(tool().check().is_ok());
+    /// ```
+    pub fn previous_version<H, M>(mut self, version: u32, handler: H) -> Self
+    where
+        H: Handler<M>,
+    {
+        let parts = handler.into_parts();
+        self.kept.push(KeptHandler {
+            version,
+            args: parts.args,
+            run: parts.run,
+        });
+        self.policy.kept_versions.push(version);
         self
     }
 
@@ -256,11 +324,30 @@ impl Tool {
         self.returns.as_ref()
     }
 
-    /// Checks the definition: a handler is set, refine rules match the argument type, and the
-    /// argument schema is an object at most [`schema::MAX_DEPTH`] levels deep.
+    /// Checks the definition: a handler is set, refine rules match the argument type, the
+    /// argument schema is an object at most [`schema::MAX_DEPTH`] levels deep, and the kept
+    /// handlers are of distinct versions older than the tool's.
     pub fn check(&self) -> Result<(), Invalid> {
         if self.run.is_none() {
             return Err("no handler: finish the definition with `.handler(your_fn)`".into());
+        }
+        let current = self.policy.version;
+        if current == 0 {
+            return Err("`.version(0)`: versions start at 1".into());
+        }
+        for (i, kept) in self.kept.iter().enumerate() {
+            if kept.version >= current {
+                return Err(format!(
+                    "`.previous_version({}, …)` is not older than the tool's version {current}",
+                    kept.version
+                )
+                .into());
+            }
+            if self.kept[..i].iter().any(|k| k.version == kept.version) {
+                return Err(
+                    format!("`.previous_version({}, …)` is given twice", kept.version).into(),
+                );
+            }
         }
         for r in &self.refines {
             if r.type_id != self.args.type_id {
@@ -280,7 +367,13 @@ impl Tool {
     }
 
     fn parse(&self, arguments: Value) -> Result<Box<dyn Any>, Invalid> {
-        let parsed = (self.args.parse)(arguments)?;
+        self.parse_as(&self.args, arguments)
+    }
+
+    /// Parses arguments as `args` says (the current handler's or a kept one's); a refine rule
+    /// over another type than the parsed one passes.
+    fn parse_as(&self, args: &ArgsSpec, arguments: Value) -> Result<Box<dyn Any>, Invalid> {
+        let parsed = (args.parse)(arguments)?;
         for r in &self.refines {
             (r.check)(parsed.as_ref())?;
         }
@@ -293,8 +386,44 @@ impl Tool {
     /// model can correct its call. A workflow's sleep or webhook wait parks the run: poll it
     /// with [`run_until_suspended`].
     pub fn attempt(&self, flow: FlowState, raw_arguments: &str) -> BoxFuture<'static, Outcome> {
-        let parsed = validate::parse_json(raw_arguments).and_then(|v| self.parse(v));
-        match (parsed, &self.run) {
+        self.attempt_with(&self.args, self.run.as_ref(), flow, raw_arguments)
+    }
+
+    /// [`Tool::attempt`] on the handler of `version`, the version the call started on: the
+    /// tool's own, or one kept with [`Tool::previous_version`]. The engine's gate never starts
+    /// a run on a version the tool has no handler for; if one came here, its result is the
+    /// `workflow_version_changed` error rather than a run of changed code.
+    pub fn attempt_on(
+        &self,
+        version: u32,
+        flow: FlowState,
+        raw_arguments: &str,
+    ) -> BoxFuture<'static, Outcome> {
+        if version == self.policy.version {
+            return self.attempt(flow, raw_arguments);
+        }
+        match self.kept.iter().find(|k| k.version == version) {
+            Some(kept) => self.attempt_with(&kept.args, Some(&kept.run), flow, raw_arguments),
+            None => {
+                let text = crate::engine::durable::version_changed_text(
+                    "this tool",
+                    version,
+                    self.policy.version,
+                );
+                Box::pin(async move { Ok(CallToolResult::error(text)) })
+            }
+        }
+    }
+
+    fn attempt_with(
+        &self,
+        args: &ArgsSpec,
+        run: Option<&RunFn>,
+        flow: FlowState,
+        raw_arguments: &str,
+    ) -> BoxFuture<'static, Outcome> {
+        let parsed = validate::parse_json(raw_arguments).and_then(|v| self.parse_as(args, v));
+        match (parsed, run) {
             (Ok(args), Some(run)) => run(flow, args),
             (Err(why), _) => {
                 let text =

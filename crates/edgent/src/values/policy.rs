@@ -147,6 +147,11 @@ pub struct ToolPolicy {
     pub client_callable: bool,
     /// Listed and callable over MCP (`POST /mcp`): for tools fit to be handed to other agents.
     pub mcp: bool,
+    /// The version of the tool's code a new call runs on (1 unless the tool declares one): a
+    /// call keeps the version it started on for all its runs.
+    pub version: u32,
+    /// Older versions whose handlers the tool keeps, so calls started on them can finish.
+    pub kept_versions: Vec<u32>,
 }
 
 impl Default for ToolPolicy {
@@ -160,6 +165,8 @@ impl Default for ToolPolicy {
             cache_for: None,
             client_callable: false,
             mcp: false,
+            version: 1,
+            kept_versions: Vec::new(),
         }
     }
 }

@@ -76,7 +76,8 @@ pub const CURRENT: &[&str] = &[
             bindings TEXT,
             deadline_at INTEGER,
             first_started_at INTEGER,
-            last_error TEXT
+            last_error TEXT,
+            version INTEGER
         )",
     INDEX_TOOL_CALLS_BY_STATUS,
     INDEX_MESSAGES_BY_POSITION,

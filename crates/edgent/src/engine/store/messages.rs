@@ -436,6 +436,7 @@ pub fn stored_reply_calls(m: &Message, origin: CallOrigin) -> Vec<StoredToolCall
             approval: None,
             bindings: None,
             deadline_at: None,
+            version: None,
         })
         .collect()
 }

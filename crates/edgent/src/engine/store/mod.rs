@@ -109,6 +109,9 @@ pub struct StoredToolCall {
     pub bindings: Option<String>,
     /// A workflow's whole-run deadline (ms since the epoch), set at its first start.
     pub deadline_at: Option<i64>,
+    /// The version of the tool's code its runs started on (see
+    /// [`crate::engine::durable::run_version`]); none until it first starts.
+    pub version: Option<u32>,
 }
 
 impl StoredToolCall {
@@ -208,9 +211,9 @@ pub(crate) const PENDING: &str =
     "'queued', 'running', 'retrying', 'sleeping', 'waiting', 'rate_limited'";
 
 const TOOL_CALL_COLUMNS: &str = "id, name, arguments, message_id, status, origin, attempts, \
-     interruptions, wake_at, approval, bindings, deadline_at";
+     interruptions, wake_at, approval, bindings, deadline_at, version";
 /// Columns in [`TOOL_CALL_COLUMNS`] (a query may append more after them).
-const TOOL_CALL_COLUMN_COUNT: usize = 12;
+const TOOL_CALL_COLUMN_COUNT: usize = 13;
 /// Queues one call: id, message id, name, arguments, created at, origin (its queue position
 /// follows the last call's).
 const INSERT_TOOL_CALL: &str =
@@ -239,6 +242,8 @@ fn tool_call_from_row(r: &Row) -> Result<StoredToolCall, SqlError> {
         approval: r.opt_text(9)?.as_deref().map(Approval::parse),
         bindings: r.opt_text(10)?,
         deadline_at: r.opt_int(11)?,
+        // A version past u32 was never written by this code: read as unknown (not started).
+        version: r.opt_int(12)?.and_then(|v| u32::try_from(v).ok()),
     })
 }
 

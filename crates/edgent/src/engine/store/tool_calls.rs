@@ -130,7 +130,7 @@ impl Store<'_> {
 
     /// Marks a tool call as running; `new_attempt` counts a first start or a retry (not the
     /// resumption of a suspended workflow), which the `attempt_started` trigger records in
-    /// `tool_attempts`.
+    /// `tool_attempts`. The call's `version`, when set, is the one its runs are on from now.
     pub fn start_tool_call(
         &self,
         now: i64,
@@ -139,12 +139,14 @@ impl Store<'_> {
     ) -> Result<(), SqlError> {
         self.sql.exec(
             "UPDATE tool_calls SET status = 'running', started_at = ?, wake_at = NULL,
-                 first_started_at = COALESCE(first_started_at, ?), attempts = attempts + ?
+                 first_started_at = COALESCE(first_started_at, ?), attempts = attempts + ?,
+                 version = COALESCE(?, version)
              WHERE id = ?",
             &[
                 now.into(),
                 now.into(),
                 i64::from(new_attempt).into(),
+                call.version.map(i64::from).into(),
                 call.call.id.as_str().into(),
             ],
         )?;
