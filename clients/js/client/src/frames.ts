@@ -68,6 +68,8 @@ export interface ToolCallRecord {
   last_error?: string | null;
   wake_at?: number | null;
   waiting_for?: unknown;
+  /** The version of the tool's code the call's runs are on (null before its first start). */
+  version?: number | null;
   [key: string]: unknown;
 }
 

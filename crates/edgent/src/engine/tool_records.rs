@@ -76,6 +76,8 @@ pub struct ToolCallRecord {
     pub waiting_for: Option<Value>,
     /// When a suspended call runs again.
     pub wake_at: Option<i64>,
+    /// The version of its tool's code its runs are on (none before its first start).
+    pub version: Option<u32>,
     /// When it was queued.
     pub created_at: i64,
     /// When its first attempt started.
@@ -457,7 +459,7 @@ impl Store<'_> {
             &format!(
                 "SELECT c.id, c.name, c.arguments, c.origin, c.status, m.content, c.attempts,
                         c.interruptions, c.last_error, c.detail, c.wake_at, c.created_at,
-                        c.first_started_at, c.finished_at
+                        c.first_started_at, c.finished_at, c.version
                  FROM tool_calls c LEFT JOIN messages m ON m.id = c.result_message_id
                  ORDER BY c.seq {direction} LIMIT ? OFFSET ?"
             ),
@@ -481,6 +483,7 @@ impl Store<'_> {
                 last_error: r.opt_text(8)?,
                 waiting_for: r.opt_text(9)?.and_then(|d| serde_json::from_str(&d).ok()),
                 wake_at: r.opt_int(10)?,
+                version: r.opt_int(14)?.and_then(|v| u32::try_from(v).ok()),
                 created_at: r.int(11)?,
                 started_at,
                 finished_at,
