@@ -70,28 +70,9 @@ function toolDone(sock, callId, from, timeout = 10000) {
   );
 }
 
-async function callRecord(c, threadId, callId) {
-  const r = await c.request('GET', `/api/threads/${threadId}/tool-calls?limit=200`);
-  assert.equal(r.status, 200, JSON.stringify(r.body));
-  const record = r.body.tool_calls.find((x) => x.id === callId);
-  assert.ok(record, `call ${callId} is in the history: ${JSON.stringify(r.body)}`);
-  return record;
-}
-
-async function pollCall(c, threadId, callId, done, timeoutMs) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < deadline) {
-    last = await callRecord(c, threadId, callId);
-    if (done(last)) return last;
-    await sleep(200);
-  }
-  assert.fail(`call ${callId} did not get there within ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
-}
-
 /** The path of the race's webhook, from the call's record (server key), checked. */
 async function replyPath(c, threadId, callId) {
-  const record = await callRecord(c, threadId, callId);
+  const record = await c.toolCall(threadId, callId);
   const wait = record.waiting_for?.waits?.find((w) => w.webhook === 'reply');
   assert.ok(wait?.url, `the race names its webhook's URL: ${JSON.stringify(record.waiting_for)}`);
   const u = new URL(wait.url);
@@ -136,7 +117,7 @@ test('race: a POST before the timeout wins with its body, the sleep never wakes 
   assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
   const done = await toolDone(sock, callId, from);
   assert.equal(done.status, 'success');
-  const record = await callRecord(c, sock.threadId, callId);
+  const record = await c.toolCall(sock.threadId, callId);
   assert.deepEqual(JSON.parse(record.result), { replied: { approved: true } });
   assert.deepEqual(stepsOf(record), [
     ['announce', 'step', 'done'],
@@ -154,7 +135,7 @@ test('race: a POST before the timeout wins with its body, the sleep never wakes 
     [],
     'no tool frame after the race was won',
   );
-  assert.deepEqual(await callRecord(c, sock.threadId, callId), record);
+  assert.deepEqual(await c.toolCall(sock.threadId, callId), record);
   assert.equal(model.requests.length, 0, 'a queued race never calls the model');
 });
 
@@ -167,7 +148,7 @@ test('race: the timeout wins when no POST comes, and a later POST gets 409 webho
   const done = await toolDone(sock, callId, from, 8000);
   assert.equal(done.status, 'success');
   assert.ok(Date.now() >= waiting.wake_at, 'not before the sleep ended');
-  const record = await callRecord(c, sock.threadId, callId);
+  const record = await c.toolCall(sock.threadId, callId);
   assert.deepEqual(JSON.parse(record.result), { timed_out: true, waited_seconds: 2 });
   assert.deepEqual(stepsOf(record), [
     ['announce', 'step', 'done'],
@@ -176,7 +157,7 @@ test('race: the timeout wins when no POST comes, and a later POST gets 409 webho
     [RACE, 'race', 'done'],
   ]);
   assertClosed(await postHook(c, path, { signed: true }), new RegExp(`race "${RACE}"`));
-  assert.deepEqual(await callRecord(c, sock.threadId, callId), record, 'the refused POST changed nothing');
+  assert.deepEqual(await c.toolCall(sock.threadId, callId), record, 'the refused POST changed nothing');
 });
 
 test('race: a race parked across a Worker restart is won by a POST to the new Worker', { timeout: 60_000 }, async (t) => {
@@ -197,10 +178,10 @@ test('race: a race parked across a Worker restart is won by a POST to the new Wo
 
   w = await startWorker({ modelUrl: `${model.url}/v1`, persistDir: dir });
   t.after(() => w.dispose().catch(() => {}));
-  assert.equal((await callRecord(w.client, id, callId)).status, 'waiting', 'still racing after the restart');
+  assert.equal((await w.client.toolCall(id, callId)).status, 'waiting', 'still racing after the restart');
   const accepted = await postHook(w.client, path, { shipped: 'yes' });
   assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
-  const record = await pollCall(w.client, id, callId, (x) => x.status === 'success' || x.status === 'error', 10_000);
+  const record = await w.client.waitForToolCall(id, callId, (x) => x.status === 'success' || x.status === 'error');
   assert.deepEqual(JSON.parse(record.result), { replied: { shipped: 'yes' } });
   assert.equal(record.attempts, 1, 'a resumption, not a new attempt');
   assert.deepEqual(stepsOf(record).slice(1), [

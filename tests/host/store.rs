@@ -238,26 +238,33 @@ fn an_old_thread_is_migrated_step_by_step() {
     assert_eq!(row[0].int(0).unwrap(), 1);
 }
 
-#[test]
-fn calls_started_before_workflow_versions_read_as_version_1_and_queued_ones_as_not_started() {
+/// A database as a build of schema `version` left it: its migrations run one by one, and the
+/// version stamped.
+fn database_at(version: i64) -> Sqlite {
     let db = Sqlite::memory();
     db.exec(
         "CREATE TABLE edgent_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
         &[],
     )
     .unwrap();
-    // A v15 thread (before versions) with a call that ran and parked, and one still queued.
-    let before = 15;
-    for statements in &MIGRATIONS[..before] {
+    for statements in &MIGRATIONS[..usize::try_from(version).unwrap()] {
         for statement in *statements {
             db.exec(statement, &[]).unwrap();
         }
     }
     db.exec(
         "INSERT INTO edgent_meta (key, value) VALUES ('schema_version', ?)",
-        &[(before as i64).into()],
+        &[version.into()],
     )
     .unwrap();
+    db
+}
+
+#[test]
+fn calls_started_before_workflow_versions_read_as_version_1_and_queued_ones_as_not_started() {
+    // A v15 thread (before versions) with a call that ran and parked, and one still queued.
+    let before = 15;
+    let db = database_at(before);
     for (id, started) in [("parked", Some(5_i64)), ("queued", None)] {
         db.exec(
             "INSERT INTO tool_calls (id, message_id, seq, name, arguments, created_at,
@@ -276,7 +283,7 @@ fn calls_started_before_workflow_versions_read_as_version_1_and_queued_ones_as_n
         )
         .unwrap();
     }
-    assert_eq!(migrate(&db).unwrap(), before as i64);
+    assert_eq!(migrate(&db).unwrap(), before);
     let store = Store::new(&db);
     assert_eq!(store.tool_call("parked").unwrap().unwrap().version, Some(1));
     assert_eq!(store.tool_call("queued").unwrap().unwrap().version, None);
@@ -285,26 +292,11 @@ fn calls_started_before_workflow_versions_read_as_version_1_and_queued_ones_as_n
 #[test]
 fn a_migration_that_fails_part_way_leaves_the_thread_on_its_old_version() {
     use edgent::engine::schema::replay;
-    let db = Sqlite::memory();
-    db.exec(
-        "CREATE TABLE edgent_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-        &[],
-    )
-    .unwrap();
     // v6 creates the triggers `attempt_started`, then `attempt_finished`. A v5 database
     // (migrations 1-5 as an old build left it), with an object in the way of v6's second
     // statement: its first succeeds, then it fails.
     let before = 5;
-    for statements in &MIGRATIONS[..5] {
-        for statement in *statements {
-            db.exec(statement, &[]).unwrap();
-        }
-    }
-    db.exec(
-        "INSERT INTO edgent_meta (key, value) VALUES ('schema_version', ?)",
-        &[before.into()],
-    )
-    .unwrap();
+    let db = database_at(before);
     db.exec(MIGRATIONS[5][1], &[]).unwrap(); // the obstacle: v6's own trigger, already there
     let version = || {
         db.exec(

@@ -31,11 +31,30 @@ export class EdgentClient {
    * since every watcher of the thread gets frames).
    */
   async webhookUrl(threadId, callId) {
-    const r = await this.request('GET', `/api/threads/${threadId}/tool-calls?limit=200`);
-    if (r.status !== 200) throw new Error(`webhookUrl: ${r.status} ${JSON.stringify(r.body)}`);
-    const url = r.body.tool_calls.find((c) => c.id === callId)?.waiting_for?.url;
-    if (!url) throw new Error(`webhookUrl: ${callId} waits on no webhook: ${JSON.stringify(r.body)}`);
+    const url = (await this.toolCall(threadId, callId)).waiting_for?.url;
+    if (!url) throw new Error(`webhookUrl: ${callId} waits on no webhook`);
     return url;
+  }
+
+  /** One call's record in the thread's execution history (`GET …/tool-calls`). */
+  async toolCall(threadId, callId) {
+    const r = await this.request('GET', `/api/threads/${threadId}/tool-calls?limit=200`);
+    if (r.status !== 200) throw new Error(`toolCall: ${r.status} ${JSON.stringify(r.body)}`);
+    const record = r.body.tool_calls.find((c) => c.id === callId);
+    if (!record) throw new Error(`toolCall: no call ${callId} in ${JSON.stringify(r.body)}`);
+    return record;
+  }
+
+  /** Polls a call's record until `done(record)` holds (every 200 ms); throws with the last one. */
+  async waitForToolCall(threadId, callId, done, timeoutMs = 10_000) {
+    const deadline = Date.now() + timeoutMs;
+    let last;
+    while (Date.now() < deadline) {
+      last = await this.toolCall(threadId, callId);
+      if (done(last)) return last;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    throw new Error(`call ${callId} did not get there within ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
   }
 
   async createThread(agentId = 'support') {

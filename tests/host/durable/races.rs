@@ -57,26 +57,16 @@ fn winner_of(h: &TestHost, id: &str) -> Winner {
     serde_json::from_str(&result_of(h, id)).unwrap()
 }
 
-/// `(name, kind, status)` of each recorded step of a call.
-fn steps(h: &TestHost, id: &str) -> Vec<(String, String, String)> {
-    h.record(id)
+/// Checks each recorded step of a call, in order, as `(name, kind, status)`.
+#[track_caller]
+fn assert_steps(h: &TestHost, id: &str, expected: &[(&str, &str, &str)]) {
+    let record = h.record(id);
+    let steps: Vec<(&str, &str, &str)> = record
         .steps
         .iter()
-        .map(|s| {
-            (
-                s.name.clone(),
-                s.kind.as_str().to_owned(),
-                s.status.as_str().to_owned(),
-            )
-        })
-        .collect()
-}
-
-fn owned(steps: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
-    steps
-        .iter()
-        .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), (*c).to_owned()))
-        .collect()
+        .map(|s| (s.name.as_str(), s.kind.as_str(), s.status.as_str()))
+        .collect();
+    assert_eq!(steps, expected, "the steps of {id}");
 }
 
 fn deliver(h: &TestHost, token: &str, body: &str) -> Result<String, WebhookRefusal> {
@@ -110,14 +100,20 @@ fn progress(h: &TestHost, id: &str, kind: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A host with one call racing `waits`, queued and parked: the host, the counter of the
+/// call's runs, and its id.
+fn parked_race(waits: Vec<Wait>) -> (Rc<TestHost>, Rc<Cell<u32>>, String) {
+    let runs = counter();
+    let h = host(&clock(), vec![("race", racer(&runs, waits))]);
+    let id = h.queue("race", json!({}));
+    drive_idle(&h);
+    (h, runs, id)
+}
+
 #[test]
 fn a_race_parks_until_its_earliest_wait_and_shows_no_url_in_frames() {
     crate::install_app();
-    let clock = clock();
-    let runs = counter();
-    let h = host(&clock, vec![("race", racer(&runs, reply_or_timeout()))]);
-    let id = h.queue("race", json!({}));
-    drive_idle(&h);
+    let (h, runs, id) = parked_race(reply_or_timeout());
     let call = h.call(&id);
     assert_eq!(call.status, "waiting", "a webhook is among the waits");
     assert_eq!(call.wake_at, Some(T0 + 60_000), "the sleep ends first");
@@ -126,13 +122,14 @@ fn a_race_parks_until_its_earliest_wait_and_shows_no_url_in_frames() {
         h.record(&id).waiting_for.unwrap()["waits"][1],
         json!({ "sleep": "timeout", "until": T0 + 60_000 })
     );
-    assert_eq!(
-        steps(&h, &id),
-        owned(&[
+    assert_steps(
+        &h,
+        &id,
+        &[
             ("reply", "webhook", "waiting"),
             ("timeout", "sleep", "sleeping"),
             ("first", "race", "waiting"),
-        ])
+        ],
     );
     let hook = h.store().webhook_by_token(&token).unwrap().unwrap();
     assert_eq!(hook.race.as_deref(), Some("first"));
@@ -153,11 +150,7 @@ fn a_race_parks_until_its_earliest_wait_and_shows_no_url_in_frames() {
 #[test]
 fn a_webhook_first_wins_with_its_body_and_the_sleep_never_wakes_the_call() {
     crate::install_app();
-    let clock = clock();
-    let runs = counter();
-    let h = host(&clock, vec![("race", racer(&runs, reply_or_timeout()))]);
-    let id = h.queue("race", json!({}));
-    drive_idle(&h);
+    let (h, runs, id) = parked_race(reply_or_timeout());
     let token = race_token(&h, &id, "reply");
 
     h.set_now(T0 + 5_000);
@@ -171,13 +164,14 @@ fn a_webhook_first_wins_with_its_body_and_the_sleep_never_wakes_the_call() {
             body: json!({ "approved": true })
         }
     );
-    assert_eq!(
-        steps(&h, &id),
-        owned(&[
+    assert_steps(
+        &h,
+        &id,
+        &[
             ("reply", "webhook", "done"),
             ("timeout", "sleep", "cancelled"),
             ("first", "race", "done"),
-        ])
+        ],
     );
     assert_eq!(runs.get(), 2, "parked once, resumed once");
     assert_eq!(h.next_wake(), None, "the losing sleep holds no wake-up");
@@ -201,11 +195,7 @@ fn a_webhook_first_wins_with_its_body_and_the_sleep_never_wakes_the_call() {
 #[test]
 fn a_sleep_first_wins_and_closes_the_webhook_to_later_posts() {
     crate::install_app();
-    let clock = clock();
-    let runs = counter();
-    let h = host(&clock, vec![("race", racer(&runs, reply_or_timeout()))]);
-    let id = h.queue("race", json!({}));
-    drive_idle(&h);
+    let (h, runs, id) = parked_race(reply_or_timeout());
     let token = race_token(&h, &id, "reply");
 
     h.set_now(T0 + 59_999);
@@ -220,13 +210,14 @@ fn a_sleep_first_wins_and_closes_the_webhook_to_later_posts() {
         }
     );
     assert_eq!(runs.get(), 2);
-    assert_eq!(
-        steps(&h, &id),
-        owned(&[
+    assert_steps(
+        &h,
+        &id,
+        &[
             ("reply", "webhook", "cancelled"),
             ("timeout", "sleep", "done"),
             ("first", "race", "done"),
-        ])
+        ],
     );
     let hook = h.store().webhook_by_token(&token).unwrap().unwrap();
     assert_eq!(hook.status, "closed");
@@ -246,11 +237,7 @@ fn a_sleep_first_wins_and_closes_the_webhook_to_later_posts() {
 #[test]
 fn a_body_that_comes_after_the_sleep_fell_due_loses_even_before_the_workflow_runs() {
     crate::install_app();
-    let clock = clock();
-    let runs = counter();
-    let h = host(&clock, vec![("race", racer(&runs, reply_or_timeout()))]);
-    let id = h.queue("race", json!({}));
-    drive_idle(&h);
+    let (h, runs, id) = parked_race(reply_or_timeout());
     let token = race_token(&h, &id, "reply");
 
     // The alarm is late: the sleep ended, the workflow has not run yet, and a body comes.
@@ -331,16 +318,11 @@ fn a_webhooks_own_timeout_can_win_and_a_race_of_sleeps_only_sleeps() {
 #[test]
 fn the_first_of_two_webhooks_wins_and_closes_the_other_at_once() {
     crate::install_app();
-    let clock = clock();
-    let runs = counter();
-    let waits = vec![
+    let (h, runs, id) = parked_race(vec![
         Wait::webhook("yes", REPLY_TIMEOUT),
         Wait::webhook("no", REPLY_TIMEOUT),
         Wait::sleep("timeout", SLEEP),
-    ];
-    let h = host(&clock, vec![("race", racer(&runs, waits))]);
-    let id = h.queue("race", json!({}));
-    drive_idle(&h);
+    ]);
     let (yes, no) = (race_token(&h, &id, "yes"), race_token(&h, &id, "no"));
 
     h.set_now(T0 + 1_000);
@@ -356,14 +338,15 @@ fn the_first_of_two_webhooks_wins_and_closes_the_other_at_once() {
             body: json!({ "by": "no" })
         }
     );
-    assert_eq!(
-        steps(&h, &id),
-        owned(&[
+    assert_steps(
+        &h,
+        &id,
+        &[
             ("yes", "webhook", "cancelled"),
             ("no", "webhook", "done"),
             ("timeout", "sleep", "cancelled"),
             ("first", "race", "done"),
-        ])
+        ],
     );
     assert_eq!(runs.get(), 2);
 }
@@ -378,9 +361,7 @@ fn a_race_parked_before_a_restart_is_won_after_it_by_a_body_or_by_the_sleep() {
     crate::install_app();
     let clock = clock();
     let runs = counter();
-    let h = TestHost::with_clock(race_tools(&runs), clock.clone())
-        .var("PUBLIC_URL", PUBLIC_URL)
-        .into_rc();
+    let h = host(&clock, vec![("race", racer(&runs, reply_or_timeout()))]);
     let by_body = h.queue("race", json!({}));
     let by_sleep = h.queue("race", json!({}));
     drive_idle(&h);
@@ -443,9 +424,7 @@ fn a_decided_race_replays_its_recorded_winner_after_a_restart_without_waiting() 
     let tools = |runs: &Rc<Cell<u32>>| {
         Registry::build(vec![("race_then_nap", race_then_nap(runs))]).unwrap()
     };
-    let h = TestHost::with_clock(tools(&runs), clock.clone())
-        .var("PUBLIC_URL", PUBLIC_URL)
-        .into_rc();
+    let h = host(&clock, vec![("race_then_nap", race_then_nap(&runs))]);
     let id = h.queue("race_then_nap", json!({}));
     drive_idle(&h);
     let token = race_token(&h, &id, "reply");

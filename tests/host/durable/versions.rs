@@ -36,22 +36,29 @@ fn deploy(tools: Vec<(&'static str, Tool)>) -> Registry {
     Registry::build(tools).unwrap()
 }
 
-/// A host running `registry`, with a public URL for webhooks.
-fn host_of(clock: &Clock, registry: Registry) -> Rc<TestHost> {
-    TestHost::with_clock(registry, clock.clone())
-        .var("PUBLIC_URL", PUBLIC_URL)
-        .into_rc()
+/// A host running `tool` as `flow`, with one call of it queued and parked: the host and the
+/// call's id.
+fn parked_on(tool: Tool) -> (Rc<TestHost>, String) {
+    let h = host(&clock(), vec![("flow", tool)]);
+    let id = h.queue("flow", json!({}));
+    drive_idle(&h);
+    (h, id)
+}
+
+/// Deploys `tool` as `flow` over the same storage and drives the thread once the 60 s nap of
+/// the parked call has passed.
+fn woken_after_deploy(h: Rc<TestHost>, tool: Tool) -> Rc<TestHost> {
+    let h = h.restarted(deploy(vec![("flow", tool)]));
+    h.set_now(T0 + 60_000);
+    drive_idle(&h);
+    h
 }
 
 #[test]
 fn a_parked_run_resumes_on_the_handler_kept_for_its_version_and_new_calls_on_the_new_one() {
     crate::install_app();
-    let clock = clock();
     let (v1_steps, v2_steps) = (counter(), counter());
-    let v1 = || Tool::new("Naps.").handler(code("v1", &v1_steps));
-    let h = host_of(&clock, deploy(vec![("flow", v1())]));
-    let old = h.queue("flow", json!({}));
-    drive_idle(&h);
+    let (h, old) = parked_on(Tool::new("Naps.").handler(code("v1", &v1_steps)));
     assert_eq!(h.call(&old).status, "sleeping");
     assert_eq!(
         h.call(&old).version,
@@ -92,24 +99,12 @@ fn a_parked_run_resumes_on_the_handler_kept_for_its_version_and_new_calls_on_the
 #[test]
 fn a_parked_run_without_a_kept_handler_ends_with_workflow_version_changed() {
     crate::install_app();
-    let clock = clock();
     let (v1_steps, v2_steps) = (counter(), counter());
-    let h = host_of(
-        &clock,
-        deploy(vec![(
-            "flow",
-            Tool::new("Naps.").handler(code("v1", &v1_steps)),
-        )]),
-    );
-    let id = h.queue("flow", json!({}));
-    drive_idle(&h);
-
+    let (h, id) = parked_on(Tool::new("Naps.").handler(code("v1", &v1_steps)));
     let v2 = Tool::new("Naps, version 2.")
         .version(2)
         .handler(code("v2", &v2_steps));
-    let h = h.restarted(deploy(vec![("flow", v2)]));
-    h.set_now(T0 + 60_000);
-    drive_idle(&h);
+    let h = woken_after_deploy(h, v2);
     let record = h.record(&id);
     assert_eq!(record.status, "error");
     let result = record.result.unwrap();
@@ -139,23 +134,9 @@ fn a_parked_run_without_a_kept_handler_ends_with_workflow_version_changed() {
 #[test]
 fn a_deploy_that_keeps_the_version_resumes_on_the_new_code_without_rerunning_steps() {
     crate::install_app();
-    let clock = clock();
     let (first, second) = (counter(), counter());
-    let h = host_of(
-        &clock,
-        deploy(vec![(
-            "flow",
-            Tool::new("Naps.").handler(code("first", &first)),
-        )]),
-    );
-    let id = h.queue("flow", json!({}));
-    drive_idle(&h);
-    let h = h.restarted(deploy(vec![(
-        "flow",
-        Tool::new("Naps.").handler(code("second", &second)),
-    )]));
-    h.set_now(T0 + 60_000);
-    drive_idle(&h);
+    let (h, id) = parked_on(Tool::new("Naps.").handler(code("first", &first)));
+    let h = woken_after_deploy(h, Tool::new("Naps.").handler(code("second", &second)));
     assert_eq!(
         result_of(&h, &id),
         "second: a=7",
@@ -171,24 +152,18 @@ fn a_deploy_that_keeps_the_version_resumes_on_the_new_code_without_rerunning_ste
 #[test]
 fn a_call_started_on_a_version_the_deployed_code_does_not_know_ends_with_the_error() {
     crate::install_app();
-    let clock = clock();
     let steps = counter();
     let v3 = Tool::new("Naps, version 3.")
         .version(3)
         .handler(code("v3", &steps));
-    let h = host_of(&clock, deploy(vec![("flow", v3)]));
-    let id = h.queue("flow", json!({}));
-    drive_idle(&h);
+    let (h, id) = parked_on(v3);
     assert_eq!(h.call(&id).version, Some(3));
-
     // Rolled back to version 2, which keeps version 1 only.
     let v2 = Tool::new("Naps, version 2.")
         .version(2)
         .handler(code("v2", &steps))
         .previous_version(1, code("v1", &steps));
-    let h = h.restarted(deploy(vec![("flow", v2)]));
-    h.set_now(T0 + 60_000);
-    drive_idle(&h);
+    let h = woken_after_deploy(h, v2);
     let result = result_of(&h, &id);
     assert!(
         result.contains("started on version 3") && result.contains("version 2 is deployed"),
@@ -214,7 +189,7 @@ fn a_webhook_that_resumes_a_run_after_a_deploy_runs_the_kept_handler_or_ends_the
     crate::install_app();
     let clock = clock();
     let v1 = || Tool::new("Waits.").handler(hook_code("v1"));
-    let h = host_of(&clock, deploy(vec![("kept", v1()), ("dropped", v1())]));
+    let h = host(&clock, vec![("kept", v1()), ("dropped", v1())]);
     let kept = h.queue("kept", json!({}));
     let dropped = h.queue("dropped", json!({}));
     drive_idle(&h);
@@ -263,7 +238,7 @@ fn a_call_that_recorded_nothing_runs_on_the_deployed_version() {
     let (v1_runs, v2_runs, approved_runs) = (counter(), counter(), counter());
     let flaky = step_tool(&v1_runs, |_| Err(ToolError::new("upstream hiccup")));
     let refund = step_tool(&approved_runs, |_| Ok("v1 refund".to_owned())).needs_approval();
-    let h = host_of(&clock, deploy(vec![("flaky", flaky), ("refund", refund)]));
+    let h = host(&clock, vec![("flaky", flaky), ("refund", refund)]);
     let retried = h.queue("flaky", json!({}));
     let approval = h.queue("refund", json!({}));
     drive_idle(&h);

@@ -367,7 +367,7 @@ pub fn deliver_webhook(
             ))));
         }
         // The wait is over even if the alarm has not run yet: the workflow gets TimedOut.
-        store.expire_webhook(token)?;
+        store.end_webhook(token, WebhookStatus::TimedOut)?;
         return Ok(Err(WebhookRefusal::Closed(
             "this webhook's wait timed out".into(),
         )));

@@ -312,15 +312,6 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// Closes an open webhook whose race another wait won.
-    pub fn close_webhook(&self, token: &str) -> Result<(), SqlError> {
-        self.sql().exec(
-            "UPDATE webhooks SET status = 'closed' WHERE token = ? AND status = 'open'",
-            &[token.into()],
-        )?;
-        Ok(())
-    }
-
     /// Stores the body of an open webhook. False if it was no longer open (already received
     /// or timed out), in which case nothing changes.
     pub fn receive_webhook(&self, token: &str, body: &str, now: i64) -> Result<bool, SqlError> {
@@ -332,11 +323,12 @@ impl Store<'_> {
         Ok(!rows.is_empty())
     }
 
-    /// Closes an open webhook whose wait timed out.
-    pub fn expire_webhook(&self, token: &str) -> Result<(), SqlError> {
+    /// Ends an open webhook without a body: `timed_out` (its wait timed out) or `closed`
+    /// (another wait of its race won). A webhook no longer open keeps its status.
+    pub fn end_webhook(&self, token: &str, status: WebhookStatus) -> Result<(), SqlError> {
         self.sql().exec(
-            "UPDATE webhooks SET status = 'timed_out' WHERE token = ? AND status = 'open'",
-            &[token.into()],
+            "UPDATE webhooks SET status = ? WHERE token = ? AND status = 'open'",
+            &[status.as_str().into(), token.into()],
         )?;
         Ok(())
     }

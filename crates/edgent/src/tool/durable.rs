@@ -471,7 +471,8 @@ impl FlowState {
             WebhookStatus::Open => {}
         }
         if now >= deadline {
-            self.store().expire_webhook(&hook.token)?;
+            self.store()
+                .end_webhook(&hook.token, WebhookStatus::TimedOut)?;
             self.store()
                 .end_step(call, name, StepStatus::TimedOut, None, now)?;
             self.progress(name, "webhook", "timed_out", None);

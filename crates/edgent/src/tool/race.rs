@@ -266,12 +266,13 @@ impl FlowState {
                 Winner::TimedOut { .. } => StepStatus::TimedOut,
                 _ => StepStatus::Done,
             };
-            if let Some(hook) = &m.hook {
-                match status {
-                    StepStatus::TimedOut => self.store().expire_webhook(&hook.token)?,
-                    StepStatus::Cancelled => self.store().close_webhook(&hook.token)?,
-                    _ => {}
-                }
+            let ended = match status {
+                StepStatus::TimedOut => Some(WebhookStatus::TimedOut),
+                StepStatus::Cancelled => Some(WebhookStatus::Closed),
+                _ => None,
+            };
+            if let (Some(hook), Some(ended)) = (&m.hook, ended) {
+                self.store().end_webhook(&hook.token, ended)?;
             }
             self.store()
                 .end_step(call, m.wait.name(), status, None, now)?;
