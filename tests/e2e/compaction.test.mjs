@@ -5,8 +5,7 @@
 // the transcript of the older messages), then the main call sees the summary and the newest
 // messages only, within the budget; the originals stay readable by clients; the summary is
 // kept (a `compaction` event) and reused: the next turn compacts nothing; a failed summary
-// leaves the turn working with the budget-cut history and an `error` frame
-// `compaction_failed`; a call is never separated from its result. Prints the tokens sent
+// leaves the turn working with the budget-cut history and a `compaction_failed` event; a call is never separated from its result. Prints the tokens sent
 // before and after.
 // Does not prove: summary quality (the scripted model writes it).
 
@@ -108,9 +107,10 @@ test('a failed summary is not the turn: the model is called with the budget-cut 
   const { id, sock } = await thread(120);
   model.push({ error: { status: 400, message: 'summarizer: bad request' } }, { text: 'Answered anyway.' });
   const frames = await turn(sock, id, 'Hello?');
-  const failed = frames.find((f) => f.type === 'error' && f.code === 'compaction_failed');
-  assert.ok(failed, JSON.stringify(frames.filter((f) => f.type === 'error')));
-  assert.match(failed.message, /could not summarise/);
+  const failed = frames.find((f) => f.type === 'event' && f.event === 'compaction_failed');
+  assert.ok(failed, JSON.stringify(frames.filter((f) => f.type === 'event' || f.type === 'error')));
+  assert.match(failed.data.message, /could not summarise/);
+  assert.ok(!frames.some((f) => f.type === 'error' && f.code !== 'model_retry'), 'not an error: the turn goes on');
   const answer = frames.find((f) => f.type === 'message' && f.message.role === 'assistant' && f.message.status === 'completed');
   assert.equal(answer.message.content, 'Answered anyway.');
   const main = model.requests.at(-1).body.messages.filter((m) => m.role !== 'system');
@@ -130,17 +130,20 @@ test("a provider's context-overflow error compacts the history once and asks aga
   const sent = retried.body.messages.filter((m) => m.role !== 'system');
   assert.match(sent[0].content, /^\[Summary of the earlier conversation\]\nSUMMARY of 40 messages/);
   assert.ok(tokens(sent) < tokens(refused.body.messages.filter((m) => m.role !== 'system')), 'a smaller history');
-  const warned = frames.find((f) => f.type === 'error' && f.code === 'context_overflow');
+  const warned = frames.find((f) => f.type === 'event' && f.event === 'context_overflow');
   assert.ok(warned, 'the overflow is said');
+  assert.ok(warned.data.budget < warned.data.sent, JSON.stringify(warned.data));
   const answer = frames.findLast((f) => f.type === 'message' && f.message.role === 'assistant');
   assert.equal(answer.message.content, 'Fits now.');
   assert.equal(answer.message.status, 'completed');
 
-  // A second overflow in the same turn fails the turn: one retry, no loop.
+  // A second overflow in the same turn fails the turn: one retry, no loop. (Whether the
+  // retry compacts first depends on the budget learnt above: either way every request
+  // overflows here.)
   model.reset();
-  model.push(overflow, { text: 'SUMMARY again' }, overflow);
+  model.push(overflow, overflow, overflow, overflow);
   const failing = await turn(sock, id, `Again ${'long '.repeat(400)}`);
-  const failed = failing.find((f) => f.type === 'error' && f.code !== 'context_overflow' && f.code !== 'model_retry');
+  const failed = failing.find((f) => f.type === 'error' && f.code !== 'model_retry');
   assert.ok(failed, JSON.stringify(failing.filter((f) => f.type === 'error')));
   assert.ok(model.requests.length <= 3, `no loop: ${model.requests.length} requests`);
   sock.close();
@@ -163,4 +166,13 @@ test('the boundary never separates a call from its result', async () => {
   const results = main.filter((m) => m.role === 'tool').map((m) => m.tool_call_id);
   assert.deepEqual(results, calls, 'every call sent has its result, and no result lacks its call');
   sock.close();
+});
+
+test('a compaction prompt must exist, and cannot be deleted while a prompt names it', async () => {
+  const bad = await client.request('PUT', '/api/prompts/typo_chat', { body: { model: 'small_window', compaction_prompt: 'sumarizer' } });
+  assert.equal(bad.status, 400);
+  assert.match(bad.body.error.message, /"compaction_prompt" is "sumarizer", which is not a prompt/);
+  const inUse = await client.request('DELETE', '/api/prompts/summarizer');
+  assert.equal(inUse.status, 409);
+  assert.match(inUse.body.error.message, /long_chat.*compaction_prompt/);
 });

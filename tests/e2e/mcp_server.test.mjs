@@ -179,9 +179,12 @@ test('a client token: its thread is the session, and only tools a browser may ca
   // cannot ask in its name.
   const shared = await post('/mcp', { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { authorization: `Bearer ${minted.body.token}` });
   assert.equal(shared.status, 403);
-  const review = await connect('/mcp/review', { token: minted.body.token });
-  await assert.rejects(review.client.callTool({ name: 'ask_review', arguments: { message: 'x' } }), /404|not a conversation/);
-  await review.client.close().catch(() => {});
+  await assert.rejects(connect('/mcp/review', { token: minted.body.token }), /404|not a conversation/, 'refused at initialize');
+
+  // A revoked token: the transport's 401 on the next request, not a tool error.
+  assert.equal((await worker.client.request('POST', `/api/threads/${thread}/tokens/revoke`, { body: {} })).status, 200);
+  const revoked = await post('/mcp/support', { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'ask_support', arguments: { message: 'x' } } }, { authorization: `Bearer ${minted.body.token}` });
+  assert.equal(revoked.status, 401);
 });
 
 test('the transport refuses what it must, with clear errors', async () => {

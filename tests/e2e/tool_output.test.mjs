@@ -5,8 +5,7 @@
 // `tool-output` with the call's id and its part number; they are logged, so a socket that
 // resumes after an earlier seq gets them again; the AI SDK chat stream shows them as
 // `data-tool-output` parts; the model never reads them.
-// Does not prove: parts written again by a woken workflow (numbered the same; host-tested with
-// the run state).
+// Does not prove: what a woken workflow writes again (outside its steps; see docs/tools.md).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

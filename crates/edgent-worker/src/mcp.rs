@@ -164,6 +164,12 @@ impl Endpoint<'_> {
                         self.session = Some(thread.clone());
                         Some(thread)
                     }
+                    // A token's session is its thread: it must be a conversation with this
+                    // agent, and the token must still be good (the thread checks both).
+                    (Some(agent), Some(thread)) if *self.principal != Principal::Server => {
+                        self.check_token_thread(agent, thread).await?;
+                        None
+                    }
                     _ => None,
                 };
                 Ok((mcp::result_response(id, result), created))
@@ -176,6 +182,8 @@ impl Endpoint<'_> {
                     fail(code::INVALID_PARAMS, &format!("Unknown tool: {name}"))
                 }
                 Err(CallError::Params(why)) => fail(code::INVALID_PARAMS, &why),
+                // A token revoked or expired since: the transport's status, as for any request.
+                Err(CallError::Api(e)) if matches!(e.status, 401 | 403) => Err(e),
                 Err(CallError::Api(e)) if e.status == 404 && self.session.is_some() => {
                     // The session's thread is gone (deleted): the transport's 404 makes the
                     // client start a new session.
@@ -189,6 +197,29 @@ impl Endpoint<'_> {
             ),
             Call::BadParams(why) => fail(code::INVALID_PARAMS, &why),
         }
+    }
+
+    /// The token's thread must be a conversation with `agent` (404 otherwise, at
+    /// `initialize`, before any call could loop on a session that is not there).
+    async fn check_token_thread(&self, agent: &str, thread: &str) -> Result<(), ApiError> {
+        let internal = internal_request(Method::Get, "/op/", thread, None)?;
+        set_principal(&internal, self.principal)?;
+        let mut answer = send_to(self.env, thread, internal).await?;
+        let status = answer.status_code();
+        let summary: Value = answer
+            .json()
+            .await
+            .map_err(|e| logged("the thread's answer did not read", e))?;
+        if status != 200 {
+            let message = summary["error"]["message"].as_str().unwrap_or("refused");
+            return Err(ApiError::new(status, "thread_error", message));
+        }
+        if summary["agent_id"].as_str() != Some(agent) {
+            return Err(ApiError::not_found(format!(
+                "this token's thread is not a conversation with the agent {agent:?}"
+            )));
+        }
+        Ok(())
     }
 
     async fn new_thread(&self, agent: &str) -> Result<String, ApiError> {

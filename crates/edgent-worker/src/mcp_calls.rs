@@ -150,12 +150,13 @@ async fn ask(
         )));
     }
     let mut post = Map::new();
-    post.insert("content".into(), Value::String(ask.message));
+    post.insert("content".into(), Value::String(ask.message.clone()));
     let op = ThreadOp::SendMessage(PostMessage::from_object(&post)?);
+    // Opened before the message is stored (storing it awaits the alarm, and a loop already
+    // driving this thread may run meanwhile): it follows the turn from the message's frame.
+    // A refused message drops the receiver, and the watch goes at the next frame.
+    let watching = calls.watch(Watch::Ask(AskWatch::after_message(&ask.message)));
     rt.apply_as(principal, op).await?;
-    // No await since the message was stored: the turn runs after this handler yields, so the
-    // watch sees all of it.
-    let watching = calls.watch(Watch::Ask(AskWatch::new()));
     Ok(wait(watching, &thread_id).await)
 }
 
@@ -174,12 +175,19 @@ async fn call_tool(
         args: Value::Object(call.arguments),
         bindings: None,
     });
+    // Opened before the call is stored, for the same reason; it keeps the frames it sees until
+    // it knows the call's id.
+    let watching = calls.watch(Watch::Call(CallWatch::before_its_id()));
     let queued = rt.apply_as(principal, op).await?;
-    let call_id = queued["tool_call_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let watching = calls.watch(Watch::Call(CallWatch::new(&call_id)));
+    let call_id = queued["tool_call_id"].as_str().unwrap_or_default();
+    let done = match &mut *watching.0.borrow_mut() {
+        Watch::Call(w) => w.set_call_id(call_id),
+        Watch::Ask(_) => false,
+    };
+    if done {
+        let result = watching.0.borrow().result(thread_id);
+        return Ok(result);
+    }
     Ok(wait(watching, thread_id).await)
 }
 

@@ -126,6 +126,12 @@ impl ConfigSet {
                         .iter()
                         .find(|p| p.name != name && lists(&p.tools))
                         .map(|p| format!("prompt {:?} (its \"tools\")", p.name))
+                })
+                .or_else(|| {
+                    self.prompts
+                        .iter()
+                        .find(|p| p.compaction_prompt.as_deref() == Some(name))
+                        .map(|p| format!("prompt {:?} (its \"compaction_prompt\")", p.name))
                 }),
             Kind::Agent => self
                 .prompts
@@ -306,6 +312,14 @@ fn references(def: &Definition, set: &ConfigSet, tools: &[&str]) -> Result<(), I
                 return Err(
                     format!("{label}: \"model\" is {:?}, which is not a model", p.model).into(),
                 );
+            }
+            if let Some(c) = p.compaction_prompt.as_deref() {
+                if set.prompt(c).is_none() {
+                    return Err(format!(
+                        "{label}: \"compaction_prompt\" is {c:?}, which is not a prompt"
+                    )
+                    .into());
+                }
             }
             for t in &p.tools {
                 let exposed = set.agent(t).is_some_and(|a| a.expose_as_tool);

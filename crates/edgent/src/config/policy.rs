@@ -87,7 +87,11 @@ impl ModelPolicy {
     pub fn check_mcp_server(&self, server: &McpServerConfig) -> Result<(), Invalid> {
         let what = format!("mcp server {:?}", server.name);
         if let Some(secret) = &server.token_secret {
-            if NEVER_SENT.contains(&secret.as_str()) || !self.mcp_secrets.contains(secret) {
+            // Never the server's secrets, and never a model's key, whatever MCP_SECRETS says.
+            let refused = NEVER_SENT.contains(&secret.as_str())
+                || self.secrets.contains(secret)
+                || DEFAULT_SECRETS.contains(&secret.as_str());
+            if refused || !self.mcp_secrets.contains(secret) {
                 return Err(format!(
                     "{what}: \"token_secret\" names {secret:?}, which the operator has not allowed \
                      for MCP servers (the Worker var {MCP_SECRETS_VAR} lists them: {})",
@@ -359,6 +363,12 @@ mod tests {
             p.check_mcp_server(&server("https://kb.example/mcp", Some("EDGENT_API_KEY")))
                 .is_err(),
             "never the server key, whatever the vars say"
+        );
+        let both = vars(&[("MCP_SECRETS", "OPENAI_API_KEY,KB_TOKEN")]);
+        assert!(
+            both.check_mcp_server(&server("https://kb.example/mcp", Some("OPENAI_API_KEY")))
+                .is_err(),
+            "a model key never goes to a tool server, even when listed"
         );
         let host = p
             .check_mcp_server(&server("https://other.example/mcp", None))

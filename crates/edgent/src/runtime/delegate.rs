@@ -136,13 +136,6 @@ impl ThreadRuntime {
             }
         };
         let system = thread.system_text(prompt);
-        // Listed once for the sub-prompt's calls (the runtime keeps them per thread).
-        let mcp_tools = if prompt.mcp_servers.is_empty() {
-            Vec::new()
-        } else {
-            self.flush(&mut thread);
-            self.mcp_tool_specs(prompt).await
-        };
         loop {
             let next =
                 match step {
@@ -163,12 +156,9 @@ impl ThreadRuntime {
                             ));
                         }
                         // Chosen again at each step: the sub-prompt's latest messages change.
-                        let offer = offer(
-                            self.platform.registry(),
-                            &config,
-                            &history,
-                            mcp_tools.clone(),
-                        );
+                        // A sub-prompt runs its registered tools only: MCP servers' tools are
+                        // the top-level prompt's (docs/mcp.md), so none is offered here.
+                        let offer = offer(self.platform.registry(), &config, &history, Vec::new());
                         let parts = RequestParts {
                             system: &system,
                             history: &history,

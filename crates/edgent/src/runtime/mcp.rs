@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::ThreadRuntime;
 use crate::api::mcp::client::{self, Reply, WireError, MAX_TOOLS_PER_SERVER, TOOLS_TTL_MS};
 use crate::api::mcp::PROTOCOL_VERSIONS;
-use crate::config::mcp_servers::McpServerConfig;
+use crate::config::mcp_servers::{self, McpServerConfig};
 use crate::config::policy::ModelPolicy;
 use crate::config::PromptConfig;
 use crate::engine::store::Store;
@@ -24,6 +24,8 @@ use crate::values::tool_result::CallToolResult;
 /// How long one request to an MCP server may take (a call's own timeout, the policy's, is
 /// applied around the whole call by the tool path).
 const REQUEST_TIMEOUT_MS: u32 = 30_000;
+/// How long a server whose listing failed is not asked again.
+const LISTING_RETRY_MS: i64 = 60_000;
 /// The most `tools/list` pages read from one server.
 const MAX_PAGES: usize = 8;
 
@@ -50,20 +52,32 @@ impl ThreadRuntime {
                 .and_then(|r| r.listed_at)
                 .is_some_and(|at| self.now() - at < TOOLS_TTL_MS);
             let tools = match (fresh, cached) {
-                (true, Some(tools)) => tools,
-                (_, cached) => match self.list_mcp_tools(server).await {
+                // Fresh, or a failed listing's pause (no list: nothing from this server).
+                (true, cached) => cached.unwrap_or_default(),
+                (false, cached) => match self.list_mcp_tools(server).await {
                     Ok(tools) => tools,
                     Err(e) => {
                         self.platform.log_error(&format!(
-                            "MCP server {:?}: could not list its tools: {e}",
-                            server.name
+                            "MCP server {:?}: could not list its tools (tried again in {} s): {e}",
+                            server.name,
+                            LISTING_RETRY_MS / 1000
                         ));
+                        // Its last list (or none) stands for a while: a server that is down
+                        // must not hold up every model call.
+                        let _ = Store::new(self.platform.sql()).mcp_listing_failed(
+                            &server.name,
+                            &server.url,
+                            self.now() - TOOLS_TTL_MS + LISTING_RETRY_MS,
+                        );
                         cached.unwrap_or_default()
                     }
                 },
             };
+            // The list is the server's whole (valid) list: this prompt's `tools` choose from it.
             if let Ok(tools) = serde_json::from_value::<Vec<ToolSpec>>(tools) {
-                specs.extend(tools);
+                specs.extend(tools.into_iter().filter(|t| {
+                    mcp_servers::split(std::slice::from_ref(server), &t.name).is_some()
+                }));
             }
         }
         specs
@@ -85,8 +99,20 @@ impl ThreadRuntime {
             let result = reply
                 .result
                 .map_err(|(code, message)| format!("error {code}: {message}"))?;
+            // Every tool the providers can name (`<server>__<tool>` within their rules); the
+            // prompt's own `tools` filter is applied when reading, so prompts sharing a
+            // server name in one thread share the list, not each other's choice.
             let (page, next) = client::tool_page(&result, |tool| {
-                server.offers(tool).then(|| server.tool_name(tool))
+                let name = server.tool_name(tool);
+                if is_tool_name(&name) {
+                    Some(name)
+                } else {
+                    self.platform.log_error(&format!(
+                        "MCP server {:?}: tool {tool:?} is left out: {name:?} is not a name models take (1-64 of A-Z a-z 0-9 _ -)",
+                        server.name
+                    ));
+                    None
+                }
             });
             tools.extend(page);
             cursor = next;
@@ -155,12 +181,29 @@ impl ThreadRuntime {
         params: Value,
     ) -> Result<Reply, WireError> {
         let token = self.mcp_token(server)?;
+        // A server may echo the token in an error body: it never reaches a result or a log.
+        let redact = |e: WireError| match &token {
+            Some(t) if !t.is_empty() => e.redacted(t),
+            _ => e,
+        };
+        self.mcp_exchange(server, method, params, token.as_deref())
+            .await
+            .map_err(redact)
+    }
+
+    async fn mcp_exchange(
+        &self,
+        server: &McpServerConfig,
+        method: &str,
+        params: Value,
+        token: Option<&str>,
+    ) -> Result<Reply, WireError> {
         for _ in 0..2 {
             let store = Store::new(self.platform.sql());
             let row = store.mcp_server(&server.name, &server.url).ok().flatten();
             let (session, version) = match row.filter(|r| r.protocol_version.is_some()) {
                 Some(r) => (r.session_id, r.protocol_version),
-                None => self.mcp_initialize(server, token.as_deref()).await?,
+                None => self.mcp_initialize(server, token).await?,
             };
             let id = next_id();
             let sent = self
@@ -169,7 +212,7 @@ impl ThreadRuntime {
                     client::request_body(id, method, params.clone()),
                     session.as_deref(),
                     version.as_deref(),
-                    token.as_deref(),
+                    token,
                 )
                 .await?;
             match client::read_reply(
@@ -292,4 +335,13 @@ impl ThreadRuntime {
             }),
         }
     }
+}
+
+/// Whether `name` is one every provider takes for a tool (OpenAI's and Anthropic's rule).
+fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }

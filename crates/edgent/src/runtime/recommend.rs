@@ -22,7 +22,13 @@ pub async fn recommend(
     registry: &Registry,
     query: &RecommendQuery,
 ) -> Result<Value, ApiError> {
-    let words = select::words(&query.task);
+    // The words a turn would rank by, for a conversation whose last message is the task.
+    let as_turn = [crate::values::message::Message::new(
+        crate::values::message::Role::User,
+        query.task.clone(),
+        0,
+    )];
+    let words = select::query(&as_turn);
     let Some(name) = &query.prompt else {
         let all = registry.all_specs();
         let scores = select::scores(&all, &words);

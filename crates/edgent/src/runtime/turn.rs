@@ -8,7 +8,7 @@ use super::chain::{run_checked_chain, ChainSink, RequestParts};
 use super::ThreadRuntime;
 use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
-use crate::engine::store::ThreadStatus;
+use crate::engine::store::{estimate_tokens, ThreadStatus};
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
@@ -350,7 +350,8 @@ impl ThreadRuntime {
             }
             // A history too long for the model: compacted and asked again, once a turn.
             Err(e) if e.is_context_overflow() => {
-                thread.handle_context_overflow(self.now(), call, &e)
+                let sent = history.iter().map(estimate_tokens).sum();
+                thread.handle_context_overflow(self.now(), call, &e, sent)
             }
             Err(e) => thread.fail_model_call(self.now(), call, &e),
         };

@@ -210,9 +210,10 @@ impl FlowState {
         flow
     }
 
-    /// The messages the model sees now, oldest first: the newest that fit the agent's history
-    /// budget (after the summary in use when the thread compacts), calls and results paired.
-    /// A tool's view of its turn's context; the seed's message context.
+    /// The conversation as the model is sent it, oldest first: the newest top-level messages
+    /// that fit the agent's history budget (after the summary in use when the thread
+    /// compacts), calls and results paired; the seed's message context. A `dual_ai` side's
+    /// view, history hooks and still-parked calls are not applied.
     pub fn model_messages(&self) -> Result<Vec<crate::values::message::Message>, ToolError> {
         self.message_history.model_view(self.agent.history_budget)
     }

@@ -5,8 +5,8 @@
 //! The model never sees it: the result is what it reads.
 //!
 //! A workflow that wakes after a sleep or a webhook runs its function again from the start:
-//! a part written outside a step is written again with the same `part` number, so clients
-//! keep one part per `(tool_call_id, part)`.
+//! a part written outside a step is written again, numbered from 0 again, while a replayed
+//! step writes nothing. What must appear once belongs inside the step that does the work.
 
 use serde::Serialize;
 use serde_json::{json, Value};

@@ -97,6 +97,16 @@ impl std::fmt::Display for WireError {
 }
 
 impl WireError {
+    /// The same error with every occurrence of `secret` in its text replaced.
+    pub fn redacted(self, secret: &str) -> Self {
+        let cut = |t: String| t.replace(secret, "[redacted]");
+        match self {
+            WireError::SessionGone => WireError::SessionGone,
+            WireError::Status(status, body) => WireError::Status(status, cut(body)),
+            WireError::Malformed(why) => WireError::Malformed(cut(why)),
+        }
+    }
+
     /// As a tool call's failure: server faults and rate limits are retried under the call's
     /// policy; a refusal of the request (4xx) is final.
     pub fn into_tool_error(self, server: &str) -> ToolError {

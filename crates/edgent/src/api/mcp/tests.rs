@@ -257,6 +257,35 @@ fn a_call_answers_with_its_content_items() {
     assert_eq!(result["content"][0]["text"], "Error: no such city");
 }
 
+#[test]
+fn watches_opened_before_the_work_is_stored_miss_nothing_and_take_nothing_earlier() {
+    // A call's frames can come before its id is known (another loop ran it during the store's
+    // await): kept, then fed once the id is set.
+    let mut call = CallWatch::before_its_id();
+    assert!(!call.on_frame(&json!({"type":"tool","tool_call_id":"q9","status":"success"})));
+    assert!(!call.on_frame(
+        &json!({"type":"message","message":{"role":"tool","tool_call_id":"q9","content":"42"}})
+    ));
+    assert!(
+        call.set_call_id("q9"),
+        "its result was among the early frames"
+    );
+    assert_eq!(call.result("T")["content"][0]["text"], "42");
+    let mut other = CallWatch::before_its_id();
+    other.on_frame(
+        &json!({"type":"message","message":{"role":"tool","tool_call_id":"q8","content":"no"}}),
+    );
+    assert!(!other.set_call_id("q9"));
+
+    // An ask follows the turn only from its own message: an earlier turn's end is not its.
+    let mut ask = AskWatch::after_message("Hi");
+    assert!(!ask.on_frame(&json!({"type":"status","state":"idle","turn":3,"side":"a"})));
+    assert!(!ask.on_frame(&json!({"type":"message","message":{"id":"u","role":"user","content":"Hi","status":"completed","depth":0}})));
+    assert!(!ask.on_frame(&json!({"type":"message","message":{"id":"a","role":"assistant","content":"Hello","status":"completed","depth":0}})));
+    assert!(ask.on_frame(&json!({"type":"status","state":"idle","turn":4,"side":"a"})));
+    assert_eq!(ask.result("T")["content"][0]["text"], "Hello");
+}
+
 mod client_side {
     use super::super::client::*;
     use serde_json::json;

@@ -24,6 +24,9 @@ pub struct AskWatch {
     calls: Vec<(String, String)>,
     /// The thread's state once the turn ended.
     ended: Option<String>,
+    /// The user message the watch waits to see stored before it follows the turn (a watch
+    /// opened before the message is stored ignores what comes earlier).
+    awaiting: Option<String>,
 }
 
 impl AskWatch {
@@ -32,11 +35,30 @@ impl AskWatch {
         AskWatch::default()
     }
 
+    /// A watch opened before the user message `content` is stored: it follows the turn from
+    /// that message's frame on.
+    pub fn after_message(content: &str) -> Self {
+        AskWatch {
+            awaiting: Some(content.to_owned()),
+            ..AskWatch::default()
+        }
+    }
+
     /// Feeds one broadcast frame; true once the turn is over (the thread is no longer
     /// running) or holds on the outside world (every unfinished call waits for an approval
     /// or a webhook).
     pub fn on_frame(&mut self, frame: &Value) -> bool {
         let text = |key: &str| frame.get(key).and_then(Value::as_str).unwrap_or_default();
+        if let Some(content) = &self.awaiting {
+            let m = &frame["message"];
+            let ours = text("type") == "message"
+                && m["role"] == "user"
+                && m["content"].as_str() == Some(content.as_str());
+            if ours {
+                self.awaiting = None;
+            }
+            return false;
+        }
         match text("type") {
             "message" => {
                 let m = &frame["message"];
@@ -128,10 +150,15 @@ impl AskWatch {
     }
 }
 
+/// The most frames a [`CallWatch`] keeps before it knows its call.
+const MAX_EARLY_FRAMES: usize = 256;
+
 /// A registered tool's call in progress, queued in a thread.
 #[derive(Debug, Clone)]
 pub struct CallWatch {
-    call_id: String,
+    /// `None` until the call is stored: frames seen meanwhile wait in `early`.
+    call_id: Option<String>,
+    early: Vec<Value>,
     /// The last status its `tool` frames gave.
     status: Option<String>,
     /// Its `tool` message, once it finished.
@@ -141,18 +168,44 @@ pub struct CallWatch {
 impl CallWatch {
     /// Watches the call `call_id`.
     pub fn new(call_id: &str) -> Self {
+        let mut watch = CallWatch::before_its_id();
+        watch.call_id = Some(call_id.to_owned());
+        watch
+    }
+
+    /// A watch opened before its call is stored (so no frame of the call can be missed, even
+    /// one sent while the store's work is being started); [`CallWatch::set_call_id`] names it.
+    pub fn before_its_id() -> Self {
         CallWatch {
-            call_id: call_id.to_owned(),
+            call_id: None,
+            early: Vec::new(),
             status: None,
             message: None,
         }
     }
 
+    /// Names the call, and feeds it the frames kept meanwhile; true when its result was among
+    /// them.
+    pub fn set_call_id(&mut self, call_id: &str) -> bool {
+        self.call_id = Some(call_id.to_owned());
+        let early = std::mem::take(&mut self.early);
+        early.iter().any(|frame| self.on_frame(frame))
+    }
+
     /// Feeds one broadcast frame; true once the call's result is stored.
     pub fn on_frame(&mut self, frame: &Value) -> bool {
-        let mine = |value: &Value| {
-            value.get("tool_call_id").and_then(Value::as_str) == Some(self.call_id.as_str())
+        let Some(call_id) = self.call_id.as_deref() else {
+            let relevant = matches!(
+                frame.get("type").and_then(Value::as_str),
+                Some("tool" | "message")
+            );
+            if relevant && self.early.len() < MAX_EARLY_FRAMES {
+                self.early.push(frame.clone());
+            }
+            return false;
         };
+        let mine =
+            |value: &Value| value.get("tool_call_id").and_then(Value::as_str) == Some(call_id);
         match frame.get("type").and_then(Value::as_str) {
             Some("tool") if mine(frame) => {
                 self.status = frame
@@ -178,7 +231,7 @@ impl CallWatch {
             return super::error_result(&format!(
                 "The call {} is {status} and has no result yet (thread {thread_id}); its result \
                  will be in the thread's messages.",
-                self.call_id
+                self.call_id.as_deref().unwrap_or("not stored")
             ));
         };
         let content = match message.get("parts").and_then(Value::as_array) {

@@ -90,6 +90,23 @@ impl Store<'_> {
         Ok(())
     }
 
+    /// Listing failed at `retry_at - TTL`: the last list (or none) stands until `retry_at`, so
+    /// a server that is down does not hold up every model call.
+    pub fn mcp_listing_failed(
+        &self,
+        name: &str,
+        url: &str,
+        listed_at: i64,
+    ) -> Result<(), SqlError> {
+        self.sql.exec(
+            "INSERT INTO mcp_servers (name, url, listed_at) VALUES (?, ?, ?)
+             ON CONFLICT (name) DO UPDATE SET listed_at = excluded.listed_at
+             WHERE url = excluded.url",
+            &[name.into(), url.into(), listed_at.into()],
+        )?;
+        Ok(())
+    }
+
     /// The server said its tools changed: list them again before the next model call.
     pub fn mcp_tools_changed(&self, name: &str) -> Result<(), SqlError> {
         self.sql.exec(

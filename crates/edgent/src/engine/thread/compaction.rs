@@ -148,8 +148,8 @@ impl Thread<'_> {
         }
     }
 
-    /// The provider refused `call` because its history did not fit the model's context
-    /// window. With a compaction prompt, the first time in a turn: the reply is marked failed,
+    /// The provider refused `call` because its history (`sent`: its estimated tokens; the
+    /// driver holds it) did not fit the model's context window. With a compaction prompt, the first time in a turn: the reply is marked failed,
     /// the budget is halved from what was sent, and the model is owed the call again (the
     /// next step compacts to the new budget, then calls). Otherwise the turn fails as for any
     /// error.
@@ -158,6 +158,7 @@ impl Thread<'_> {
         now: i64,
         call: ModelCall,
         error: &ProviderError,
+        sent: u64,
     ) -> Result<(), ThreadError> {
         let turn = self.summary()?.turn_count;
         let cache = self.cache.get_or_insert_with(Rc::default).clone();
@@ -165,7 +166,6 @@ impl Thread<'_> {
         if !self.rules.compacts || retried {
             return self.fail_model_call(now, call, error);
         }
-        let sent: u64 = call.history.iter().map(estimate_tokens).sum();
         let budget = (sent / 2).max(1);
         cache.note_overflow(turn, budget);
         let message = self.reply_message(&call, MessageStatus::Failed, false);
@@ -176,8 +176,11 @@ impl Thread<'_> {
             "the history did not fit the model's context window ({error}); compacting it to \
              about {budget} tokens and asking again"
         );
-        self.frames
-            .push_back(ServerFrame::error("context_overflow", why, None));
+        // An event, not an `error` frame: the turn goes on (clients treat errors as its end).
+        let data = serde_json::json!({ "message": why, "budget": budget, "sent": sent });
+        if let Ok(frame) = ServerFrame::event("context_overflow", data, now) {
+            self.frames.push_back(frame);
+        }
         self.store.set_needs_model(true)?;
         Ok(())
     }
@@ -197,12 +200,18 @@ impl Thread<'_> {
         job: CompactJob,
         outcome: Result<String, String>,
     ) -> Result<(), ThreadError> {
+        // A summary over half the budget would leave no room and be summarised again at every
+        // call: it counts as a failure.
+        let half = self.history_budget() / 2;
+        let fits = |t: &str| estimate_tokens(&Message::new(Role::User, t, now)) <= half;
         let text = match outcome {
-            Ok(text) if !text.trim().is_empty() => text.trim().to_owned(),
+            Ok(text) if !text.trim().is_empty() && fits(text.trim()) => text.trim().to_owned(),
             other => {
-                let cause = other
-                    .err()
-                    .unwrap_or_else(|| "the summary was empty".into());
+                let cause = match other {
+                    Err(e) => e,
+                    Ok(t) if t.trim().is_empty() => "the summary was empty".into(),
+                    Ok(_) => format!("the summary is over half the history budget ({half} tokens)"),
+                };
                 let why = format!(
                     "could not summarise {} older messages ({cause}); the oldest are left out of \
                      the model's view for now",
@@ -213,8 +222,11 @@ impl Thread<'_> {
                 self.cache
                     .get_or_insert_with(Rc::default)
                     .pause_compaction(now + RETRY_AFTER_MS);
-                self.frames
-                    .push_back(ServerFrame::error("compaction_failed", why, None));
+                // An event, not an `error` frame: the turn goes on.
+                let data = serde_json::json!({ "message": why, "messages": job.messages.len() });
+                if let Ok(frame) = ServerFrame::event("compaction_failed", data, now) {
+                    self.frames.push_back(frame);
+                }
                 return Ok(());
             }
         };
