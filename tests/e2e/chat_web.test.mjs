@@ -38,7 +38,7 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'edgent-chat-web-'));
   const source = readFileSync(join(EXAMPLE, 'wrangler.toml'), 'utf8');
   const config = parseToml(source);
-  assert.deepEqual(config.assets.run_worker_first, ['/api/*', '/webhooks/*']);
+  assert.deepEqual(config.assets.run_worker_first, ['/api/*', '/webhooks/*', '/mcp', '/mcp/*']);
   const d1 = config.d1_databases.find((d) => d.binding === 'DB');
   model = await startModelServer();
   const defs = loadDefinitions(join(ROOT, 'agents'));

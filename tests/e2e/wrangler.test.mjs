@@ -93,7 +93,7 @@ test('wrangler dev answers /api/health without a key and the rest only with one'
 
 test('wrangler dev serves the UI at / and leaves /api/* to the Worker', async () => {
   const config = parseToml(readFileSync(join(ROOT, 'wrangler.toml'), 'utf8'));
-  assert.deepEqual(config.assets.run_worker_first, ['/api/*', '/webhooks/*']);
+  assert.deepEqual(config.assets.run_worker_first, ['/api/*', '/webhooks/*', '/mcp', '/mcp/*']);
   const base = client.baseUrl;
   for (const path of ['/', '/threads/anything']) {
     const page = await fetch(base + path);
@@ -108,6 +108,16 @@ test('wrangler dev serves the UI at / and leaves /api/* to the Worker', async ()
   const unknown = await fetch(`${base}/api/no-such-route`);
   assert.equal(unknown.status, 401);
   assert.match(unknown.headers.get('content-type') ?? '', /application\/json/);
+  // The MCP endpoint is the Worker's too, not the page's (a POST to an asset path is 405).
+  for (const path of ['/mcp', '/mcp/support']) {
+    const ping = await fetch(base + path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${client.key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    assert.equal(ping.status, 200, path);
+    assert.deepEqual(await ping.json(), { jsonrpc: '2.0', id: 1, result: {} });
+  }
 });
 
 test('wrangler dev runs a turn over a real WebSocket', async () => {
