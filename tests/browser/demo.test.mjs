@@ -39,12 +39,15 @@ uiTest('with no key, the demo model answers a first question with a tool and say
   await box.fill('What is the weather in Lisbon?');
   await box.press('Enter');
   await page.getByRole('region', { name: 'Tool call get_weather' }).getByText('success', { exact: true }).waitFor();
-  await page.getByText(/Lisbon.*21\.5/).waitFor();
+  // The final answer's words (the tool result's JSON also holds "Lisbon" and 21.5, and shows
+  // before the last model request has ended).
+  await page.getByText(/In Lisbon it is 21\.5/).waitFor();
   assert.equal(weather.requests.at(-1).query.q, 'Lisbon');
 
   await page.getByRole('link', { name: 'Inspect' }).click();
   await page.getByRole('tab', { name: /Requests/ }).click();
   const rows = page.getByRole('row').filter({ hasText: 'demo' });
-  await rows.first().waitFor();
+  // The tab follows the thread live: the last request's row comes with the turn's end.
+  await rows.nth(3).waitFor();
   assert.ok((await rows.count()) >= 4, 'every model request of the two answers is marked demo');
 }, () => page);
