@@ -94,29 +94,53 @@ pub(crate) async fn read_body_within(
         .ok()
         .flatten()
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
-    }
     if req.inner().body().is_none() {
         return Ok(Vec::new());
     }
+    let unreadable = |_| ApiError::new(400, "bad_body", "could not read the request body");
+    let mut stream = req.stream().map_err(unreadable)?;
+    if declared.is_some_and(|n| n > max) {
+        // Refused by its header, read to its end first (when not huge): answered mid-upload,
+        // many clients report a reset instead of the 413.
+        if declared.is_some_and(|n| n <= DRAIN_MAX) {
+            drain(&mut stream, DRAIN_MAX).await;
+        }
+        return Err(too_large());
+    }
     // Counted while it arrives: a body without Content-Length (chunked) is refused at the
     // first chunk past the limit, never buffered whole.
-    let unreadable = |_| ApiError::new(400, "bad_body", "could not read the request body");
-    let stream = req.stream().map_err(unreadable)?;
-    match collect_at_most(stream, max, declared.unwrap_or(0))
+    match collect_at_most(&mut stream, max, declared.unwrap_or(0))
         .await
         .map_err(unreadable)?
     {
         (bytes, true) => Ok(bytes),
-        (_, false) => Err(too_large()),
+        (bytes, false) => {
+            drain(&mut stream, DRAIN_MAX.saturating_sub(bytes.len())).await;
+            Err(too_large())
+        }
+    }
+}
+
+/// The most of a refused body that is read and dropped before the 413 goes out, so that a
+/// client still sending it reads the answer; past it the rest is left unread.
+const DRAIN_MAX: usize = 4 * 1024 * 1024;
+
+/// Reads and drops at most `limit` more bytes of `stream` (errors end it quietly: the body
+/// is refused anyway).
+async fn drain(stream: &mut worker::ByteStream, limit: usize) {
+    let mut left = limit;
+    while let Some(Ok(chunk)) = stream.next().await {
+        match left.checked_sub(chunk.len()) {
+            Some(rest) => left = rest,
+            None => return,
+        }
     }
 }
 
 /// Collects a body stream, at most `max` bytes of it: the bytes, and whether that was all of
 /// it. Stops at the first chunk past the limit, so a body far over it is never held whole.
 async fn collect_at_most(
-    mut stream: worker::ByteStream,
+    stream: &mut worker::ByteStream,
     max: usize,
     capacity: usize,
 ) -> worker::Result<(Vec<u8>, bool)> {
@@ -140,7 +164,7 @@ pub(crate) async fn read_at_most(
     max: usize,
 ) -> worker::Result<(Vec<u8>, bool)> {
     match resp.body() {
-        worker::ResponseBody::Stream(_) => collect_at_most(resp.stream()?, max, 0).await,
+        worker::ResponseBody::Stream(_) => collect_at_most(&mut resp.stream()?, max, 0).await,
         worker::ResponseBody::Body(bytes) => {
             Ok((bytes[..bytes.len().min(max)].to_vec(), bytes.len() <= max))
         }
