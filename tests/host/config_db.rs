@@ -113,6 +113,16 @@ fn config(system: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// What the API checks writes against: the one registered tool these tests name, no
+/// registered output types, and `models`.
+fn rules(models: &ModelPolicy) -> admin::WriteRules<'_> {
+    admin::WriteRules {
+        tools: &["get_current_time"],
+        schemas: &[],
+        models,
+    }
+}
+
 /// How many round trips `f` cost.
 fn trips<T>(db: &FakeD1, f: impl FnOnce() -> T) -> (T, u32) {
     let before = db.batches.get();
@@ -124,13 +134,8 @@ fn trips<T>(db: &FakeD1, f: impl FnOnce() -> T) -> (T, u32) {
 fn a_turn_pays_no_round_trip_while_fresh_a_version_check_after_and_a_load_when_it_moved() {
     agents::forget_cached();
     let db = FakeD1::new();
-    let tools = ["get_current_time"];
     let policy = ModelPolicy::default();
-    let rules = admin::WriteRules {
-        tools: &tools,
-        schemas: &[],
-        models: &policy,
-    };
+    let rules = rules(&policy);
     let (stored, _) = trips(&db, || {
         block_on(admin::put_config(&db, &config("Be brief."), rules, T0))
     });
@@ -257,13 +262,8 @@ fn a_response_format_is_stored_and_a_type_name_must_be_registered() {
 fn the_api_answers_and_refuses_over_the_database() {
     agents::forget_cached();
     let db = FakeD1::new();
-    let tools = ["get_current_time"];
     let policy = ModelPolicy::default();
-    let rules = admin::WriteRules {
-        tools: &tools,
-        schemas: &[],
-        models: &policy,
-    };
+    let rules = rules(&policy);
     block_on(admin::put_config(&db, &config("Hi."), rules, T0)).unwrap();
 
     let (status, list) = block_on(admin::list(&db, Kind::Agent)).unwrap();
@@ -378,13 +378,8 @@ fn a_model_naming_a_secret_the_operator_does_not_allow_is_refused_and_not_writte
 #[test]
 fn a_model_timeout_past_an_hour_is_refused() {
     let db = FakeD1::new();
-    let tools = ["get_current_time"];
     let policy = ModelPolicy::default();
-    let rules = admin::WriteRules {
-        tools: &tools,
-        schemas: &[],
-        models: &policy,
-    };
+    let rules = rules(&policy);
     // 2^31 ms would wrap in a JavaScript timer and fire at once.
     for (field, ms) in [
         ("first_chunk_timeout_ms", 2_147_483_648u64),
@@ -502,5 +497,67 @@ fn tools_are_recommended_for_a_task_from_the_registry_or_a_prompt() {
     assert_eq!(
         (missing.status, missing.message.as_str()),
         (404, "prompt \"ghost\" does not exist")
+    );
+}
+
+/// Sub-prompts that call prompts: one load brings every prompt reachable through `tools` to
+/// the deepest sub-prompt and one level beyond (a call past the limit is refused by name),
+/// with its model chain, and no deeper; the side's prompt calls only those its own tools name.
+#[test]
+fn a_load_brings_the_prompts_sub_prompts_may_call_down_to_the_deepest_level() {
+    use edgent::config::Delegate;
+    use edgent::values::limits::MAX_SUB_PROMPT_DEPTH;
+    agents::forget_cached();
+    let db = FakeD1::new();
+    let policy = ModelPolicy::default();
+    let rules = rules(&policy);
+    let prompt = |name: &str, tools: &[&str]| json!({ "name": name, "model": "m", "system": name, "tools": tools });
+    let config = json!({
+        "models": [{ "name": "m", "provider": "openai", "model": "gpt", "base_url": "https://api.openai.com/v1" }],
+        "prompts": [
+            prompt("top", &["level1", "get_current_time"]),
+            prompt("level1", &["level2"]),
+            prompt("level2", &["level3", "top"]),
+            prompt("level3", &["level4"]),
+            prompt("level4", &["level5"]),
+            prompt("level5", &[]),
+            prompt("unrelated", &[]),
+        ],
+        "agents": [{ "id": "desk", "side_a": { "prompt": "top" } }]
+    })
+    .to_string();
+    let stored = block_on(admin::put_config(&db, config.as_bytes(), rules, T0));
+    assert_eq!(stored.unwrap().0, 200);
+    let (loaded, n) = trips(&db, || {
+        block_on(agents::load_agent(&db, "desk", Side::A, T0))
+            .unwrap()
+            .unwrap()
+    });
+    assert_eq!(n, 1, "one round trip, however deep");
+    assert_eq!(MAX_SUB_PROMPT_DEPTH, 3);
+    let names: Vec<(&str, usize)> = loaded
+        .delegates
+        .iter()
+        .map(|(d, models)| match d {
+            Delegate::Prompt(p) => (p.name.as_str(), models.len()),
+            Delegate::Agent(a) => (a.id.as_str(), models.len()),
+        })
+        .collect();
+    // Level by level; `top` (named by level2) runs as a sub-prompt too; level4 is the level
+    // past the limit; level5 is not loaded.
+    assert_eq!(
+        names,
+        [
+            ("level1", 1),
+            ("level2", 1),
+            ("level3", 1),
+            ("top", 1),
+            ("level4", 1)
+        ]
+    );
+    assert!(loaded.delegate("level1").is_some());
+    assert!(
+        loaded.delegate("level2").is_none(),
+        "the side's prompt does not list it"
     );
 }

@@ -10,7 +10,10 @@ use std::rc::Rc;
 
 use edgent::config::PromptConfig;
 use edgent::engine::store::{Store, StoredToolCall};
-use edgent::engine::thread::{Action, InjectMessage, SubStep, Thread, SUB_PROMPT_MAX_STEPS};
+use edgent::engine::thread::{
+    Action, InjectMessage, SubCallRun, SubPromptSpec, SubStep, SubToolCall, Thread,
+    SUB_PROMPT_MAX_STEPS,
+};
 use edgent::llm::stream::{Completion, FinishReason, ProviderError, StreamEvent};
 use edgent::tool::{CallToolResult, FlowState, Registry, Tool};
 use edgent::values::message::{Message, Role};
@@ -26,6 +29,23 @@ fn prompt(tools: &[&str], include_chat: bool) -> PromptConfig {
         "tools": tools, "include_chat": include_chat,
     }))
     .unwrap()
+}
+
+/// A prompt to run as a sub-prompt that names no other prompt.
+fn spec(prompt: &PromptConfig, has_model: bool) -> SubPromptSpec<'_> {
+    SubPromptSpec {
+        prompt,
+        has_model,
+        history_budget: 10_000,
+        is_prompt: &|_| false,
+    }
+}
+
+fn refusal(call: &SubToolCall) -> String {
+    match &call.run {
+        SubCallRun::Refused(r) => r.to_model_text(),
+        other => panic!("refused, not {other:?}"),
+    }
 }
 
 fn registry(runs: &Rc<Cell<u32>>) -> Registry {
@@ -124,7 +144,7 @@ fn a_reply_without_tool_calls_is_the_answer_stored_at_depth_1() {
     let tools = registry(&runs);
     let mut t = Thread::open_migrated(&db);
     let (mut sub, step) = t
-        .start_sub_prompt(T0, &call, &prompt(&[], true), true, 10_000)
+        .start_sub_prompt(T0, &call, spec(&prompt(&[], true), true))
         .unwrap();
     let SubStep::CallModel { history } = step else {
         panic!("the model is asked first");
@@ -159,25 +179,25 @@ fn listed_tools_run_and_others_are_refused_with_a_reason() {
     let tools = registry(&runs);
     let mut t = Thread::open_migrated(&db);
     let p = prompt(&["count_words", "refund"], false);
-    let (mut sub, _) = t.start_sub_prompt(T0, &call, &p, true, 10_000).unwrap();
+    let (mut sub, _) = t.start_sub_prompt(T0, &call, spec(&p, true)).unwrap();
     let reply = calling(&[("c1", "count_words"), ("c2", "refund"), ("c3", "launch")]);
     let SubStep::RunTools(calls) = sub.handle_reply(&mut t, T0, Ok(reply), &tools).unwrap() else {
         panic!("the reply's calls run next");
     };
     assert_eq!(calls.len(), 3);
-    assert!(calls[0].refused.is_none());
-    let approval = calls[1].refused.clone().unwrap().to_model_text();
+    assert!(matches!(calls[0].run, SubCallRun::Tool));
+    let approval = refusal(&calls[1]);
     assert!(approval.contains("needs a person's approval"), "{approval}");
-    let unknown = calls[2].refused.clone().unwrap().to_model_text();
+    let unknown = refusal(&calls[2]);
     assert!(
         unknown.contains("unknown tool \"launch\"") && unknown.contains("count_words, refund"),
         "{unknown}"
     );
     for c in &calls {
-        let result = c
-            .refused
-            .clone()
-            .unwrap_or_else(|| CallToolResult::text("3 words"));
+        let result = match &c.run {
+            SubCallRun::Refused(r) => r.clone(),
+            _ => CallToolResult::text("3 words"),
+        };
         sub.handle_tool_result(&mut t, T0, &c.call, result).unwrap();
     }
     let SubStep::CallModel { history } = sub.next(&t).unwrap() else {
@@ -211,7 +231,7 @@ fn a_sub_prompt_reply_with_repeated_or_odd_ids_keeps_every_result() {
     let tools = registry(&runs);
     let mut t = Thread::open_migrated(&db);
     let p = prompt(&["count_words"], false);
-    let (mut sub, _) = t.start_sub_prompt(T0, &call, &p, true, 10_000).unwrap();
+    let (mut sub, _) = t.start_sub_prompt(T0, &call, spec(&p, true)).unwrap();
     let reply = calling(&[
         ("dup", "count_words"),
         ("dup", "count_words"),
@@ -248,7 +268,7 @@ fn a_rerun_after_a_restart_returns_the_stored_answer_without_the_model() {
     {
         let mut t = Thread::open_migrated(&db);
         let (mut sub, _) = t
-            .start_sub_prompt(T0, &call, &prompt(&[], false), true, 10_000)
+            .start_sub_prompt(T0, &call, spec(&prompt(&[], false), true))
             .unwrap();
         done(
             sub.handle_reply(&mut t, T0, Ok(text("Stored.")), &tools)
@@ -258,7 +278,7 @@ fn a_rerun_after_a_restart_returns_the_stored_answer_without_the_model() {
     // The Worker died before the call's result was stored; the call runs again.
     let mut t = Thread::open_migrated(&db);
     let (_, step) = t
-        .start_sub_prompt(T0 + 5, &call, &prompt(&[], false), true, 10_000)
+        .start_sub_prompt(T0 + 5, &call, spec(&prompt(&[], false), true))
         .unwrap();
     assert_eq!(done(step), CallToolResult::text("Stored."));
     assert_eq!(depth_1(&db).len(), 2, "nothing stored twice");
@@ -272,7 +292,7 @@ fn bad_input_a_missing_model_a_failed_chain_and_a_stop_end_it_with_an_error() {
     let tools = registry(&Rc::new(Cell::new(0)));
     let mut t = Thread::open_migrated(&db);
     let (_, step) = t
-        .start_sub_prompt(T0, &call, &prompt(&[], false), true, 10_000)
+        .start_sub_prompt(T0, &call, spec(&prompt(&[], false), true))
         .unwrap();
     assert!(done(step).to_model_text().contains("invalid arguments"));
 
@@ -280,12 +300,12 @@ fn bad_input_a_missing_model_a_failed_chain_and_a_stop_end_it_with_an_error() {
     let call = delegated(&db, r#"{"input":"x"}"#);
     let mut t = Thread::open_migrated(&db);
     let (_, step) = t
-        .start_sub_prompt(T0, &call, &prompt(&[], false), false, 10_000)
+        .start_sub_prompt(T0, &call, spec(&prompt(&[], false), false))
         .unwrap();
     assert!(done(step).to_model_text().contains("missing from D1"));
 
     let (mut sub, _) = t
-        .start_sub_prompt(T0, &call, &prompt(&[], false), true, 10_000)
+        .start_sub_prompt(T0, &call, spec(&prompt(&[], false), true))
         .unwrap();
     let failed = done(
         sub.handle_reply(&mut t, T0, Err(ProviderError::Truncated), &tools)
@@ -311,7 +331,7 @@ fn a_sub_prompt_that_never_answers_stops_after_its_steps() {
     let tools = registry(&runs);
     let mut t = Thread::open_migrated(&db);
     let (mut sub, mut step) = t
-        .start_sub_prompt(T0, &call, &prompt(&["count_words"], false), true, 10_000)
+        .start_sub_prompt(T0, &call, spec(&prompt(&["count_words"], false), true))
         .unwrap();
     let mut model_calls = 0;
     loop {
@@ -347,7 +367,7 @@ fn hooks_see_sub_prompt_messages_at_depth_1() {
     let mut t = Thread::open_migrated(&db);
     t.set_hook_config("support", ["redact_emails"]).unwrap();
     let (mut sub, _) = t
-        .start_sub_prompt(T0, &call, &prompt(&[], false), true, 10_000)
+        .start_sub_prompt(T0, &call, spec(&prompt(&[], false), true))
         .unwrap();
     done(
         sub.handle_reply(&mut t, T0, Ok(text("ok")), &tools)
@@ -371,7 +391,7 @@ fn a_message_a_tool_injects_inside_a_sub_prompt_reaches_that_sub_prompts_model()
     let tools = registry(&runs);
     let mut t = Thread::open_migrated(&db);
     let p = prompt(&["count_words"], false);
-    let (mut sub, _) = t.start_sub_prompt(T0, &call, &p, true, 10_000).unwrap();
+    let (mut sub, _) = t.start_sub_prompt(T0, &call, spec(&p, true)).unwrap();
     let reply = calling(&[("c1", "count_words")]);
     let SubStep::RunTools(calls) = sub.handle_reply(&mut t, T0, Ok(reply), &tools).unwrap() else {
         panic!("the reply's calls run next");

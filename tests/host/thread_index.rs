@@ -256,6 +256,7 @@ fn a_created_thread_gets_its_row_with_tags_and_parent() {
         CreateThread::parse(br#"{"agent_id":"support","tags":["vip","eu","vip"]}"#).unwrap();
     let parent = ParentLink {
         thread_id: PARENT,
+        root_thread_id: PARENT,
         nesting: 1,
     };
     host.run(rt.create(id, &create, Some(parent), None))

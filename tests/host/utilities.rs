@@ -556,6 +556,28 @@ fn a_flow_knows_its_execution_its_root_and_what_the_model_sees() {
         "call-1"
     );
     assert_eq!(sub.parent_message_id.as_deref(), Some("msg-3"));
+    assert_eq!(
+        (flow.root_thread_id.as_str(), sub.root_thread_id.as_str()),
+        (flow.thread_id.as_str(), flow.thread_id.as_str()),
+        "a thread a client created is its own root"
+    );
+    // A child thread (an agent called as a tool) knows the thread at the top of its chain.
+    let parent = edgent::engine::thread::ParentLink {
+        thread_id: "the-parent",
+        root_thread_id: "the-root",
+        nesting: 2,
+    };
+    host.thread().link(Some(parent), None).unwrap();
+    let child = host.flow("call-11");
+    assert_eq!(child.root_thread_id, "the-root");
+    let summary = host.thread().summary().unwrap();
+    assert_eq!(
+        (
+            summary.parent_thread_id.as_deref(),
+            summary.root_thread_id.as_deref()
+        ),
+        (Some("the-parent"), Some("the-root"))
+    );
 
     // The model's view: the newest messages within the budget, paired, oldest first.
     for i in 0..6 {

@@ -273,9 +273,13 @@ impl ThreadObject {
         let nesting = query_param(req, "nesting")
             .and_then(|n| n.parse::<u32>().ok())
             .unwrap_or(1);
-        let link = parent
-            .as_deref()
-            .map(|thread_id| ParentLink { thread_id, nesting });
+        // A parent that sends no root (an older build mid-deploy) is its chain's root.
+        let root = query_param(req, "root");
+        let link = parent.as_deref().map(|thread_id| ParentLink {
+            thread_id,
+            root_thread_id: root.as_deref().unwrap_or(thread_id),
+            nesting,
+        });
         let summary = self
             .runtime()?
             .create(&thread_id, &create, link, origin.as_deref())

@@ -20,6 +20,7 @@ const T0: i64 = 1_700_000_000_000;
 
 mod budgets;
 mod calls;
+mod nested_prompts;
 mod replies;
 mod structured;
 mod tool_selection;
@@ -574,6 +575,7 @@ fn an_agent_tool_past_the_nesting_limit_is_an_error_result_and_starts_no_child()
         .into_rc();
     let parent = ParentLink {
         thread_id: "the-parent",
+        root_thread_id: "the-root",
         nesting: MAX_THREAD_NESTING,
     };
     h.thread().link(Some(parent), None).unwrap();

@@ -477,7 +477,10 @@ pub struct AgentConfig {
     pub prompt: PromptConfig,
     /// The prompt's model, then its fallbacks in order (missing fallbacks are skipped).
     pub models: Vec<ModelConfig>,
-    /// Prompts and agents named in the prompt's tools, with their model chains (prompts).
+    /// Prompts and agents named in the prompt's tools, then the prompts those prompts name,
+    /// to [`crate::values::limits::MAX_SUB_PROMPT_DEPTH`] (what sub-prompts may call), with
+    /// their model chains (prompts). Only those the prompt's own tools name are its to call:
+    /// see [`AgentConfig::delegate`].
     pub delegates: Vec<(Delegate, Vec<ModelConfig>)>,
     /// The prompt's `compaction_prompt`, with its model chain.
     pub compaction: Option<(PromptConfig, Vec<ModelConfig>)>,
@@ -512,8 +515,12 @@ impl AgentConfig {
         self.models.first()
     }
 
-    /// The prompt or agent a tool name refers to, if it is not a registered tool.
+    /// The prompt or agent a tool name of this prompt refers to, if it is not a registered
+    /// tool (`None` for a name the prompt does not list).
     pub fn delegate(&self, name: &str) -> Option<&(Delegate, Vec<ModelConfig>)> {
+        if !self.prompt.tools.iter().any(|t| t == name) {
+            return None;
+        }
         self.delegates.iter().find(|(d, _)| d.name() == name)
     }
 

@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use super::{rows, AgentConfig, Delegate, ModelConfig, PromptConfig};
+use crate::values::limits::MAX_SUB_PROMPT_DEPTH;
 use crate::values::{Invalid, Side};
 
 /// Why a side of an agent cannot run.
@@ -97,14 +98,23 @@ pub fn statements(side: Side) -> [String; 4] {
     let tools =
         format!("SELECT value FROM json_each((SELECT tools FROM prompts WHERE name = ({prompt})))");
     let compaction = format!("SELECT compaction_prompt FROM prompts WHERE name = ({prompt})");
-    let models = format!(
-        "SELECT model FROM prompts WHERE name = ({prompt}) OR name IN ({tools}) OR name = ({compaction})"
+    // The side's prompt and every prompt reachable through `tools`, to the deepest
+    // sub-prompt and one level beyond, so a call past the limit is known as a prompt's
+    // (names that are not prompts join nothing and end their branch).
+    let reachable = format!(
+        "WITH RECURSIVE reach(name, level) AS (
+             SELECT ({prompt}), 0
+             UNION
+             SELECT t.value, r.level + 1 FROM reach r JOIN prompts p ON p.name = r.name,
+                    json_each(p.tools) t
+             WHERE r.level <= {MAX_SUB_PROMPT_DEPTH}
+         ) SELECT name FROM reach"
     );
+    let models =
+        format!("SELECT model FROM prompts WHERE name IN ({reachable}) OR name = ({compaction})");
     [
         "SELECT * FROM agents WHERE id = ?1".into(),
-        format!(
-            "SELECT * FROM prompts WHERE name = ({prompt}) OR name IN ({tools}) OR name = ({compaction})"
-        ),
+        format!("SELECT * FROM prompts WHERE name IN ({reachable}) OR name = ({compaction})"),
         format!("SELECT * FROM agents WHERE expose_as_tool = 1 AND id IN ({tools})"),
         format!(
             "SELECT * FROM models WHERE name IN ({models})
@@ -157,10 +167,10 @@ pub fn resolve(agent_id: &str, side: Side, rows: AgentRows) -> Result<AgentConfi
             model: prompt.model.clone(),
         });
     }
-    let mut delegates = Vec::new();
-    for p in prompts.iter().filter(|p| prompt.tools.contains(&p.name)) {
-        delegates.push((Delegate::Prompt(p.clone()), chain(&models, &p.model)));
-    }
+    let mut delegates: Vec<(Delegate, Vec<ModelConfig>)> = reachable(&prompts, &prompt)
+        .into_iter()
+        .map(|p| (Delegate::Prompt(p.clone()), chain(&models, &p.model)))
+        .collect();
     for a in rows.sub_agents {
         let agent = rows::agent(a).map_err(ConfigError::BadRow)?;
         delegates.push((Delegate::Agent(agent), Vec::new()));
@@ -186,6 +196,27 @@ pub fn resolve(agent_id: &str, side: Side, rows: AgentRows) -> Result<AgentConfi
         delegates,
         compaction,
     })
+}
+
+/// The prompts `top`'s tools name, then the prompts those name, level by level to
+/// [`MAX_SUB_PROMPT_DEPTH`] and one beyond, each once: every prompt a sub-prompt of `top` may
+/// run, and those it would call past the limit (refused, by name).
+fn reachable<'p>(prompts: &'p [PromptConfig], top: &PromptConfig) -> Vec<&'p PromptConfig> {
+    let mut found: Vec<&PromptConfig> = Vec::new();
+    let mut level: Vec<&PromptConfig> = vec![top];
+    for _ in 0..=MAX_SUB_PROMPT_DEPTH {
+        let mut next = Vec::new();
+        for caller in level {
+            for p in prompts.iter().filter(|p| caller.tools.contains(&p.name)) {
+                if !found.iter().any(|f| f.name == p.name) {
+                    found.push(p);
+                    next.push(p);
+                }
+            }
+        }
+        level = next;
+    }
+    found
 }
 
 /// The model `name` and its direct fallbacks, in order, each once; fallbacks of fallbacks

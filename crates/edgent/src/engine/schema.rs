@@ -390,6 +390,9 @@ pub const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE tool_calls ADD COLUMN version INTEGER",
         "UPDATE tool_calls SET version = 1 WHERE first_started_at IS NOT NULL",
     ],
+    // v17: a child thread's root, the thread a client created at the top of its chain of
+    // agent tools (NULL for a thread a client created, and for children made before v17).
+    &["ALTER TABLE thread ADD COLUMN root_thread_id TEXT"],
 ];
 
 /// The MCP servers of the thread's prompts: their sessions and tool lists

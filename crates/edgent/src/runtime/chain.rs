@@ -80,9 +80,9 @@ pub(super) struct CollectSink<'t, 'a> {
     pub(super) thread: &'t Thread<'a>,
     pub(super) completion: Completion,
     pub(super) models: &'t [ModelConfig],
-    /// The call a sub-prompt answers (its attempts are logged at depth 1 under it); `None`
-    /// for a summary, logged with the turn's.
-    pub(super) sub_prompt_of: Option<&'t str>,
+    /// The call a sub-prompt answers and the sub-prompt's depth (its attempts are logged at
+    /// that depth under the call); `None` for a summary, logged with the turn's.
+    pub(super) sub_prompt_of: Option<(&'t str, u32)>,
 }
 
 impl ChainSink for CollectSink<'_, '_> {
@@ -100,8 +100,8 @@ impl ChainSink for CollectSink<'_, '_> {
         _ok: bool,
         _retry: Option<(&ProviderError, &str)>,
     ) {
-        if let Some(call) = self.sub_prompt_of {
-            log.depth = 1;
+        if let Some((call, depth)) = self.sub_prompt_of {
+            log.depth = depth;
             log.message_id = Some(call.to_owned());
         }
         log.add_usage(&self.completion, self.models);

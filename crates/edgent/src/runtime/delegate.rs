@@ -1,5 +1,5 @@
-//! Prompts and agents called as tools: a prompt runs as a sub-prompt at depth 1 in this
-//! thread; a dual-AI agent runs to its end in a child thread (its own Durable Object); an
+//! Prompts and agents called as tools: a prompt runs as a sub-prompt in this thread, one level
+//! deeper than its caller; a dual-AI agent runs to its end in a child thread (its own Durable Object); an
 //! AI-human agent takes this thread over.
 
 use std::rc::Rc;
@@ -10,13 +10,15 @@ use serde_json::{json, Value};
 use super::chain::{run_checked_chain, CollectSink, RequestParts};
 use super::ThreadRuntime;
 use crate::api::ops::OP_PREFIX;
-use crate::config::{AgentConfig, AgentDef, AgentKind, ModelConfig, PromptConfig};
+use crate::config::{AgentConfig, AgentDef, AgentKind, Delegate, ModelConfig, PromptConfig};
 use crate::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
-use crate::engine::thread::{SubStep, Thread, ThreadError, TurnRules};
+use crate::engine::thread::{
+    SubCallRun, SubPrompt, SubPromptSpec, SubStep, Thread, ThreadError, TurnRules,
+};
 use crate::llm::stream::Completion;
 use crate::tool::nested::run_nested;
 use crate::tool::offer::offer;
-use crate::tool::{CallToolResult, FlowState};
+use crate::tool::{BoxFuture, CallToolResult, FlowState};
 use crate::values::ids::new_id;
 use crate::values::limits::MAX_THREAD_NESTING;
 
@@ -85,6 +87,11 @@ struct DelegateInput {
     input: String,
 }
 
+/// A sub-prompt message that could not be stored: the call's error result.
+fn stored_failure(e: ThreadError) -> CallToolResult {
+    CallToolResult::error(format!("could not store a sub-prompt message: {e}"))
+}
+
 fn parse_input(arguments: &str) -> Result<String, CallToolResult> {
     serde_json::from_str::<DelegateInput>(arguments)
         .map(|a| a.input)
@@ -95,10 +102,49 @@ fn parse_input(arguments: &str) -> Result<String, CallToolResult> {
         })
 }
 
+/// One sub-prompt as the driver runs it: its prompt and model chain, and where it sits.
+struct SubPromptRun<'s> {
+    prompt: &'s PromptConfig,
+    models: &'s [ModelConfig],
+    /// The flow of the call it answers (its tools' flows are one level below).
+    flow: FlowState,
+    /// That call's execution-history key: its tools' runs are logged under it.
+    key: String,
+}
+
+/// The prompts among the thread's configured delegates (the side's prompt's, and theirs).
+fn configured_prompt<'c>(
+    parent: &'c AgentConfig,
+    name: &str,
+) -> Option<(&'c PromptConfig, &'c [ModelConfig])> {
+    parent.delegates.iter().find_map(|(d, models)| match d {
+        Delegate::Prompt(p) if p.name == name => Some((p, models.as_slice())),
+        _ => None,
+    })
+}
+
+/// What the engine needs to know of a prompt to run it as a sub-prompt.
+fn spec<'a>(
+    prompt: &'a PromptConfig,
+    models: &[ModelConfig],
+    is_prompt: &'a dyn Fn(&str) -> bool,
+) -> SubPromptSpec<'a> {
+    SubPromptSpec {
+        prompt,
+        has_model: !models.is_empty(),
+        history_budget: models
+            .first()
+            .and_then(|m| m.max_history_tokens)
+            .unwrap_or(crate::config::DEFAULT_MAX_HISTORY_TOKENS),
+        is_prompt,
+    }
+}
+
 impl ThreadRuntime {
-    /// Runs `prompt` as a sub-prompt answering `call`: the engine's [`SubPrompt`] says each
-    /// step (call the model, run tools, done) and stores every message at depth 1; this only
-    /// calls the model chain and the tools.
+    /// Runs `prompt` as a sub-prompt answering the top-level `call`: the engine's
+    /// [`SubPrompt`] says each step (call the model, run tools or prompts one level deeper,
+    /// done) and stores every message at its depth; this only calls the model chain, the
+    /// tools and the nested sub-prompts.
     pub(super) async fn run_sub_prompt(
         &self,
         parent: &Rc<AgentConfig>,
@@ -107,45 +153,77 @@ impl ThreadRuntime {
         prompt: &PromptConfig,
         models: &[ModelConfig],
     ) -> CallToolResult {
-        let storage = |e: ThreadError| {
-            CallToolResult::error(format!("could not store a sub-prompt message: {e}"))
-        };
-        let config = Rc::new(AgentConfig {
-            agent: parent.agent.clone(),
-            side: parent.side,
-            prompt: prompt.clone(),
-            models: models.to_vec(),
-            delegates: Vec::new(),
-            // A sub-prompt's history is its own call's, within its budget: nothing to compact.
-            compaction: None,
-        });
+        let is_prompt = |name: &str| configured_prompt(parent, name).is_some();
         let mut thread = Thread::open_migrated(self.platform.sql());
-        let budget = models
-            .first()
-            .and_then(|m| m.max_history_tokens)
-            .unwrap_or(crate::config::DEFAULT_MAX_HISTORY_TOKENS);
-        let started = thread.start_sub_prompt(self.now(), call, prompt, !models.is_empty(), budget);
-        let (mut sub, mut step) = match started {
+        let started = thread.start_sub_prompt(self.now(), call, spec(prompt, models, &is_prompt));
+        drop(thread);
+        let (sub, step) = match started {
             Ok(s) => s,
-            Err(e) => return storage(e),
+            Err(e) => return stored_failure(e),
         };
-        let output = match self.output_format(prompt) {
-            Ok(output) => output,
-            Err(why) => {
-                return CallToolResult::error(format!("prompt {:?} cannot run: {why}", prompt.name))
-            }
+        let run = SubPromptRun {
+            prompt,
+            models,
+            flow: FlowState::top_level(self.tool_host.clone(), summary, parent, &call.call.id),
+            key: call.call.id.clone(),
         };
-        let system = thread.system_text(prompt);
-        loop {
-            let next =
-                match step {
+        self.drive_sub_prompt(parent, run, sub, step).await
+    }
+
+    /// Performs a sub-prompt's steps until it is done; a call of a prompt runs the nested
+    /// sub-prompt the same way, one level deeper.
+    fn drive_sub_prompt<'s>(
+        &'s self,
+        parent: &'s Rc<AgentConfig>,
+        run: SubPromptRun<'s>,
+        mut sub: SubPrompt,
+        mut step: SubStep,
+    ) -> BoxFuture<'s, CallToolResult> {
+        Box::pin(async move {
+            let SubPromptRun {
+                prompt,
+                models,
+                flow,
+                key,
+            } = run;
+            let callable = sub.callable_prompts();
+            let config = Rc::new(AgentConfig {
+                agent: parent.agent.clone(),
+                side: parent.side,
+                prompt: prompt.clone(),
+                models: models.to_vec(),
+                // The prompts it may call, while the depth allows (`delegate` checks `tools`).
+                delegates: parent
+                    .delegates
+                    .iter()
+                    .filter(|(d, _)| matches!(d, Delegate::Prompt(p) if callable.contains(&p.name)))
+                    .cloned()
+                    .collect(),
+                // A sub-prompt's history is its own call's, within its budget: nothing to
+                // compact.
+                compaction: None,
+            });
+            let is_prompt = |name: &str| configured_prompt(parent, name).is_some();
+            let output = match self.output_format(prompt) {
+                Ok(output) => output,
+                Err(why) => {
+                    return CallToolResult::error(format!(
+                        "prompt {:?} cannot run: {why}",
+                        prompt.name
+                    ))
+                }
+            };
+            let mut thread = Thread::open_migrated(self.platform.sql());
+            let system = thread.system_text(prompt);
+            loop {
+                let next = match step {
                     SubStep::Done(result) => {
                         self.flush(&mut thread);
                         return result;
                     }
                     SubStep::CallModel { history } => {
-                        // The thread's budget holds inside a sub-prompt too: a spent thread asks
-                        // no model, here or at the top level (which then stops the thread).
+                        // The thread's budget holds inside a sub-prompt too: a spent thread
+                        // asks no model, here or at the top level (which then stops it).
                         let spent = thread.summary().ok().and_then(|t| {
                             TurnRules::from_config(parent).over_budget(t.tokens_used, t.cost_usd)
                         });
@@ -156,8 +234,8 @@ impl ThreadRuntime {
                             ));
                         }
                         // Chosen again at each step: the sub-prompt's latest messages change.
-                        // A sub-prompt runs its registered tools only: MCP servers' tools are
-                        // the top-level prompt's (docs/mcp.md), so none is offered here.
+                        // A sub-prompt runs its registered tools and prompts only: MCP
+                        // servers' tools are the top-level prompt's (docs/mcp.md).
                         let offer = offer(self.platform.registry(), &config, &history, Vec::new());
                         let parts = RequestParts {
                             system: &system,
@@ -171,7 +249,7 @@ impl ThreadRuntime {
                             thread: &thread,
                             completion: Completion::default(),
                             models,
-                            sub_prompt_of: Some(&call.call.id),
+                            sub_prompt_of: Some((sub.call_id(), sub.depth())),
                         };
                         // The answer's value is not kept: the call's result is its JSON text.
                         let outcome =
@@ -182,30 +260,57 @@ impl ThreadRuntime {
                     SubStep::RunTools(calls) => {
                         let mut stored = Ok(());
                         for c in calls {
-                            let registry = self.platform.registry();
-                            let result =
-                                match (c.refused, registry.get(&c.call.name)) {
-                                    (Some(refusal), _) => refusal,
-                                    (None, Some(tool)) => {
-                                        // Under the flow of the call that runs this sub-prompt: its
-                                        // root, its flow id, one level deeper.
-                                        let flow = FlowState::top_level(
-                                            self.tool_host.clone(),
-                                            summary,
-                                            parent,
-                                            &call.call.id,
+                            // Under the flow of the call that runs this sub-prompt: its root,
+                            // its flow id, one level deeper.
+                            let call_flow = || flow.sub_flow(&c.call.id, &c.message_id, &config);
+                            let call_key = format!("{key}/{}", c.call.id);
+                            let result = match &c.run {
+                                SubCallRun::Refused(refusal) => refusal.clone(),
+                                SubCallRun::Tool => {
+                                    match self.platform.registry().get(&c.call.name) {
+                                        // Under the tool's own limits and timeout, logged under
+                                        // the call that runs this sub-prompt.
+                                        Some(tool) => run_nested(
+                                            call_flow(),
+                                            tool,
+                                            &c.call.name,
+                                            &c.call.arguments,
+                                            &call_key,
+                                            None,
                                         )
-                                        .sub_flow(&c.call.id, &c.message_id, &config);
-                                        // Under the tool's own limits and timeout, logged under the
-                                        // call that runs this sub-prompt.
-                                        let key = format!("{}/{}", call.call.id, c.call.id);
-                                        let name = &c.call.name;
-                                        run_nested(flow, tool, name, &c.call.arguments, &key, None)
-                                            .await
-                                            .unwrap_or_else(|e| CallToolResult::error(e.text()))
+                                        .await
+                                        .unwrap_or_else(|e| CallToolResult::error(e.text())),
+                                        None => CallToolResult::error("the tool is gone"),
                                     }
-                                    (None, None) => CallToolResult::error("the tool is gone"),
-                                };
+                                }
+                                SubCallRun::Prompt => {
+                                    match configured_prompt(parent, &c.call.name) {
+                                        Some((nested, nested_models)) => {
+                                            let spec = spec(nested, nested_models, &is_prompt);
+                                            match sub.start_nested(
+                                                &mut thread,
+                                                self.now(),
+                                                &c,
+                                                spec,
+                                            ) {
+                                                Ok((inner, first)) => {
+                                                    self.flush(&mut thread);
+                                                    let run = SubPromptRun {
+                                                        prompt: nested,
+                                                        models: nested_models,
+                                                        flow: call_flow(),
+                                                        key: call_key,
+                                                    };
+                                                    self.drive_sub_prompt(parent, run, inner, first)
+                                                        .await
+                                                }
+                                                Err(e) => stored_failure(e),
+                                            }
+                                        }
+                                        None => CallToolResult::error("the prompt is gone"),
+                                    }
+                                }
+                            };
                             stored =
                                 sub.handle_tool_result(&mut thread, self.now(), &c.call, result);
                             if stored.is_err() {
@@ -215,12 +320,13 @@ impl ThreadRuntime {
                         stored.and_then(|()| sub.next(&thread))
                     }
                 };
-            self.flush(&mut thread);
-            step = match next {
-                Ok(s) => s,
-                Err(e) => return storage(e),
-            };
-        }
+                self.flush(&mut thread);
+                step = match next {
+                    Ok(s) => s,
+                    Err(e) => return stored_failure(e),
+                };
+            }
+        })
     }
 
     /// An agent called as a tool: dual-AI agents run in a child thread; AI-human agents take
@@ -277,7 +383,14 @@ impl ThreadRuntime {
         let ask = |method: &'static str, path: String, body: Option<Value>| {
             self.platform.ask_thread(&child, method, &path, body)
         };
-        let create = format!("/create?parent={}&nesting={nesting}", summary.thread_id);
+        let root = summary
+            .root_thread_id
+            .as_ref()
+            .unwrap_or(&summary.thread_id);
+        let create = format!(
+            "/create?parent={}&root={root}&nesting={nesting}",
+            summary.thread_id
+        );
         let body = json!({ "agent_id": agent.id, "tags": ["child"] });
         let (status, body) = ask("POST", create, Some(body))
             .await

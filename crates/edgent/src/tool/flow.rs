@@ -100,6 +100,9 @@ impl AgentView {
 pub struct FlowState {
     /// The thread (= Durable Object) id.
     pub thread_id: String,
+    /// The thread a client created at the top of this one's chain of agent tools: this
+    /// thread's id, unless it is a child thread (an agent called as a tool).
+    pub root_thread_id: String,
     /// This execution's id, unique per call (`<thread>:<call>`, and `/<call>` for each level
     /// of a call made inside a sub-prompt), the same for every attempt and wake-up of it.
     pub flow_id: String,
@@ -166,6 +169,10 @@ impl FlowState {
     ) -> Self {
         FlowState {
             thread_id: thread.thread_id.clone(),
+            root_thread_id: thread
+                .root_thread_id
+                .clone()
+                .unwrap_or_else(|| thread.thread_id.clone()),
             flow_id: format!("{}:{tool_call_id}", thread.thread_id),
             agent: AgentView::of(agent),
             current_side: thread.current_side,

@@ -51,6 +51,10 @@ pub const MAX_CALL_NESTING: u32 = 8;
 /// caller's): an agent that calls itself, directly or through others, gets an error result
 /// at this depth instead of recursing without bound.
 pub const MAX_THREAD_NESTING: u32 = 4;
+/// Deepest sub-prompt: a prompt called from a top-level reply runs at depth 1, a prompt that
+/// sub-prompt calls at depth 2, and so on to this depth, where calling a prompt is an error
+/// result (each level may make up to 10 model calls, so the bound keeps a call's cost sane).
+pub const MAX_SUB_PROMPT_DEPTH: u32 = 3;
 /// Longest workflow sleep: a longer one is cut to it (the alarm that wakes it must stay in a
 /// sane range; a workflow that needs longer sleeps again).
 pub const MAX_SLEEP_MS: i64 = 365 * 24 * 60 * 60 * 1000;

@@ -34,7 +34,8 @@ pub const CURRENT: &[&str] = &[
             nesting INTEGER NOT NULL DEFAULT 0,
             tokens_used INTEGER NOT NULL DEFAULT 0,
             cost_usd REAL NOT NULL DEFAULT 0,
-            next_schedule_at INTEGER
+            next_schedule_at INTEGER,
+            root_thread_id TEXT
         )",
     "CREATE TABLE messages (
             seq INTEGER PRIMARY KEY,

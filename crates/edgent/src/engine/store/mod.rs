@@ -72,6 +72,10 @@ pub struct ThreadSummary {
     /// When the earliest active schedule falls due (ms since the epoch), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_schedule_at: Option<i64>,
+    /// For a child thread: the thread a client created at the top of its chain of agent
+    /// tools (its parent's root, or its parent when that has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_thread_id: Option<String>,
 }
 
 /// One page of messages with what a client needs to fetch the next.

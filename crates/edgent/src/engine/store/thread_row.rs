@@ -156,12 +156,21 @@ impl Store<'_> {
         Ok(())
     }
 
-    /// Links a child thread to the thread that created it, `nesting` levels below a thread a
-    /// client created.
-    pub fn set_parent(&self, parent_thread_id: &str, nesting: u32) -> Result<(), SqlError> {
+    /// Links a child thread to the thread that created it, `nesting` levels below
+    /// `root_thread_id`, the thread a client created.
+    pub fn set_parent(
+        &self,
+        parent_thread_id: &str,
+        root_thread_id: &str,
+        nesting: u32,
+    ) -> Result<(), SqlError> {
         self.sql.exec(
-            "UPDATE thread SET parent_thread_id = ?, nesting = ?",
-            &[parent_thread_id.into(), nesting.into()],
+            "UPDATE thread SET parent_thread_id = ?, root_thread_id = ?, nesting = ?",
+            &[
+                parent_thread_id.into(),
+                root_thread_id.into(),
+                nesting.into(),
+            ],
         )?;
         Ok(())
     }
@@ -330,8 +339,8 @@ impl Store<'_> {
 /// The thread row's columns as [`summary_from_row`] reads them.
 const THREAD_COLUMNS: &str = "id, agent_id, tags, created_at, updated_at, turn_count, status,
     current_side, steps, stopped_by, last_error, message_count, needs_model, ending, result,
-    parent_thread_id, tokens_used, cost_usd, next_schedule_at";
-const THREAD_COLUMN_COUNT: usize = 19;
+    parent_thread_id, tokens_used, cost_usd, next_schedule_at, root_thread_id";
+const THREAD_COLUMN_COUNT: usize = 20;
 
 fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
     Ok(ThreadSummary {
@@ -354,6 +363,7 @@ fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
         tokens_used: row.int(16)?,
         cost_usd: row.real(17)?,
         next_schedule_at: row.opt_int(18)?,
+        root_thread_id: row.opt_text(19)?,
     })
 }
 

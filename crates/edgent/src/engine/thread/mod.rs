@@ -129,7 +129,9 @@ use history::{
 };
 pub use history::{repair_history, view_for_side};
 pub use records::ParentLink;
-pub use sub_prompt::{SubPrompt, SubStep, SubToolCall, SUB_PROMPT_MAX_STEPS};
+pub use sub_prompt::{
+    SubCallRun, SubPrompt, SubPromptSpec, SubStep, SubToolCall, SUB_PROMPT_MAX_STEPS,
+};
 pub use turn::{Action, ModelCall, TurnRules};
 
 /// A view of one thread over its SQLite, plus the frames produced while handling an event.

@@ -17,6 +17,9 @@ use crate::values::ToolPolicy;
 pub struct ParentLink<'a> {
     /// The parent thread's id.
     pub thread_id: &'a str,
+    /// The thread a client created at the top of the chain (the parent's root, or the
+    /// parent itself).
+    pub root_thread_id: &'a str,
     /// The child's nesting: one more than its parent's.
     pub nesting: u32,
 }
@@ -31,7 +34,8 @@ impl Thread<'_> {
         public_url: Option<&str>,
     ) -> Result<(), ThreadError> {
         if let Some(parent) = parent {
-            self.store.set_parent(parent.thread_id, parent.nesting)?;
+            self.store
+                .set_parent(parent.thread_id, parent.root_thread_id, parent.nesting)?;
         }
         if let Some(url) = public_url {
             self.store.set_public_url(url)?;

@@ -1,16 +1,18 @@
-//! A sub-prompt: a prompt called as a tool runs inline in this thread at depth 1, with the
-//! same machinery as a turn (stored messages, hooks with `depth = 1`, repaired histories), and
-//! its final answer becomes the calling tool's result.
+//! A sub-prompt: a prompt called as a tool runs inline in this thread one level deeper than
+//! its caller (depth 1 under a top-level call, then 2, 3 for prompts that sub-prompts call, to
+//! [`MAX_SUB_PROMPT_DEPTH`]), with the same machinery as a turn (stored messages, hooks with
+//! its `depth`, repaired histories), and its final answer becomes the calling tool's result.
 //!
 //! The driver performs, the engine decides: [`Thread::start_sub_prompt`] and
 //! [`SubPrompt::next`] say what to do ([`SubStep`]); the driver calls the model through the
 //! chain and hands the reply to [`SubPrompt::handle_reply`], runs the tools it is told to and
-//! hands each result to [`SubPrompt::handle_tool_result`]. Every message is stored before the
-//! next step, so a call re-run after a restart continues from what is stored, and an answer
+//! hands each result to [`SubPrompt::handle_tool_result`]; a call of a prompt starts one level
+//! deeper with [`SubPrompt::start_nested`]. Every message is stored before the next step, so a call re-run after a restart continues from what is stored, and an answer
 //! already stored is not asked for again.
 
 use super::*;
 use crate::config::PromptConfig;
+use crate::values::limits::MAX_SUB_PROMPT_DEPTH;
 
 /// Model calls a sub-prompt may make for one call.
 pub const SUB_PROMPT_MAX_STEPS: u32 = 10;
@@ -39,19 +41,51 @@ pub struct SubToolCall {
     pub call: ToolCall,
     /// The stored reply holding it (the running tool's `parent_message_id`).
     pub message_id: String,
-    /// `None`: run the registered tool (once, without retries or parking). `Some`: the
-    /// engine refused it and this is its result.
-    pub refused: Option<CallToolResult>,
+    /// What runs for it.
+    pub run: SubCallRun,
+}
+
+/// What a sub-prompt's call runs.
+#[derive(Debug, Clone)]
+pub enum SubCallRun {
+    /// The registered tool, once, without retries or parking.
+    Tool,
+    /// The prompt of that name, as a sub-prompt one level deeper
+    /// ([`SubPrompt::start_nested`]).
+    Prompt,
+    /// Nothing: the engine refused the call and this is its result.
+    Refused(CallToolResult),
+}
+
+/// What a sub-prompt runs: its prompt, and what it may call besides registered tools.
+#[derive(Clone, Copy)]
+pub struct SubPromptSpec<'a> {
+    /// The prompt.
+    pub prompt: &'a PromptConfig,
+    /// Whether its model chain resolved (without one the call answers with an error).
+    pub has_model: bool,
+    /// Its model's history budget, for the caller's chat it may include.
+    pub history_budget: u32,
+    /// Which names in its `tools` are prompts (the driver's configuration knows them).
+    pub is_prompt: &'a dyn Fn(&str) -> bool,
 }
 
 /// The state of one sub-prompt run (lives in the driver's memory for one call; everything it
 /// needs again is stored).
 #[derive(Debug)]
 pub struct SubPrompt {
-    call: StoredToolCall,
+    /// The call it answers.
+    call: ToolCall,
+    /// The message holding that call.
+    message_id: String,
+    /// 1 under a top-level call, one more under each sub-prompt.
+    depth: u32,
     prompt: String,
     tools: Vec<String>,
+    /// The prompts among `tools` (callable one level deeper while the depth allows).
+    prompts: Vec<String>,
     chat: Vec<Message>,
+    include_chat: bool,
     side: Side,
     steps: u32,
 }
@@ -64,72 +98,35 @@ struct DelegateInput {
 }
 
 impl Thread<'_> {
-    /// Starts (or resumes) `prompt` answering `call`. `history_budget` is the prompt's model's
-    /// history budget, for the parent chat it may include. `Done` at once for bad arguments,
-    /// a prompt without a model, or an answer already stored by an earlier run.
+    /// Starts (or resumes) `spec`'s prompt at depth 1, answering the top-level `call`. `Done`
+    /// at once for bad arguments, a prompt without a model, or an answer already stored by an
+    /// earlier run.
     pub fn start_sub_prompt(
         &mut self,
         now: i64,
         call: &StoredToolCall,
-        prompt: &PromptConfig,
-        has_model: bool,
-        history_budget: u32,
+        spec: SubPromptSpec<'_>,
     ) -> Result<(SubPrompt, SubStep), ThreadError> {
         let side = self.summary()?.current_side;
-        let mut sub = SubPrompt {
-            call: call.clone(),
-            prompt: prompt.name.clone(),
-            tools: prompt.tools.clone(),
-            chat: Vec::new(),
-            side,
-            steps: 0,
-        };
-        let input = match serde_json::from_str::<DelegateInput>(&call.call.arguments) {
-            Ok(a) => a.input,
-            Err(e) => {
-                let text = format!(
-                    "invalid arguments: {e}. Call it with {{\"input\": \"<everything the callee needs>\"}}."
-                );
-                return Ok((sub, SubStep::Done(CallToolResult::error(text))));
-            }
-        };
-        if !has_model {
-            let text = format!(
-                "prompt {:?} cannot run: its model {:?} is missing from D1",
-                prompt.name, prompt.model
-            );
-            return Ok((sub, SubStep::Done(CallToolResult::error(text))));
-        }
-        let existing = self.store.sub_messages(&call.call.id)?;
-        // A re-run after a restart that came between the answer and storing the call's
-        // result: the answer stands, the model is not asked again.
-        if let Some(done) = existing.last().filter(|m| {
-            m.role == Role::Assistant
-                && m.tool_calls.is_empty()
-                && m.status == MessageStatus::Completed
-        }) {
-            let answer = CallToolResult::text(done.content.clone());
-            return Ok((sub, SubStep::Done(answer)));
-        }
-        if existing.is_empty() {
-            let user = sub.at_depth_1(Message::new(Role::User, input, now));
-            self.store_at_depth_1(user)?;
-        }
-        if prompt.include_chat {
-            // The parent conversation up to (not including) the message holding this call.
-            let history = self.store.model_history_within(u64::from(history_budget))?;
+        let sub = SubPrompt::new(&call.call, &call.message_id, 1, spec, side);
+        let chat = if spec.prompt.include_chat {
+            // The conversation up to (not including) the message holding this call.
+            let history = self
+                .store
+                .model_history_within(u64::from(spec.history_budget))?;
             let cut = history
                 .iter()
                 .position(|m| m.id == call.message_id)
                 .unwrap_or(history.len());
-            sub.chat = repair_history(history.into_iter().take(cut).collect());
-        }
-        let step = sub.next(self)?;
-        Ok((sub, step))
+            repair_history(history.into_iter().take(cut).collect())
+        } else {
+            Vec::new()
+        };
+        sub.start(self, now, spec, chat)
     }
 
-    /// Stores a sub-prompt message with the hooks a message at depth 1 gets.
-    fn store_at_depth_1(&mut self, message: Message) -> Result<Message, ThreadError> {
+    /// Stores a sub-prompt message with the hooks a message at its depth gets.
+    fn store_sub(&mut self, message: Message) -> Result<Message, ThreadError> {
         let message = self.before_create(message);
         self.store.append_message(&message)?;
         self.after_create(&message);
@@ -138,6 +135,134 @@ impl Thread<'_> {
 }
 
 impl SubPrompt {
+    fn new(
+        call: &ToolCall,
+        message_id: &str,
+        depth: u32,
+        spec: SubPromptSpec<'_>,
+        side: Side,
+    ) -> Self {
+        let prompts = spec
+            .prompt
+            .tools
+            .iter()
+            .filter(|t| (spec.is_prompt)(t))
+            .cloned()
+            .collect();
+        SubPrompt {
+            call: call.clone(),
+            message_id: message_id.to_owned(),
+            depth,
+            prompt: spec.prompt.name.clone(),
+            tools: spec.prompt.tools.clone(),
+            prompts,
+            chat: Vec::new(),
+            include_chat: spec.prompt.include_chat,
+            side,
+            steps: 0,
+        }
+    }
+
+    /// The id of the call it answers.
+    pub fn call_id(&self) -> &str {
+        &self.call.id
+    }
+
+    /// Its depth: 1 under a top-level call, one more under each sub-prompt.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The prompts it may call (each one level deeper): none at [`MAX_SUB_PROMPT_DEPTH`].
+    pub fn callable_prompts(&self) -> &[String] {
+        if self.depth >= MAX_SUB_PROMPT_DEPTH {
+            return &[];
+        }
+        &self.prompts
+    }
+
+    /// Starts (or resumes) `spec`'s prompt one level below this sub-prompt, answering
+    /// `call` of its reply (a [`SubCallRun::Prompt`]). With `include_chat` it sees this
+    /// sub-prompt's conversation up to the reply holding the call.
+    pub fn start_nested(
+        &self,
+        thread: &mut Thread<'_>,
+        now: i64,
+        call: &SubToolCall,
+        spec: SubPromptSpec<'_>,
+    ) -> Result<(SubPrompt, SubStep), ThreadError> {
+        let nested = SubPrompt::new(
+            &call.call,
+            &call.message_id,
+            self.depth + 1,
+            spec,
+            self.side,
+        );
+        let chat = if spec.prompt.include_chat {
+            let mut chat = if self.include_chat {
+                self.chat.clone()
+            } else {
+                Vec::new()
+            };
+            let own: Vec<Message> = thread
+                .store
+                .sub_messages(&self.call.id)?
+                .into_iter()
+                .filter(|m| m.status == MessageStatus::Completed)
+                .take_while(|m| m.id != call.message_id)
+                .collect();
+            chat.extend(repair_history(own));
+            chat
+        } else {
+            Vec::new()
+        };
+        nested.start(thread, now, spec, chat)
+    }
+
+    /// Stores the input (unless an earlier run did) and says the first step.
+    fn start(
+        mut self,
+        thread: &mut Thread<'_>,
+        now: i64,
+        spec: SubPromptSpec<'_>,
+        chat: Vec<Message>,
+    ) -> Result<(SubPrompt, SubStep), ThreadError> {
+        let input = match serde_json::from_str::<DelegateInput>(&self.call.arguments) {
+            Ok(a) => a.input,
+            Err(e) => {
+                let text = format!(
+                    "invalid arguments: {e}. Call it with {{\"input\": \"<everything the callee needs>\"}}."
+                );
+                return Ok((self, SubStep::Done(CallToolResult::error(text))));
+            }
+        };
+        if !spec.has_model {
+            let text = format!(
+                "prompt {:?} cannot run: its model {:?} is missing from D1",
+                self.prompt, spec.prompt.model
+            );
+            return Ok((self, SubStep::Done(CallToolResult::error(text))));
+        }
+        let existing = thread.store.sub_messages(&self.call.id)?;
+        // A re-run after a restart that came between the answer and storing the call's
+        // result: the answer stands, the model is not asked again.
+        if let Some(done) = existing.last().filter(|m| {
+            m.role == Role::Assistant
+                && m.tool_calls.is_empty()
+                && m.status == MessageStatus::Completed
+        }) {
+            let answer = CallToolResult::text(done.content.clone());
+            return Ok((self, SubStep::Done(answer)));
+        }
+        if existing.is_empty() {
+            let user = self.at_own_depth(Message::new(Role::User, input, now));
+            thread.store_sub(user)?;
+        }
+        self.chat = chat;
+        let step = self.next(thread)?;
+        Ok((self, step))
+    }
+
     /// The next step: the model, unless the thread stopped or the prompt used its steps.
     pub fn next(&mut self, thread: &Thread<'_>) -> Result<SubStep, ThreadError> {
         if thread.summary()?.status == ThreadStatus::Stopped {
@@ -154,7 +279,7 @@ impl SubPrompt {
         self.steps += 1;
         let own: Vec<Message> = thread
             .store()
-            .sub_messages(&self.call.call.id)?
+            .sub_messages(&self.call.id)?
             .into_iter()
             .filter(|m| m.status == MessageStatus::Completed)
             .collect();
@@ -191,12 +316,12 @@ impl SubPrompt {
         for call in &mut completion.tool_calls {
             call.id = super::history::internal_call_id();
         }
-        let reply = self.at_depth_1(Message {
+        let reply = self.at_own_depth(Message {
             tool_calls: completion.tool_calls.clone(),
             side: Some(self.side),
             ..Message::new(Role::Assistant, completion.text.clone(), now)
         });
-        let reply = thread.store_at_depth_1(reply)?;
+        let reply = thread.store_sub(reply)?;
         if reply.tool_calls.is_empty() {
             return Ok(SubStep::Done(CallToolResult::text(completion.text)));
         }
@@ -206,13 +331,13 @@ impl SubPrompt {
             .map(|tc| SubToolCall {
                 call: tc.clone(),
                 message_id: reply.id.clone(),
-                refused: self.refusal(tc, tools),
+                run: self.run_for(tc, tools),
             })
             .collect();
         Ok(SubStep::RunTools(calls))
     }
 
-    /// A call's result, stored at depth 1 (after the tool-result hooks).
+    /// A call's result, stored at the sub-prompt's depth (after the tool-result hooks).
     pub fn handle_tool_result(
         &mut self,
         thread: &mut Thread<'_>,
@@ -220,7 +345,7 @@ impl SubPrompt {
         call: &ToolCall,
         result: CallToolResult,
     ) -> Result<(), ThreadError> {
-        let result = match thread.hooks(1) {
+        let result = match thread.hooks(self.depth) {
             Some((hooks, ctx)) => {
                 let (r, failures) = hooks.after_tool_call(&ctx, call, result);
                 thread.hook_failures.extend(failures);
@@ -228,11 +353,11 @@ impl SubPrompt {
             }
             None => result,
         };
-        let message = self.at_depth_1(Message {
+        let message = self.at_own_depth(Message {
             side: Some(self.side),
             ..Message::tool_result(call, result.to_model_text(), now)
         });
-        thread.store_at_depth_1(message).map(drop)
+        thread.store_sub(message).map(drop)
     }
 
     fn failed(&self, error: &ProviderError) -> SubStep {
@@ -242,38 +367,51 @@ impl SubPrompt {
         )))
     }
 
-    fn refusal(&self, tc: &ToolCall, tools: &dyn ToolIndex) -> Option<CallToolResult> {
+    /// What runs for `tc`: a registered tool the prompt lists (one that needs a person's
+    /// approval is refused: a sub-prompt cannot wait), a prompt it lists (above
+    /// [`MAX_SUB_PROMPT_DEPTH`] only), or nothing, with the reason.
+    fn run_for(&self, tc: &ToolCall, tools: &dyn ToolIndex) -> SubCallRun {
         let listed = self.tools.contains(&tc.name);
         match tools.tool_policy(&tc.name) {
             Some(policy) if listed && policy.needs_approval => {
-                Some(CallToolResult::error(format!(
+                return SubCallRun::Refused(CallToolResult::error(format!(
                     "{:?} needs a person's approval, which a sub-prompt cannot wait for; ask the user in the main conversation",
                     tc.name
-                )))
+                )));
             }
-            Some(_) if listed => None,
-            _ => {
-                let available: Vec<&str> = self
-                    .tools
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|t| tools.tool_policy(t).is_some())
-                    .collect();
-                Some(CallToolResult::error(format!(
-                    "unknown tool {:?}; a sub-prompt may call its registered tools: {}",
-                    tc.name,
-                    available.join(", ")
-                )))
-            }
+            Some(_) if listed => return SubCallRun::Tool,
+            _ => {}
         }
+        if self.prompts.contains(&tc.name) {
+            if self.depth < MAX_SUB_PROMPT_DEPTH {
+                return SubCallRun::Prompt;
+            }
+            return SubCallRun::Refused(CallToolResult::error(format!(
+                "prompt {:?} would run more than {MAX_SUB_PROMPT_DEPTH} sub-prompts deep; answer without calling prompts at this depth",
+                tc.name
+            )));
+        }
+        let available: Vec<&str> = self
+            .tools
+            .iter()
+            .map(String::as_str)
+            .filter(|t| {
+                tools.tool_policy(t).is_some() || self.callable_prompts().iter().any(|p| p == t)
+            })
+            .collect();
+        SubCallRun::Refused(CallToolResult::error(format!(
+            "unknown tool {:?}; a sub-prompt may call its registered tools and prompts: {}",
+            tc.name,
+            available.join(", ")
+        )))
     }
 
-    /// Every message of the sub-prompt sits at depth 1, linked to the call it answers.
-    fn at_depth_1(&self, m: Message) -> Message {
+    /// Every message of the sub-prompt sits at its depth, linked to the call it answers.
+    fn at_own_depth(&self, m: Message) -> Message {
         Message {
-            depth: 1,
-            parent_message_id: Some(self.call.message_id.clone()),
-            parent_tool_call_id: Some(self.call.call.id.clone()),
+            depth: self.depth,
+            parent_message_id: Some(self.message_id.clone()),
+            parent_tool_call_id: Some(self.call.id.clone()),
             ..m
         }
     }
