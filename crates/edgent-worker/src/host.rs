@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 use wasm_bindgen::JsValue;
-use worker::{AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit, State};
+use worker::{
+    AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
+    State,
+};
 
 use super::clock::{now, with_timeout};
 use super::d1::{to_js, D1};
@@ -211,6 +214,9 @@ async fn fetch(request: HttpRequest) -> Result<HttpResponse, HostError> {
     }
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(headers);
+    if !request.follow_redirects {
+        init.with_redirect(RequestRedirect::Manual);
+    }
     if let Some(body) = &request.body {
         init.with_body(Some(JsValue::from_str(body)));
     }

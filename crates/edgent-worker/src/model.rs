@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use wasm_bindgen::JsValue;
 use worker::{
     AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+    RequestRedirect,
 };
 
 use super::clock::{now, with_timeout};
@@ -85,9 +86,12 @@ impl ModelStream {
                 .map_err(|e| ProviderError::Config(e.to_string()))?;
         }
         let mut init = RequestInit::new();
+        // The key goes to the host the operator allowed (MODEL_HOSTS), never on to where a
+        // redirect points: a 3xx is the model server's answer, an error like any non-2xx.
         init.with_method(Method::Post)
             .with_headers(headers)
-            .with_body(Some(JsValue::from_str(body)));
+            .with_body(Some(JsValue::from_str(body)))
+            .with_redirect(RequestRedirect::Manual);
         let request = Request::new_with_init(&url, &init)
             .map_err(|e| ProviderError::Config(format!("bad model URL: {e}")))?;
         // Aborts the request if this future is dropped before the stream is handed over (the
@@ -116,9 +120,16 @@ impl ModelStream {
                 .and_then(Result::ok)
                 .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
                 .unwrap_or_default();
+            let message = if (300..400).contains(&status) {
+                "a redirect, which is not followed (the key would go with it): set the model's \
+                 base_url to the final URL"
+                    .to_owned()
+            } else {
+                error_message(model.provider, &text)
+            };
             return Err(ProviderError::Http {
                 status,
-                message: error_message(model.provider, &text),
+                message,
                 retry_after_ms,
             });
         }

@@ -311,6 +311,9 @@ impl ThreadRuntime {
             headers: client::headers(session, version, token),
             body: Some(body),
             timeout_ms: REQUEST_TIMEOUT_MS,
+            // The operator checked this URL's host (MCP_HOSTS) and the token goes with it: a
+            // redirect is an error, never a second request to another host.
+            follow_redirects: false,
         };
         self.platform
             .fetch(request)

@@ -18,6 +18,10 @@ pub struct HttpRequest {
     pub body: Option<String>,
     /// Give up after this long (the whole exchange, headers and body).
     pub timeout_ms: u32,
+    /// `false`: a redirect (3xx) is the response, with its `location` header, instead of
+    /// being followed. For requests that carry a credential to a host someone checked: a
+    /// followed redirect would send the request on to a host nobody checked.
+    pub follow_redirects: bool,
 }
 
 impl HttpRequest {
@@ -32,6 +36,7 @@ impl HttpRequest {
             headers: Vec::new(),
             body: None,
             timeout_ms: Self::DEFAULT_TIMEOUT_MS,
+            follow_redirects: true,
         }
     }
 
@@ -61,6 +66,12 @@ impl HttpRequest {
     /// Sets the timeout.
     pub fn timeout_ms(mut self, ms: u32) -> Self {
         self.timeout_ms = ms;
+        self
+    }
+
+    /// Answers a redirect as the response instead of following it.
+    pub fn no_redirects(mut self) -> Self {
+        self.follow_redirects = false;
         self
     }
 }

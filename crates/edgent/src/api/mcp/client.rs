@@ -108,11 +108,11 @@ impl WireError {
     }
 
     /// As a tool call's failure: server faults and rate limits are retried under the call's
-    /// policy; a refusal of the request (4xx) is final.
+    /// policy; a refusal of the request (4xx) or a redirect (3xx) is final.
     pub fn into_tool_error(self, server: &str) -> ToolError {
         let text = format!("MCP server {server:?}: {self}");
         match self {
-            WireError::Status(status, _) if (400..500).contains(&status) && status != 429 => {
+            WireError::Status(status, _) if (300..500).contains(&status) && status != 429 => {
                 ToolError::fatal(text)
             }
             _ => ToolError::new(text),
@@ -132,6 +132,12 @@ pub fn read_reply(
 ) -> Result<Reply, WireError> {
     if status == 404 && had_session {
         return Err(WireError::SessionGone);
+    }
+    if (300..400).contains(&status) {
+        return Err(WireError::Status(
+            status,
+            "a redirect, which is not followed (its token would go with it): put the final URL in the prompt's mcp_servers".into(),
+        ));
     }
     if !(200..300).contains(&status) {
         let start: String = body.chars().take(300).collect();

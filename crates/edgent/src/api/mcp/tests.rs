@@ -319,9 +319,12 @@ mod client_side {
     }
 
     #[test]
-    fn outages_are_retried_and_refusals_are_not() {
+    fn outages_are_retried_and_refusals_and_redirects_are_not() {
         use crate::values::tool_error::Retry;
         let retry = |e: WireError| e.into_tool_error("kb").retry();
+        let moved = read_reply(307, None, "", 1, true).unwrap_err();
+        assert!(moved.to_string().contains("not followed"), "{moved}");
+        assert_eq!(retry(moved), Retry::Never);
         assert_eq!(retry(WireError::Status(503, String::new())), Retry::Backoff);
         assert_eq!(retry(WireError::Status(429, String::new())), Retry::Backoff);
         assert_eq!(retry(WireError::Malformed("x".into())), Retry::Backoff);
