@@ -404,9 +404,32 @@ fn a_replys_calls_as_known_when_stored_are_what_a_read_gives_back() {
             arguments: r#"{"zone": "UTC"}"#.to_owned(),
         })
         .collect();
-    store.store_reply(1001, &reply, CallOrigin::Model).unwrap();
+    let row = store.store_reply(1001, &reply, CallOrigin::Model).unwrap();
     assert_eq!(
         stored_reply_calls(&reply, CallOrigin::Model),
         store.pending_tool_calls().unwrap()
     );
+    // The row the last insert returned is the row a read gives: the model owed a call
+    // (trigger `model_call_owes_model`), both calls open.
+    let read = store.thread_and_open_calls().unwrap();
+    assert_eq!(row, read);
+    let (summary, open) = row.unwrap();
+    assert!(summary.needs_model);
+    assert_eq!(open, 2);
+
+    // Closing a call reads the row the same way, after the close: one open call, then none.
+    let first = store.pending_tool_calls().unwrap()[0].clone();
+    let result = Message::tool_result(&first.call, "done", 1002);
+    let (_, after) = store
+        .append_result(1002, &result, &first.call.id, "success")
+        .unwrap();
+    assert_eq!(after, store.thread_and_open_calls().unwrap());
+    assert_eq!(after.map(|(_, open)| open), Some(1));
+    let second = store.pending_tool_calls().unwrap()[0].clone();
+    let result = Message::tool_result(&second.call, "done", 1003);
+    let (_, after) = store
+        .append_result(1003, &result, &second.call.id, "error")
+        .unwrap();
+    assert_eq!(after, store.thread_and_open_calls().unwrap());
+    assert_eq!(after.map(|(_, open)| open), Some(0));
 }

@@ -393,7 +393,18 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // v17: a child thread's root, the thread a client created at the top of its chain of
     // agent tools (NULL for a thread a client created, and for children made before v17).
     &["ALTER TABLE thread ADD COLUMN root_thread_id TEXT"],
+    // v18: a model's tool call owes the model another call, written with the call (one
+    // statement fewer per tool step; the insert's RETURNING then reads the row as changed).
+    &[TRIGGER_MODEL_CALL_OWES_MODEL],
 ];
+
+/// A call the model made is answered by another model call: the reply that queues it sets
+/// `needs_model` in the same statement. `BEFORE`, so the insert's `RETURNING` sees it.
+const TRIGGER_MODEL_CALL_OWES_MODEL: &str =
+    "CREATE TRIGGER model_call_owes_model BEFORE INSERT ON tool_calls WHEN NEW.origin = 'model'
+     BEGIN
+         UPDATE thread SET needs_model = 1;
+     END";
 
 /// The MCP servers of the thread's prompts: their sessions and tool lists
 /// ([`super::store::McpServerRow`]).

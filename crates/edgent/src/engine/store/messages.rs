@@ -1,5 +1,6 @@
 //! Messages: appending, inserting, paging through the indexes, model history within a budget.
 
+use super::thread_row::{returning_thread_row, row_from_returning};
 use super::*;
 use crate::values::limits::MAX_PAGE_BYTES;
 
@@ -89,15 +90,32 @@ impl Store<'_> {
         m: &Message,
         then: &[(&str, &[SqlValue])],
     ) -> Result<f64, SqlError> {
+        self.append_message_then(m, then)
+            .map(|(position, _)| position)
+    }
+
+    /// [`Store::append_message_with`], also answering the rows the last statement returned.
+    fn append_message_then(
+        &self,
+        m: &Message,
+        then: &[(&str, &[SqlValue])],
+    ) -> Result<(f64, Vec<Row>), SqlError> {
         let (statement, params) = insert_statement(m, None, "1")?;
         let mut batch: Vec<(&str, &[SqlValue])> = vec![(&statement, &params)];
         batch.extend_from_slice(then);
-        let rows = self.sql.batch(&batch)?;
-        rows.first()
+        let mut rows = self.sql.batch(&batch)?;
+        let position = rows
+            .first()
             .and_then(|r| r.first())
             .map(|r| r.real(0))
             .transpose()?
-            .ok_or_else(|| SqlError("the message was not stored".into()))
+            .ok_or_else(|| SqlError("the message was not stored".into()))?;
+        let last = if then.is_empty() {
+            Vec::new()
+        } else {
+            rows.pop().unwrap_or_default()
+        };
+        Ok((position, last))
     }
 
     /// Appends an assistant message holding calls queued by the application (not a model's
@@ -131,21 +149,26 @@ impl Store<'_> {
 
     /// Appends a call's result message and closes the call with it (`status`: `success` or
     /// `error`) as one transaction: a call never has a result it does not point at, so a
-    /// crash in between cannot make it run again and get a second one. The message's position.
+    /// crash in between cannot make it run again and get a second one. The message's
+    /// position, and the thread row with its count of calls without a result as
+    /// [`Store::thread_and_open_calls`] would read them right after (read by the closing
+    /// statement: no statement of its own).
     pub fn append_result(
         &self,
         now: i64,
         m: &Message,
         call_id: &str,
         status: &str,
-    ) -> Result<f64, SqlError> {
+    ) -> Result<(f64, Option<(ThreadSummary, i64)>), SqlError> {
         let close = [
             SqlValue::from(status),
             now.into(),
             m.id.as_str().into(),
             call_id.into(),
         ];
-        self.append_message_with(m, &[(FINISH_TOOL_CALL, &close)])
+        let statement = format!("{FINISH_TOOL_CALL} {}", returning_thread_row());
+        let (position, rows) = self.append_message_then(m, &[(&statement, &close)])?;
+        Ok((position, row_from_returning(&rows)?))
     }
 
     /// Whether a message with this id exists.
@@ -164,19 +187,33 @@ impl Store<'_> {
 
     /// Stores a completed reply and queues its tool calls as one transaction: the reply and
     /// all of its calls, or nothing (a reused call id, say, fails it whole instead of leaving
-    /// the reply stored with some of its calls).
-    pub fn store_reply(&self, now: i64, m: &Message, origin: CallOrigin) -> Result<(), SqlError> {
+    /// the reply stored with some of its calls). A model's calls owe the model another call
+    /// (trigger `model_call_owes_model`, schema v18); with calls, the answer is the thread row
+    /// and its count of calls without a result as they are after it (read by the last
+    /// insert: no statement of its own). `None` without calls.
+    pub fn store_reply(
+        &self,
+        now: i64,
+        m: &Message,
+        origin: CallOrigin,
+    ) -> Result<Option<(ThreadSummary, i64)>, SqlError> {
         if m.tool_calls.is_empty() {
-            return self.update_message(m);
+            return self.update_message(m).map(|()| None);
         }
         let update = reply_values(m)?;
         let inserts = call_rows(now, m, origin);
+        let last = format!("{INSERT_TOOL_CALL} {}", returning_thread_row());
         let mut batch: Vec<(&str, &[SqlValue])> = vec![(UPDATE_REPLY, &update)];
-        for values in &inserts {
-            batch.push((INSERT_TOOL_CALL, values));
+        for (i, values) in inserts.iter().enumerate() {
+            let statement = if i + 1 == inserts.len() {
+                last.as_str()
+            } else {
+                INSERT_TOOL_CALL
+            };
+            batch.push((statement, values));
         }
-        self.sql.batch(&batch)?;
-        Ok(())
+        let rows = self.sql.batch(&batch)?;
+        row_from_returning(rows.last().map_or(&[][..], Vec::as_slice))
     }
 
     /// How many top-level messages after the last user message the model did not write in

@@ -368,6 +368,42 @@ fn summary_from_row(row: &Row) -> Result<ThreadSummary, SqlError> {
 }
 
 /// The thread row and, after its columns, the count of calls without a result.
+/// A `RETURNING` clause for a write on another table that also reads the thread row and its
+/// count of calls without a result, as they are after the write (and its `BEFORE` triggers):
+/// the row as a JSON array of [`THREAD_COLUMNS`], then the count. Read by
+/// [`row_from_returning`].
+pub(super) fn returning_thread_row() -> String {
+    format!(
+        "RETURNING (SELECT json_array({THREAD_COLUMNS}) FROM thread),
+             (SELECT COUNT(*) FROM tool_calls WHERE status IN ({PENDING}))"
+    )
+}
+
+/// The row and count a [`returning_thread_row`] clause returned (`None` without a thread).
+pub(super) fn row_from_returning(rows: &[Row]) -> Result<Option<(ThreadSummary, i64)>, SqlError> {
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    let Some(json) = row.opt_text(0)? else {
+        return Ok(None);
+    };
+    let values: Vec<Value> = serde_json::from_str(&json).map_err(|e| SqlError(e.to_string()))?;
+    let columns = Row(values
+        .into_iter()
+        .map(|v| match v {
+            Value::Null => SqlValue::Null,
+            Value::Bool(b) => SqlValue::Integer(b.into()),
+            Value::Number(n) => n.as_i64().map_or_else(
+                || SqlValue::Real(n.as_f64().unwrap_or(0.0)),
+                SqlValue::Integer,
+            ),
+            Value::String(s) => SqlValue::Text(s),
+            other => SqlValue::Text(other.to_string()),
+        })
+        .collect());
+    Ok(Some((summary_from_row(&columns)?, row.int(1)?)))
+}
+
 fn row_and_open_calls(rows: &[Row]) -> Result<Option<(ThreadSummary, i64)>, SqlError> {
     let Some(row) = rows.first() else {
         return Ok(None);

@@ -104,16 +104,17 @@ impl Thread<'_> {
             }
             stored = self.store.store_reply(now, &message, CallOrigin::Model);
         }
-        if let Err(e) = stored {
-            if !e.0.to_ascii_lowercase().contains("too big") {
-                return Err(e.into());
+        let row_after = match stored {
+            Ok(row) => row,
+            Err(e) if !e.0.to_ascii_lowercase().contains("too big") => return Err(e.into()),
+            Err(e) => {
+                // Under the reply cap in raw bytes, but not as stored (escaped arguments): the call
+                // fails once, kept without its calls (which never run), and is not asked again.
+                call.completion.tool_calls.clear();
+                let why = ProviderError::TooLarge(format!("the reply could not be stored: {e}"));
+                return self.fail_model_call(now, call, &why);
             }
-            // Under the reply cap in raw bytes, but not as stored (escaped arguments): the call
-            // fails once, kept without its calls (which never run), and is not asked again.
-            call.completion.tool_calls.clear();
-            let why = ProviderError::TooLarge(format!("the reply could not be stored: {e}"));
-            return self.fail_model_call(now, call, &why);
-        }
+        };
         if let Some(cache) = &self.cache {
             cache.note_updated(&message);
         }
@@ -123,8 +124,12 @@ impl Thread<'_> {
         if !message.tool_calls.is_empty() || !self.rules.stop_on_response {
             // The model reacts to the results (or, without stop_on_response, keeps going
             // until its stop tool or max_steps). Nothing writes the row after this in the
-            // step: the driver's next `step_wanted` takes the row from here.
-            let row = self.store.owe_model_again()?;
+            // step: the driver's next `step_wanted` takes the row from here. Calls owed it
+            // in the statement that queued them, which read the row.
+            let row = match row_after {
+                Some(row) if !message.tool_calls.is_empty() => Some(row),
+                _ => self.store.owe_model_again()?,
+            };
             // Open calls are only this reply's (a count the row holds): the next step needs
             // not read them back.
             let calls = message.tool_calls.len();

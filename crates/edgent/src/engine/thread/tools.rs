@@ -140,13 +140,18 @@ impl<'a> Thread<'a> {
         // The result and the call's closing in one transaction (a call never has a result it
         // does not point at). Closing also ends the running attempt with this outcome (trigger
         // `attempt_finished`).
-        let position = self
-            .store
-            .append_result(now, &message, &call.call.id, status.as_str())?;
+        let (position, row) =
+            self.store
+                .append_result(now, &message, &call.call.id, status.as_str())?;
         self.note_appended(position, &message);
         self.after_create(&message);
         let is_stop_tool = call.origin == CallOrigin::Model
             && self.rules.stop_tool.as_deref() == Some(call.call.name.as_str());
+        // The last open call closed, and nothing writes the row after it in this step: the
+        // driver's next `step_wanted` takes the row the closing statement read.
+        if let Some(row) = row.filter(|(_, open)| *open == 0 && !is_stop_tool) {
+            self.row_hint.set(Some(row));
+        }
         if is_stop_tool && !result.is_error() {
             let answer = stop_answer(
                 &message.content,
