@@ -15,7 +15,6 @@ use crate::engine::store::{StoredToolCall, ThreadStatus, ThreadSummary};
 use crate::engine::thread::{SubStep, Thread, ThreadError, TurnRules};
 use crate::llm::stream::Completion;
 use crate::tool::nested::run_nested;
-use crate::tool::offer::offer;
 use crate::tool::{CallToolResult, FlowState};
 use crate::values::ids::new_id;
 use crate::values::limits::MAX_THREAD_NESTING;
@@ -158,7 +157,7 @@ impl ThreadRuntime {
                         // Chosen again at each step: the sub-prompt's latest messages change.
                         // A sub-prompt runs its registered tools only: MCP servers' tools are
                         // the top-level prompt's (docs/mcp.md), so none is offered here.
-                        let offer = offer(self.platform.registry(), &config, &history, Vec::new());
+                        let offer = self.offer(None, &config, &history, Vec::new()).await;
                         let parts = RequestParts {
                             system: &system,
                             history: &history,
