@@ -242,8 +242,23 @@ impl ThreadRuntime {
             }
         }
         let policy = ModelPolicy::from_vars(|k| self.platform.var(k));
-        let platform: &dyn super::Platform = &*self.platform;
-        let ranking = rank(platform, &policy, prompt, model.as_ref(), &all, history).await;
+        let embedder = PlatformEmbedder(&*self.platform);
+        let ranking = rank(&embedder, &policy, prompt, model.as_ref(), &all, history).await;
         choose_offer(all, prompt, Some(ranking))
+    }
+}
+
+/// The platform as an [`Embedder`] (a `&dyn Platform` is not coerced to its supertrait's
+/// object before Rust 1.86; the workspace supports 1.85).
+struct PlatformEmbedder<'p>(&'p dyn super::Platform);
+
+impl Embedder for PlatformEmbedder<'_> {
+    fn embed(
+        &self,
+        model: &ModelConfig,
+        body: Value,
+        timeout_ms: u32,
+    ) -> BoxFuture<'static, Result<Value, ProviderError>> {
+        self.0.embed(model, body, timeout_ms)
     }
 }
