@@ -70,7 +70,7 @@ const MODEL_FIELDS = ['name', 'provider', 'model', 'base_url', 'api_key_secret',
   'max_output_tokens'];
 const PROMPT_FIELDS = ['name', 'system', 'model', 'tools', 'tool_choice', 'parallel_tool_calls', 'include_chat',
   'description', 'hooks', 'tool_bindings', 'mcp_servers', 'compaction_prompt', 'response_format', 'max_offered_tools',
-  'pinned_tools'];
+  'pinned_tools', 'tool_selection_model'];
 const AGENT_FIELDS = ['id', 'kind', 'description', 'side_a', 'side_b', 'max_turns', 'expose_as_tool',
   'tool_description', 'hooks', 'max_tokens', 'max_cost_usd'];
 
@@ -131,6 +131,7 @@ export function toRows(defs) {
       response_format: d.response_format ? JSON.stringify(d.response_format) : null,
       max_offered_tools: d.max_offered_tools ?? null,
       pinned_tools: JSON.stringify(d.pinned_tools ?? []),
+      tool_selection_model: d.tool_selection_model ?? null,
     };
   });
   const agents = defs.agents.map((d) => {

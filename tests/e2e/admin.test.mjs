@@ -60,7 +60,7 @@ const MODEL_DEFAULTS = {
   first_chunk_timeout_ms: null, stall_timeout_ms: null, total_timeout_ms: null, max_history_tokens: null, max_output_tokens: null,
 };
 const PROMPT_DEFAULTS = { system: '', tools: [], tool_choice: 'auto', parallel_tool_calls: true, include_chat: true, description: '', hooks: [], tool_bindings: {},
-  mcp_servers: [], compaction_prompt: null, response_format: null, max_offered_tools: null, pinned_tools: [] };
+  mcp_servers: [], compaction_prompt: null, response_format: null, max_offered_tools: null, pinned_tools: [], tool_selection_model: null };
 const SIDE_DEFAULTS = { label: null, stop_on_response: true, stop_tool: null, stop_tool_response_property: null, max_steps: 10 };
 const AGENT_DEFAULTS = { kind: 'ai_human', description: '', side_b: null, max_turns: 25, expose_as_tool: false, tool_description: '', hooks: [], max_tokens: null, max_cost_usd: null };
 

@@ -1,8 +1,8 @@
 // The scripted model server (tests/support/model-server.mjs), tested over real HTTP with fetch.
 // Proves: each step type produces the OpenAI and Anthropic wire formats that agents and their tests
-// rely on, stallAfter goes quiet with the connection open, requests are recorded with the format they
-// hit, and close() never hangs. Does not prove an edgent agent parses it: the
-// agent's own end-to-end tests do that against this server.
+// rely on (and POST /v1/embeddings its vectors and faults), stallAfter goes quiet with the
+// connection open, requests are recorded with the format they hit, and close() never hangs. Does
+// not prove an edgent agent parses it: the agent's own end-to-end tests do that against this server.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -347,16 +347,16 @@ test('an invalid JSON body gets a 400 and does not consume a step', async (t) =>
 
 test('unknown paths are 404 and /v1/models lists a model; both are recorded', async (t) => {
   const server = await serve(t);
-  const missing = await fetch(`${server.url}/v1/embeddings`, { method: 'POST', body: '{}' });
+  const missing = await fetch(`${server.url}/v1/responses`, { method: 'POST', body: '{}' });
   assert.equal(missing.status, 404);
   const { error } = await missing.json();
   assert.equal(error.type, 'not_found');
-  assert.match(error.message, /POST \/v1\/embeddings/);
+  assert.match(error.message, /POST \/v1\/responses/);
 
   const models = await (await fetch(`${server.url}/v1/models`)).json();
   assert.equal(models.object, 'list');
   assert.ok(models.data.length >= 1);
-  assert.deepEqual(server.requests.map((r) => `${r.method} ${r.path}`), ['POST /v1/embeddings', 'GET /v1/models']);
+  assert.deepEqual(server.requests.map((r) => `${r.method} ${r.path}`), ['POST /v1/responses', 'GET /v1/models']);
 });
 
 test('delayMs holds back the response headers', async (t) => {
@@ -706,4 +706,37 @@ test('stallAfter without stream: true sends the headers and half the body, or no
   const invalid = await chat(server, streamRequest());
   assert.equal(invalid.status, 500);
   assert.match((await invalid.json()).error.message, /stallAfter must be a whole number of frames, got -1/);
+});
+
+test('POST /v1/embeddings answers deterministic vectors in the OpenAI format, with its own queue of faults', async (t) => {
+  const server = await serve(t, { script: [{ text: 'chat step' }], embeddings: { synonyms: { forecast: 'weather' } } });
+  const embed = (body) => fetch(`${server.url}/v1/embeddings`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const res = await embed({ model: 'toy', input: ['Gets the weather', 'any forecast', 'issue a refund'] });
+  assert.equal(res.status, 200);
+  const body = await res.json();
+  assert.equal(body.object, 'list');
+  assert.equal(body.model, 'toy');
+  assert.deepEqual(body.data.map((d) => [d.object, d.index, d.embedding.length]),
+    [['embedding', 0, 64], ['embedding', 1, 64], ['embedding', 2, 64]]);
+  const dot = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0);
+  const [weather, forecast, refund] = body.data.map((d) => d.embedding);
+  assert.ok(Math.abs(dot(weather, weather) - 1) < 1e-9, 'normalised');
+  assert.ok(dot(weather, forecast) > dot(weather, refund), 'a synonym is near');
+  const again = await (await embed({ input: 'Gets the weather' })).json();
+  assert.deepEqual(again.data[0].embedding, weather, 'deterministic; a string input is one text');
+
+  server.pushEmbeddings({ error: { status: 503, message: 'busy' } }, { dimensions: 4 }, { delayMs: 150, raw: { data: [] } });
+  const failed = await embed({ input: ['x'] });
+  assert.equal(failed.status, 503);
+  assert.equal((await failed.json()).error.message, 'busy');
+  assert.equal((await (await embed({ input: ['x'] })).json()).data[0].embedding.length, 4);
+  const started = Date.now();
+  assert.deepEqual(await (await embed({ input: ['x'] })).json(), { data: [] });
+  assert.ok(Date.now() - started >= 140);
+  assert.equal((await embed({ input: [] })).status, 400);
+  assert.equal(server.embeddingRequests.length, 6);
+  assert.equal(server.embeddingRequests[0].format, 'embeddings');
+  assert.equal(server.pending, 1, 'no chat step was used');
 });

@@ -161,7 +161,7 @@ fn sql_is_built_from_constants_with_numbered_parameters() {
         "DELETE FROM prompts WHERE name = ?1"
     );
     let upsert = Kind::Prompt.upsert_sql();
-    assert!(upsert.starts_with("INSERT INTO prompts (name, system, model, tools, tool_choice, parallel_tool_calls, include_chat, description, hooks, tool_bindings, mcp_servers, compaction_prompt, response_format, max_offered_tools, pinned_tools, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT (name) DO UPDATE SET system = excluded.system"), "{upsert}");
+    assert!(upsert.starts_with("INSERT INTO prompts (name, system, model, tools, tool_choice, parallel_tool_calls, include_chat, description, hooks, tool_bindings, mcp_servers, compaction_prompt, response_format, max_offered_tools, pinned_tools, tool_selection_model, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) ON CONFLICT (name) DO UPDATE SET system = excluded.system"), "{upsert}");
     assert!(!upsert.contains("name = excluded.name"));
     assert!(upsert.ends_with("updated_at = excluded.updated_at"));
 }
@@ -182,7 +182,8 @@ fn the_row_codec_encodes_lists_as_text_booleans_as_integers_and_unset_options_as
     assert_eq!(row[12], SqlValue::Null, "response_format unset");
     assert_eq!(row[13], SqlValue::Integer(1), "max_offered_tools");
     assert_eq!(row[14], SqlValue::Text(r#"["send_notification"]"#.into()));
-    assert_eq!(row[15], SqlValue::Integer(42));
+    assert_eq!(row[15], SqlValue::Null, "tool_selection_model unset");
+    assert_eq!(row[16], SqlValue::Integer(42));
     let row = prompt(json!({ "name": "plain", "model": "small" }))
         .row(1)
         .unwrap();
@@ -527,6 +528,46 @@ fn tool_selection_fields_are_checked_with_the_prompt_named() {
     ));
     assert_eq!(e.code, "invalid_definition");
     assert!(e.message.contains("max_offered_tools"), "{}", e.message);
+    // The embedding model is a models row of a provider that has embeddings.
+    let m = refused(
+        vec![picker(json!({ "tool_selection_model": "ghost" }))],
+        &base(),
+    );
+    assert_eq!(
+        m,
+        "prompt \"picker\": \"tool_selection_model\" is \"ghost\", which is not a model"
+    );
+    let m = refused(
+        vec![picker(json!({ "tool_selection_model": "big" }))],
+        &base(),
+    );
+    assert!(
+        m.ends_with("is \"big\", a model of provider \"anthropic\", which has no embeddings (use an openai or workers_ai model)"),
+        "{m}"
+    );
+    let m = refused(
+        vec![picker(json!({ "tool_selection_model": "a b" }))],
+        &base(),
+    );
+    assert!(
+        m.contains("tool selection model \"a b\" must be 1-64"),
+        "{m}"
+    );
+    let embedding = plan(
+        vec![picker(json!({ "tool_selection_model": "small" }))],
+        &base(),
+        &tool_names(),
+    );
+    assert!(embedding.is_ok(), "{embedding:?}");
+    let stored = set(&[
+        small_model(),
+        full_model(),
+        prompt(json!({ "name": "picker", "model": "big", "tool_selection_model": "small" })),
+    ]);
+    assert_eq!(
+        stored.referrer(Kind::Model, "small").unwrap(),
+        "prompt \"picker\" (its \"tool_selection_model\")"
+    );
     // Pins without a maximum are allowed (every tool is offered anyway), and so is a maximum
     // at least as large as the list.
     let ok = plan(

@@ -407,7 +407,12 @@ fn a_model_timeout_past_an_hour_is_refused() {
 #[test]
 fn tools_are_recommended_for_a_task_from_the_registry_or_a_prompt() {
     use edgent::api::tools::RecommendQuery;
-    use edgent::runtime::recommend::recommend;
+    use edgent::runtime::recommend::recommend as recommend_with;
+    let embedder = edgent::testing::ToyEmbedder::default();
+    let policy = ModelPolicy::default();
+    let recommend = |db: &FakeD1, registry: &edgent::tool::Registry, query: &RecommendQuery| {
+        block_on(recommend_with(db, registry, query, &embedder, &policy))
+    };
     let db = FakeD1::new();
     let registry = crate::registry().unwrap();
     let tools: Vec<&str> = registry.names().collect();
@@ -444,7 +449,7 @@ fn tools_are_recommended_for_a_task_from_the_registry_or_a_prompt() {
         prompt: prompt.map(str::to_owned),
     };
 
-    let all = block_on(recommend(
+    let all = (recommend(
         &db,
         &registry,
         &query("what's the weather in Lisbon", 3, None),
@@ -457,7 +462,7 @@ fn tools_are_recommended_for_a_task_from_the_registry_or_a_prompt() {
     assert!(ranked[0]["score"].as_f64().unwrap() > 0.0);
     assert!(all.get("offered").is_none() && all.get("prompt").is_none());
 
-    let desk = block_on(recommend(
+    let desk = (recommend(
         &db,
         &registry,
         &query("please draft a customer reply", 10, Some("desk")),
@@ -481,19 +486,14 @@ fn tools_are_recommended_for_a_task_from_the_registry_or_a_prompt() {
     assert_eq!(desk["prompt"], "desk");
     // The pin, then the best ranked, in the prompt's order.
     assert_eq!(desk["offered"], json!(["notes", "review"]));
-    let time = block_on(recommend(
-        &db,
-        &registry,
-        &query("what time is it", 1, Some("desk")),
-    ))
-    .unwrap();
+    let time = (recommend(&db, &registry, &query("what time is it", 1, Some("desk")))).unwrap();
     assert_eq!(
         time["tools"],
         json!([{ "name": "get_current_time", "score": time["tools"][0]["score"] }])
     );
     assert_eq!(time["offered"], json!(["get_current_time", "notes"]));
 
-    let missing = block_on(recommend(&db, &registry, &query("x", 10, Some("ghost")))).unwrap_err();
+    let missing = (recommend(&db, &registry, &query("x", 10, Some("ghost")))).unwrap_err();
     assert_eq!(
         (missing.status, missing.message.as_str()),
         (404, "prompt \"ghost\" does not exist")
@@ -559,5 +559,95 @@ fn a_load_brings_the_prompts_sub_prompts_may_call_down_to_the_deepest_level() {
     assert!(
         loaded.delegate("level2").is_none(),
         "the side's prompt does not list it"
+    );
+}
+
+/// A prompt's `tool_selection_model`: read with the agent's configuration in the same batch
+/// (no extra round trip), deleting it while named is a 409, and `GET /api/tools/recommend`
+/// ranks that prompt's tools by its embeddings, saying so, or by BM25 with the reason.
+#[test]
+fn the_embedding_model_is_loaded_with_the_configuration_and_ranks_recommendations() {
+    use edgent::api::tools::RecommendQuery;
+    use edgent::runtime::recommend::recommend;
+    use edgent::testing::{EmbedAnswer, ToyEmbedder};
+    agents::forget_cached();
+    agents::remember_selection_models(Vec::new());
+    edgent::runtime::selection::forget_vectors();
+    let db = FakeD1::new();
+    let registry = crate::registry().unwrap();
+    let tools: Vec<&str> = registry.names().collect();
+    let policy = ModelPolicy::default();
+    let rules = admin::WriteRules {
+        tools: &tools,
+        schemas: &[],
+        models: &policy,
+    };
+    let set = json!({
+        "models": [
+            { "name": "m", "provider": "openai", "model": "gpt", "base_url": "https://api.openai.com/v1" },
+            { "name": "embedder", "provider": "openai", "model": "text-embedding-3-small", "base_url": "https://api.openai.com/v1" },
+        ],
+        "prompts": [{ "name": "desk", "model": "m", "max_offered_tools": 1,
+                      "tool_selection_model": "embedder",
+                      "tools": ["get_current_time", "get_weather", "issue_refund"] }],
+        "agents": [{ "id": "desk", "side_a": { "prompt": "desk" } }],
+    });
+    let (stored, _) = trips(&db, || {
+        block_on(admin::put_config(
+            &db,
+            set.to_string().as_bytes(),
+            rules,
+            T0,
+        ))
+    });
+    assert_eq!(stored.unwrap().0, 200);
+    let (loaded, n) = trips(&db, || {
+        block_on(agents::load_agent(&db, "desk", Side::A, T0))
+            .unwrap()
+            .unwrap()
+    });
+    assert_eq!(n, 1, "one batch, the embedding model included");
+    assert_eq!(
+        loaded.prompt.tool_selection_model.as_deref(),
+        Some("embedder")
+    );
+    assert_eq!(
+        agents::selection_model("embedder").unwrap().model,
+        "text-embedding-3-small"
+    );
+
+    let e = ToyEmbedder::with_synonyms(&[("forecast", "weather")]);
+    let query = RecommendQuery {
+        task: "any forecast for Porto?".into(),
+        limit: 3,
+        prompt: Some("desk".into()),
+    };
+    let r = block_on(recommend(&db, &registry, &query, &e, &policy)).unwrap();
+    assert_eq!(r["method"], "embeddings", "{r}");
+    assert_eq!(r["tools"][0]["name"], "get_weather", "{r}");
+    assert_eq!(r["offered"], json!(["get_weather"]));
+    assert!(r.get("fallback").is_none());
+    e.script([EmbedAnswer::Fail(
+        edgent::llm::stream::ProviderError::Timeout("no embeddings within 3000 ms".into()),
+    )]);
+    let r = block_on(recommend(&db, &registry, &query, &e, &policy)).unwrap();
+    assert_eq!(r["method"], "bm25", "{r}");
+    assert_eq!(
+        r["fallback"],
+        "embedding model \"embedder\": model timed out: no embeddings within 3000 ms"
+    );
+    // Without a prompt: every registered tool, by BM25.
+    let all = RecommendQuery {
+        prompt: None,
+        ..query
+    };
+    let r = block_on(recommend(&db, &registry, &all, &e, &policy)).unwrap();
+    assert_eq!(r["method"], "bm25");
+
+    let e = block_on(admin::delete(&db, Kind::Model, "embedder")).unwrap_err();
+    assert_eq!((e.status, e.code), (409, "in_use"));
+    assert_eq!(
+        e.message,
+        "model \"embedder\" is used by prompt \"desk\" (its \"tool_selection_model\"); change or delete that first"
     );
 }

@@ -19,6 +19,7 @@ mod conversation;
 mod discovery;
 mod docs_examples;
 mod durable;
+mod embeddings;
 mod engine;
 mod engine_props;
 mod first_run;

@@ -1,5 +1,5 @@
 // model-server.mjs — a scripted model server for tests, speaking OpenAI chat completions and
-// Anthropic Messages.
+// Anthropic Messages, with OpenAI-compatible embeddings.
 //
 // It listens on 127.0.0.1 inside the test process and answers each model request with the next
 // step of a FIFO script, in the real wire format (a JSON body, or SSE with text and tool-call
@@ -192,6 +192,68 @@ function parseInput(args) {
 const formats = { openai, anthropic };
 
 // ---------------------------------------------------------------------------------------------
+// Embeddings: POST /v1/embeddings in OpenAI's wire format, answered deterministically: each text
+// is a bag of its words (ASCII, lowercase, three letters or more, a plural `s` taken off, each
+// word replaced by its entry in `synonyms` when it has one) hashed with 64-bit FNV-1a into
+// `dimensions` buckets and normalised, so texts sharing words (or synonyms) are near. The same
+// recipe as edgent::testing::ToyEmbedder. It has its own queue of steps (`pushEmbeddings`), so it
+// never uses up a chat step; with none queued, every request gets its vectors.
+// ---------------------------------------------------------------------------------------------
+
+const FNV_OFFSET = 0xcbf29ce484222325n;
+const FNV_PRIME = 0x100000001b3n;
+const MASK64 = (1n << 64n) - 1n;
+
+function fnv1a64(text) {
+  let h = FNV_OFFSET;
+  for (const byte of Buffer.from(text, 'utf8')) h = ((h ^ BigInt(byte)) * FNV_PRIME) & MASK64;
+  return h;
+}
+
+/** The vector of `text`: see above. */
+export function embeddingOf(text, dimensions = 64, synonyms = {}) {
+  const v = new Array(dimensions).fill(0);
+  for (let word of text.toLowerCase().split(/[^a-z0-9]+/)) {
+    if (word.length <= 2) continue;
+    if (word.endsWith('s')) word = word.slice(0, -1);
+    word = Object.hasOwn(synonyms, word) ? synonyms[word] : word;
+    v[Number(fnv1a64(word) % BigInt(dimensions))] += 1;
+  }
+  const norm = Math.hypot(...v);
+  return norm > 0 ? v.map((x) => x / norm) : v;
+}
+
+const EMBEDDING_STEP_KEYS = ['error', 'delayMs', 'hang', 'dimensions', 'raw'];
+
+// One embedding step: `{ delayMs }` waits first; `{ hang: true }` never answers; `{ error: { status,
+// message } }` answers an OpenAI error; `{ raw: body, status }` answers that JSON; `{ dimensions: n }`
+// answers vectors of n dimensions instead. Steps combine (`{ delayMs: 5000, error: … }`).
+async function playEmbedding(step, request, res, signal, options) {
+  const unknown = Object.keys(step).filter((k) => !EMBEDDING_STEP_KEYS.includes(k));
+  if (unknown.length) throw new Error(`model-server: unrecognised embedding step ${JSON.stringify(step)}`);
+  if (step.delayMs) await sleep(step.delayMs, undefined, { signal });
+  if (step.hang) return;
+  if (step.error) {
+    const { status = 500, message = `model-server: scripted ${status} error`, type, code, headers } = step.error;
+    return sendJson(res, status, openai.error(status, message, type, code), headers);
+  }
+  if (step.raw !== undefined) return sendJson(res, step.status ?? 200, step.raw);
+  const { input, model } = request.body;
+  const texts = typeof input === 'string' ? [input] : input;
+  if (!Array.isArray(texts) || !texts.length || !texts.every((t) => typeof t === 'string')) {
+    return sendJson(res, 400, openai.error(400, "model-server: 'input' must be a string or a non-empty list of strings"));
+  }
+  const dimensions = step.dimensions ?? options.dimensions ?? 64;
+  const tokens = texts.reduce((n, t) => n + estimateTokens(t), 0);
+  return sendJson(res, 200, {
+    object: 'list',
+    data: texts.map((t, index) => ({ object: 'embedding', index, embedding: embeddingOf(t, dimensions, options.synonyms) })),
+    model: model ?? 'model-server',
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Core: routing, recording, the script, and playing a step onto a response.
 // ---------------------------------------------------------------------------------------------
 
@@ -222,9 +284,11 @@ function toReply(step, request, format) {
 }
 
 // Named from the path alone, so a request with the wrong method still records which API it meant.
-// GET /v1/models is OpenAI's model list; unknown paths have no format.
+// GET /v1/models is OpenAI's model list and POST /v1/embeddings its embeddings (format
+// 'embeddings'); unknown paths have no format.
 function formatFor(path) {
   const found = Object.entries(formats).find(([, format]) => format.path === path);
+  if (path === '/v1/embeddings') return ['embeddings', null];
   return found ?? [path === '/v1/models' ? 'openai' : null, null];
 }
 
@@ -363,8 +427,9 @@ async function play(format, step, request, res, signal) {
  * Starts a scripted model server on 127.0.0.1.
  * @param {{ port?: number, script?: Array<object|Function>, fallback?: object|Function }} [options]
  */
-export async function startModelServer({ port = 0, script = [], fallback = EXHAUSTED } = {}) {
+export async function startModelServer({ port = 0, script = [], fallback = EXHAUSTED, embeddings = {} } = {}) {
   const queue = [...script];
+  const embeddingQueue = [];
   const requests = [];
   const waiters = new Set();
   const sockets = new Set();
@@ -392,6 +457,19 @@ export async function startModelServer({ port = 0, script = [], fallback = EXHAU
     record(request);
 
     if (req.method === 'GET' && path === '/v1/models') return sendJson(res, 200, openai.models());
+    if (name === 'embeddings' && req.method === 'POST') {
+      if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+        return sendJson(res, 400, openai.error(400, 'model-server: request body is not a JSON object'));
+      }
+      try {
+        await playEmbedding(embeddingQueue.shift() ?? {}, request, res, closing.signal, embeddings);
+      } catch (err) {
+        if (closing.signal.aborted) return res.destroy();
+        if (!res.headersSent) return sendJson(res, 500, openai.error(500, err.message));
+        res.destroy();
+      }
+      return;
+    }
     if (!format || req.method !== 'POST') {
       return sendJson(res, 404, openai.error(404, `model-server: no route for ${req.method} ${path}`, 'not_found'));
     }
@@ -427,7 +505,11 @@ export async function startModelServer({ port = 0, script = [], fallback = EXHAU
     requests,
     get pending() { return queue.length; },
     push(...steps) { queue.push(...steps); },
-    reset() { queue.length = 0; requests.length = 0; },
+    /** Queues steps for the next embedding requests (see playEmbedding); unqueued ones get vectors. */
+    pushEmbeddings(...steps) { embeddingQueue.push(...steps); },
+    /** The recorded POST /v1/embeddings requests. */
+    get embeddingRequests() { return requests.filter((r) => r.path === '/v1/embeddings'); },
+    reset() { queue.length = 0; embeddingQueue.length = 0; requests.length = 0; },
 
     waitForRequests(n, timeoutMs = 5000) {
       if (requests.length >= n) return Promise.resolve(requests);

@@ -124,6 +124,22 @@ impl FlowHost for ShellHost {
     }
 }
 
+impl edgent::runtime::Embedder for ShellHost {
+    fn embed(
+        &self,
+        model: &ModelConfig,
+        body: Value,
+        timeout_ms: u32,
+    ) -> BoxFuture<'static, Result<Value, ProviderError>> {
+        Box::pin(crate::model::embed(
+            self.env.clone(),
+            model.clone(),
+            body,
+            timeout_ms,
+        ))
+    }
+}
+
 impl Platform for ShellHost {
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
         let storage = self.state.storage();
@@ -205,6 +221,14 @@ impl Platform for ShellHost {
 }
 
 async fn fetch(request: HttpRequest) -> Result<HttpResponse, HostError> {
+    fetch_at_most(request, HttpResponse::MAX_BODY).await
+}
+
+/// [`fetch`] reading at most `max_body` bytes of the answer ([`HostError::TooLarge`] past it).
+pub(crate) async fn fetch_at_most(
+    request: HttpRequest,
+    max_body: usize,
+) -> Result<HttpResponse, HostError> {
     let method = Method::from(request.method.to_ascii_uppercase());
     let headers = Headers::new();
     for (k, v) in &request.headers {
@@ -231,7 +255,7 @@ async fn fetch(request: HttpRequest) -> Result<HttpResponse, HostError> {
             .map_err(|e| HostError::Network(format!("request failed: {e}")))?;
         let status = resp.status_code();
         let headers: Vec<(String, String)> = resp.headers().entries().collect();
-        let (body, whole) = read_at_most(&mut resp, HttpResponse::MAX_BODY)
+        let (body, whole) = read_at_most(&mut resp, max_body)
             .await
             .map_err(|e| HostError::Network(format!("reading the response failed: {e}")))?;
         if !whole {

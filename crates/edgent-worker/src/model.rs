@@ -19,10 +19,13 @@ use edgent::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
 use edgent::llm::stream::{ProviderError, StreamEvent};
-use edgent::llm::workers_ai;
-use edgent::llm::{endpoint, error_message, request_headers, retry_after_ms, StreamParser};
+use edgent::llm::{
+    auth_headers, endpoint, error_message, request_headers, retry_after_ms, StreamParser,
+};
+use edgent::llm::{embeddings, workers_ai};
 use edgent::runtime::{ModelReply, WholeReply};
-use edgent::tool::BoxFuture;
+use edgent::tool::{BoxFuture, HostError, HttpRequest};
+use edgent::values::redact::redact_secrets;
 
 /// Largest error body we read from a failing provider.
 const MAX_ERROR_BODY: usize = 16 * 1024;
@@ -299,4 +302,87 @@ async fn run_workers_ai(
         Some(Ok(v)) => v,
     };
     workers_ai::parse_response(&out)
+}
+
+/// Largest embedding answer read: 96 vectors of 1,536 dimensions as JSON text are ~3 MB.
+const MAX_EMBEDDING_BODY: usize = 8 * 1024 * 1024;
+
+/// One embedding request of tool selection: `POST {base_url}/embeddings` with the model's key
+/// (the host's `fetch`, aborted at the deadline), or the `AI` binding; the answer's JSON
+/// within `timeout_ms`.
+pub(crate) async fn embed(
+    env: Env,
+    model: ModelConfig,
+    body: serde_json::Value,
+    timeout_ms: u32,
+) -> Result<serde_json::Value, ProviderError> {
+    let late = || ProviderError::Timeout(format!("no embeddings within {timeout_ms} ms"));
+    let Some(url) = embeddings::endpoint(&model.target()) else {
+        let ai = env.ai("AI").map_err(|_| {
+            ProviderError::Config("the Worker has no AI binding named \"AI\"".into())
+        })?;
+        let limit = Duration::from_millis(u64::from(timeout_ms));
+        return match with_timeout(ai.run(&model.model, &body), limit).await {
+            None => Err(late()),
+            Some(Err(e)) => Err(ProviderError::Network(format!("Workers AI: {e}"))),
+            Some(Ok(v)) => Ok(v),
+        };
+    };
+    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    let mut key = None;
+    if let Some(secret) = &model.api_key_secret {
+        // Read at call time; it goes nowhere but its header, and is cut from error text.
+        let k = env.secret(secret).map(|k| k.to_string()).map_err(|_| {
+            ProviderError::Config(format!(
+                "the secret {secret:?} named by model {:?} is not set",
+                model.name
+            ))
+        })?;
+        headers.extend(
+            auth_headers(model.provider, &k)
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), v)),
+        );
+        key = Some(k);
+    }
+    let request = HttpRequest {
+        method: "POST".into(),
+        url,
+        headers,
+        body: Some(body.to_string()),
+        timeout_ms,
+    };
+    let response = crate::host::fetch_at_most(request, MAX_EMBEDDING_BODY)
+        .await
+        .map_err(|e| match e {
+            HostError::Timeout { .. } => late(),
+            HostError::TooLarge => ProviderError::TooLarge(format!(
+                "an embedding answer over {MAX_EMBEDDING_BODY} bytes"
+            )),
+            other => ProviderError::Network(other.to_string()),
+        })?;
+    if !(200..300).contains(&response.status) {
+        let message = error_message(model.provider, &response.body);
+        return Err(ProviderError::Http {
+            status: response.status,
+            message: redact_secrets(&message, key.as_slice()).into_owned(),
+            retry_after_ms: None,
+        });
+    }
+    serde_json::from_str(&response.body)
+        .map_err(|e| ProviderError::Malformed(format!("embedding answer: {e}")))
+}
+
+/// The Worker's embedder outside a thread object (the recommend route).
+pub(crate) struct WorkerEmbedder(pub(crate) Env);
+
+impl edgent::runtime::Embedder for WorkerEmbedder {
+    fn embed(
+        &self,
+        model: &ModelConfig,
+        body: serde_json::Value,
+        timeout_ms: u32,
+    ) -> BoxFuture<'static, Result<serde_json::Value, ProviderError>> {
+        Box::pin(embed(self.0.clone(), model.clone(), body, timeout_ms))
+    }
 }

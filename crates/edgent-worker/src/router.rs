@@ -299,7 +299,10 @@ async fn tools(env: &Env) -> std::result::Result<Response, ApiError> {
 async fn recommend_tools(req: &Request, env: &Env) -> std::result::Result<Response, ApiError> {
     let query = RecommendQuery::parse(&query_pairs(req))?;
     let registry = edgent::Catalog::installed_registry().map_err(|e| registry_error(&e))?;
-    let ranked = recommend::recommend(&D1(env.clone()), &registry, &query).await;
+    let policy = ModelPolicy::from_vars(|k| env.var(k).ok().map(|v| v.to_string()));
+    let embedder = crate::model::WorkerEmbedder(env.clone());
+    let ranked =
+        recommend::recommend(&D1(env.clone()), &registry, &query, &embedder, &policy).await;
     answer(ranked.map(|body| (200, body)))
 }
 

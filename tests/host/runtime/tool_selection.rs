@@ -110,3 +110,86 @@ fn without_a_maximum_every_tool_is_offered_and_logged_without_scores() {
     let row = serde_json::to_value(&log.logs[0]).unwrap();
     assert_eq!(row["tool_selection"], json!({ "offered": all }));
 }
+
+/// [`selecting_host`] whose prompt ranks by the embedding model `embedder` (an OpenAI-compatible
+/// row the isolate knows, as a configuration load leaves it).
+fn embedding_host() -> Rc<TestHost> {
+    edgent::runtime::agents::remember_selection_models(vec![serde_json::from_value(json!({
+        "name": "embedder", "provider": "openai", "model": "toy", "base_url": "https://embeddings.example/v1",
+    }))
+    .unwrap()]);
+    edgent::runtime::selection::forget_vectors();
+    let registry = edgent::tool::Registry::build(vec![
+        (
+            "clock",
+            named("Returns the current date and time.", "12:00"),
+        ),
+        (
+            "weather",
+            named("Gets the current weather for a city.", "sunny"),
+        ),
+        ("refund", named("Refunds an order.", "refunded")),
+        ("notes", named("Saves a note.", "saved")),
+    ])
+    .unwrap();
+    let mut agent = edgent::testing::agent(&["clock", "weather", "refund", "notes"]);
+    agent.prompt.max_offered_tools = Some(2);
+    agent.prompt.pinned_tools = vec!["notes".into()];
+    agent.prompt.tool_selection_model = Some("embedder".into());
+    let mut host = TestHost::new(registry, T0).with_agent(agent);
+    host.embedder = edgent::testing::ToyEmbedder::with_synonyms(&[("forecast", "weather")]);
+    host.into_rc()
+}
+
+#[test]
+fn with_an_embedding_model_each_call_is_ranked_by_it_and_the_tools_embedded_once() {
+    let h = embedding_host();
+    let rt = h.runtime();
+    h.script(Ok(reply_events("", &[("c1", "weather", "{}")])));
+    h.script(Ok(reply_events("Sunny.", &[])));
+    h.run(rt.apply(send("Any forecast for Porto?"))).unwrap();
+    h.run_spawned();
+
+    let requests = h.model_requests();
+    assert_eq!(requests.len(), 2);
+    // BM25 finds no word of the question in any tool; the embedder knows "forecast".
+    assert_eq!(tool_names(&requests[0]), ["weather", "notes"]);
+    let texts = h.embedder.texts();
+    assert_eq!(texts.len(), 2, "one embedding request per model call");
+    assert_eq!(texts[0].len(), 5, "the query and the four tools");
+    assert_eq!(texts[1].len(), 1, "then the query alone");
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    for row in &log.logs {
+        let selection = row.tool_selection.as_ref().unwrap();
+        assert_eq!(selection["method"], "embeddings", "{selection}");
+        assert!(selection.get("fallback").is_none());
+        assert!(selection["scores"]["weather"].as_f64().unwrap() > 0.0);
+    }
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+#[test]
+fn an_embedder_failing_leaves_the_call_to_bm25_and_the_turn_goes_on() {
+    let h = embedding_host();
+    let rt = h.runtime();
+    h.embedder
+        .script([edgent::testing::EmbedAnswer::Fail(ProviderError::Http {
+            status: 500,
+            message: "embedder down".into(),
+            retry_after_ms: None,
+        })]);
+    h.script(Ok(reply_events("Sunny.", &[])));
+    h.run(rt.apply(send("What's the weather in Lisbon?")))
+        .unwrap();
+    h.run_spawned();
+
+    assert_eq!(tool_names(&h.model_requests()[0]), ["weather", "notes"]);
+    assert_eq!(transcript(&h).last().unwrap().1, "Sunny.");
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    let selection = log.logs[0].tool_selection.as_ref().unwrap();
+    assert_eq!(selection["method"], "bm25");
+    assert_eq!(
+        selection["fallback"],
+        "embedding model \"embedder\": model server answered 500: embedder down"
+    );
+}

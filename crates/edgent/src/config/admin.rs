@@ -108,6 +108,12 @@ impl ConfigSet {
                 .find(|p| p.model == name)
                 .map(|p| format!("prompt {:?} (its \"model\")", p.name))
                 .or_else(|| {
+                    self.prompts
+                        .iter()
+                        .find(|p| p.tool_selection_model.as_deref() == Some(name))
+                        .map(|p| format!("prompt {:?} (its \"tool_selection_model\")", p.name))
+                })
+                .or_else(|| {
                     self.models
                         .iter()
                         .find(|m| m.name != name && lists(&m.fallbacks))
@@ -312,6 +318,25 @@ fn references(def: &Definition, set: &ConfigSet, tools: &[&str]) -> Result<(), I
                 return Err(
                     format!("{label}: \"model\" is {:?}, which is not a model", p.model).into(),
                 );
+            }
+            if let Some(m) = p.tool_selection_model.as_deref() {
+                match set.model(m) {
+                    None => {
+                        return Err(format!(
+                            "{label}: \"tool_selection_model\" is {m:?}, which is not a model"
+                        )
+                        .into())
+                    }
+                    Some(model) if !crate::llm::embeddings::supports(model.provider) => {
+                        return Err(format!(
+                            "{label}: \"tool_selection_model\" is {m:?}, a model of provider {:?}, \
+                             which has no embeddings (use an openai or workers_ai model)",
+                            model.provider.as_str()
+                        )
+                        .into())
+                    }
+                    Some(_) => {}
+                }
             }
             if let Some(c) = p.compaction_prompt.as_deref() {
                 if set.prompt(c).is_none() {

@@ -57,6 +57,7 @@ pub const PROMPT_COLUMNS: &[&str] = &[
     "response_format",
     "max_offered_tools",
     "pinned_tools",
+    "tool_selection_model",
 ];
 
 /// `agents` columns written by the API, in bind order (`updated_at` follows).

@@ -192,6 +192,11 @@ pub struct PromptConfig {
     /// Tools offered whenever a selection runs, before the ranked ones (each one of `tools`).
     #[serde(default)]
     pub pinned_tools: Vec<String>,
+    /// The embedding model (a `models` row, `openai` or `workers_ai`) that ranks the tools when
+    /// a selection runs; unset: the lexical ranking (BM25), which is also what a call falls back
+    /// to when the embedding request fails.
+    #[serde(default)]
+    pub tool_selection_model: Option<String>,
 }
 
 impl PromptConfig {
@@ -234,6 +239,9 @@ impl PromptConfig {
 
     /// The rules of `max_offered_tools` and `pinned_tools`.
     fn check_selection(&self) -> Result<(), Invalid> {
+        if let Some(m) = &self.tool_selection_model {
+            check_name("tool selection model", m)?;
+        }
         if self.max_offered_tools == Some(0) {
             return Err(
                 "max_offered_tools must be at least 1 (leave it out to offer every tool)".into(),

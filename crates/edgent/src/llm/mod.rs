@@ -7,6 +7,7 @@
 //! format with raw bytes (one conformance suite for all: `tests/host/llm_conformance.rs`).
 
 pub mod anthropic;
+pub mod embeddings;
 pub mod format;
 pub mod openai;
 pub mod request;

@@ -17,7 +17,6 @@ use crate::engine::thread::{
 };
 use crate::llm::stream::Completion;
 use crate::tool::nested::run_nested;
-use crate::tool::offer::offer;
 use crate::tool::{BoxFuture, CallToolResult, FlowState};
 use crate::values::ids::new_id;
 use crate::values::limits::MAX_THREAD_NESTING;
@@ -236,7 +235,7 @@ impl ThreadRuntime {
                         // Chosen again at each step: the sub-prompt's latest messages change.
                         // A sub-prompt runs its registered tools and prompts only: MCP
                         // servers' tools are the top-level prompt's (docs/mcp.md).
-                        let offer = offer(self.platform.registry(), &config, &history, Vec::new());
+                        let offer = self.offer(None, &config, &history, Vec::new()).await;
                         let parts = RequestParts {
                             system: &system,
                             history: &history,

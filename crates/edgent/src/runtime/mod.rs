@@ -34,15 +34,18 @@ mod delegate;
 mod mcp;
 mod ops;
 pub mod recommend;
+pub mod selection;
 pub mod thread_index;
 mod tools;
 mod turn;
 
 pub use delegate::ChildError;
+pub use selection::Embedder;
 
 /// The I/O of the host a thread lives in (the Worker driver's Durable Object, or a test
-/// host): what tools see ([`FlowHost`]) and what the runtime itself needs.
-pub trait Platform: FlowHost {
+/// host): what tools see ([`FlowHost`]), the embedding requests of tool selection
+/// ([`Embedder`]) and what the runtime itself needs.
+pub trait Platform: FlowHost + Embedder {
     /// Arms the thread's one alarm to fire `in_ms` from now.
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>>;
     /// Removes the thread's alarm.

@@ -1,42 +1,49 @@
 //! `GET /api/tools/recommend`: the tools ranked for a task, with their scores
-//! ([`crate::tool::select`]): every registered tool, or one prompt's tools and delegates, then
-//! also what that prompt would offer a conversation whose latest message is the task.
+//! ([`crate::tool::select`]): every registered tool (by BM25), or one prompt's tools and
+//! delegates ranked as its turns rank them (by its `tool_selection_model`'s embeddings when it
+//! names one, [`super::selection`]), then also what that prompt would offer a conversation
+//! whose latest message is the task.
 
 use serde_json::{json, Value};
 
 use super::admin::stored;
+use super::selection::{rank, Embedder};
 use super::ConfigDb;
 use crate::api::tools::RecommendQuery;
 use crate::api::ApiError;
+use crate::config::policy::ModelPolicy;
 use crate::config::Delegate;
 use crate::llm::ToolSpec;
-use crate::tool::offer::{candidates, listed_order, select_for};
-use crate::tool::select;
+use crate::tool::offer::{candidates, choose_offer, listed_order};
+use crate::tool::select::{self, Ranking};
 use crate::tool::Registry;
 
-/// The answer: `{"task", "tools": [{"name", "score"}, …]}` best first, at most `limit`; with
-/// `prompt`, also `"prompt"` and `"offered"` (the names it would offer, in its order). 404 for
-/// a prompt that does not exist.
+/// The answer: `{"task", "method", "tools": [{"name", "score"}, …]}` best first, at most
+/// `limit`; with `prompt`, also `"prompt"`, `"offered"` (the names it would offer, in its
+/// order) and `"fallback"` when its embedding model failed (BM25 ranked instead). 404 for a
+/// prompt that does not exist. `embedder` and `policy` serve a prompt's embedding model.
 pub async fn recommend(
     db: &dyn ConfigDb,
     registry: &Registry,
     query: &RecommendQuery,
+    embedder: &dyn Embedder,
+    policy: &ModelPolicy,
 ) -> Result<Value, ApiError> {
-    // The words a turn would rank by, for a conversation whose last message is the task.
+    // The conversation a turn would rank for: its last message is the task.
     let as_turn = [crate::values::message::Message::new(
         crate::values::message::Role::User,
         query.task.clone(),
         0,
     )];
-    let words = select::query(&as_turn);
     let Some(name) = &query.prompt else {
         let all = registry.all_specs();
-        let scores = select::scores(&all, &words);
+        let ranking = Ranking::bm25(&all, &select::query(&as_turn));
         let order: Vec<usize> = (0..all.len()).collect();
-        let ranked = select::best_first(&scores, &order);
+        let ranked = select::best_first(&ranking.scores, &order);
         return Ok(json!({
             "task": query.task,
-            "tools": ranking(&all, &scores, &ranked, query.limit),
+            "method": ranking.method.as_str(),
+            "tools": ranking_json(&all, &ranking.scores, &ranked, query.limit),
         }));
     };
     // The configuration API's own read: this route is an operator's, not a turn's.
@@ -61,20 +68,28 @@ pub async fn recommend(
     let all = candidates(registry, &prompt.tools, &|n| {
         delegates.iter().find(|d| d.name() == n)
     });
-    let scores = select::scores(&all, &words);
-    let ranked = select::best_first(&scores, &listed_order(prompt, &all));
-    let tools = ranking(&all, &scores, &ranked, query.limit);
-    let offered = select_for(all, prompt, &words).selection.offered;
-    Ok(json!({
+    let model = prompt
+        .tool_selection_model
+        .as_deref()
+        .and_then(|m| set.model(m));
+    let ranking = rank(embedder, policy, prompt, model, &all, &as_turn).await;
+    let ranked = select::best_first(&ranking.scores, &listed_order(prompt, &all));
+    let tools = ranking_json(&all, &ranking.scores, &ranked, query.limit);
+    let mut answer = json!({
         "task": query.task,
         "prompt": name,
+        "method": ranking.method.as_str(),
         "tools": tools,
-        "offered": offered,
-    }))
+    });
+    if let Some(why) = &ranking.fallback {
+        answer["fallback"] = json!(why);
+    }
+    answer["offered"] = json!(choose_offer(all, prompt, Some(ranking)).selection.offered);
+    Ok(answer)
 }
 
 /// The first `limit` of `ranked` as `{"name", "score"}`.
-fn ranking(all: &[ToolSpec], scores: &[f64], ranked: &[usize], limit: u32) -> Vec<Value> {
+fn ranking_json(all: &[ToolSpec], scores: &[f64], ranked: &[usize], limit: u32) -> Vec<Value> {
     ranked
         .iter()
         .filter_map(|&i| Some((all.get(i)?, scores.get(i)?)))

@@ -13,7 +13,6 @@ use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::OutputFormat;
-use crate::tool::offer::offer;
 use crate::values::sql::Sql;
 
 /// Receives one top-level model call's stream: chunks go to clients as they arrive.
@@ -324,7 +323,9 @@ impl ThreadRuntime {
         let system = thread.system_text(&config.prompt);
         let history = std::mem::take(&mut call.history);
         // Chosen from the history this call sends: no message is read for it.
-        let offer = offer(self.platform.registry(), config, &history, mcp_tools);
+        let offer = self
+            .offer(Some(&mut *thread), config, &history, mcp_tools)
+            .await;
         let parts = RequestParts {
             system: &system,
             history: &history,

@@ -74,6 +74,8 @@ pub struct TestHost {
     pub(super) requests: RefCell<Vec<Value>>,
     /// The deployment's thread index (D1 in the Worker): look at its rows, or make it fail.
     pub index: Rc<super::SqliteD1>,
+    /// The embedding model of tool selection: script its faults, look at its requests.
+    pub embedder: super::ToyEmbedder,
 }
 
 impl TestHost {
@@ -147,6 +149,7 @@ impl TestHost {
             script: RefCell::default(),
             requests: RefCell::default(),
             index: Rc::new(super::SqliteD1::thread_index()),
+            embedder: super::ToyEmbedder::default(),
         }
     }
 

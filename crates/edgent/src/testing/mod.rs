@@ -38,11 +38,13 @@
 
 pub mod adversarial;
 mod d1;
+mod embedder;
 mod host;
 mod platform;
 mod sqlite;
 
 pub use crate::engine::thread::{Action, ModelCall};
 pub use d1::SqliteD1;
+pub use embedder::{EmbedAnswer, ToyEmbedder};
 pub use host::{agent, block_on, reply_events, Meanwhile, TestHost};
 pub use sqlite::Sqlite;

@@ -60,6 +60,17 @@ impl ModelReply for EndlessReply {
     fn cancel(&mut self) {}
 }
 
+impl crate::runtime::Embedder for TestHost {
+    fn embed(
+        &self,
+        model: &ModelConfig,
+        body: Value,
+        timeout_ms: u32,
+    ) -> BoxFuture<'static, Result<Value, ProviderError>> {
+        self.embedder.embed(model, body, timeout_ms)
+    }
+}
+
 impl Platform for TestHost {
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
         self.alarm.set(Some(self.now().saturating_add(in_ms)));

@@ -78,17 +78,26 @@ pub struct ToolSelection {
     /// When a selection ran: each candidate's score for the latest messages (pinned ones
     /// included), in the candidates' order.
     pub scores: Vec<(String, f64)>,
+    /// When a selection ran: how it ranked.
+    pub method: select::Method,
+    /// When the prompt's embedding model failed and BM25 ranked instead: why.
+    pub fallback: Option<String>,
 }
 
 impl ToolSelection {
-    /// `{"offered": [names], "max": n, "scores": {name: score}}`, scores to three decimals;
-    /// `max` and `scores` only when a selection ran. Built by hand: the log stores it as text
-    /// and the API shows it, and nothing reads it back into this type.
+    /// `{"offered": [names], "max": n, "method": "bm25"|"embeddings", "fallback": why,
+    /// "scores": {name: score}}`, scores to three decimals; `max`, `method` and `scores` only
+    /// when a selection ran, `fallback` only when embeddings failed. Built by hand: the log
+    /// stores it as text and the API shows it, and nothing reads it back into this type.
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
         out.insert("offered".into(), json!(self.offered));
         if let Some(max) = self.max {
             out.insert("max".into(), json!(max));
+            out.insert("method".into(), json!(self.method.as_str()));
+        }
+        if let Some(why) = &self.fallback {
+            out.insert("fallback".into(), json!(why));
         }
         if !self.scores.is_empty() {
             let mut scores = Map::new();
@@ -116,9 +125,10 @@ pub struct Offer {
 }
 
 /// What `config`'s prompt offers a model call over `history` (the messages the engine holds
-/// for it): every tool (its own, then `mcp_tools`, its MCP servers' as the runtime listed
-/// them), or, when there are more than its `max_offered_tools`, its pinned tools and then the
-/// best ranked for [`select::query`] of the history.
+/// for it), ranked by BM25: every tool (its own, then `mcp_tools`, its MCP servers' as the
+/// runtime listed them), or, when there are more than its `max_offered_tools`, its pinned tools
+/// and then the best ranked for [`select::query`] of the history. (A turn ranks by its
+/// prompt's `tool_selection_model` when it names one: `crate::runtime::selection`.)
 pub fn offer(
     registry: &Registry,
     config: &AgentConfig,
@@ -126,16 +136,47 @@ pub fn offer(
     mcp_tools: Vec<ToolSpec>,
 ) -> Offer {
     let query = select::query(history);
-    let mut all = offered(registry, config);
-    all.extend(mcp_tools);
-    select_for(all, &config.prompt, &query)
+    select_for(
+        all_candidates(registry, config, mcp_tools),
+        &config.prompt,
+        &query,
+    )
 }
 
-/// Of `all` (the prompt's [`candidates`]), what `prompt` offers for the `query` words: every
-/// one while they fit its `max_offered_tools`, else the pinned ones and then the best ranked,
-/// kept in `all`'s order. Equal scores go by the prompt's order of `tools`.
+/// Everything `config`'s prompt could offer: its tools and delegates ([`offered`]), then
+/// `mcp_tools`.
+pub fn all_candidates(
+    registry: &Registry,
+    config: &AgentConfig,
+    mcp_tools: Vec<ToolSpec>,
+) -> Vec<ToolSpec> {
+    let mut all = offered(registry, config);
+    all.extend(mcp_tools);
+    all
+}
+
+/// `prompt`'s `max_offered_tools` when `all` does not fit in it (a selection runs), else
+/// `None` (every candidate is offered).
+pub fn selecting(prompt: &PromptConfig, all: &[ToolSpec]) -> Option<u32> {
+    prompt.max_offered_tools.filter(|m| all.len() > *m as usize)
+}
+
+/// Of `all` (the prompt's [`candidates`]), what `prompt` offers for the `query` words, ranked
+/// by BM25 ([`choose_offer`]).
 pub fn select_for(all: Vec<ToolSpec>, prompt: &PromptConfig, query: &[String]) -> Offer {
-    let Some(max) = prompt.max_offered_tools.filter(|m| all.len() > *m as usize) else {
+    let ranking = selecting(prompt, &all).map(|_| select::Ranking::bm25(&all, query));
+    choose_offer(all, prompt, ranking)
+}
+
+/// Of `all`, what `prompt` offers: every one while they fit its `max_offered_tools` (or with
+/// no `ranking`), else the pinned ones and then the best of `ranking` (one score per
+/// candidate), kept in `all`'s order. Equal scores go by the prompt's order of `tools`.
+pub fn choose_offer(
+    all: Vec<ToolSpec>,
+    prompt: &PromptConfig,
+    ranking: Option<select::Ranking>,
+) -> Offer {
+    let (Some(max), Some(ranking)) = (selecting(prompt, &all), ranking) else {
         let offered = all.iter().map(|s| s.name.clone()).collect();
         return Offer {
             tools: all,
@@ -145,10 +186,13 @@ pub fn select_for(all: Vec<ToolSpec>, prompt: &PromptConfig, query: &[String]) -
             },
         };
     };
-    let scores = select::scores(&all, query);
-    let ranked = select::best_first(&scores, &listed_order(prompt, &all));
+    let ranked = select::best_first(&ranking.scores, &listed_order(prompt, &all));
     let chosen = select::choose(&all, &prompt.pinned_tools, &ranked, max as usize);
-    let scores = all.iter().map(|s| s.name.clone()).zip(scores).collect();
+    let scores = all
+        .iter()
+        .map(|s| s.name.clone())
+        .zip(ranking.scores)
+        .collect();
     let tools: Vec<ToolSpec> = all
         .into_iter()
         .zip(chosen)
@@ -159,6 +203,8 @@ pub fn select_for(all: Vec<ToolSpec>, prompt: &PromptConfig, query: &[String]) -
             offered: tools.iter().map(|s| s.name.clone()).collect(),
             max: Some(max),
             scores,
+            method: ranking.method,
+            fallback: ranking.fallback,
         },
         tools,
     }

@@ -7,8 +7,10 @@
 //! (counted twice, since a name is the densest description a tool has), its description, and
 //! its argument docs (the JSON Schema's property names and descriptions, one level of nesting
 //! deep). Pure and deterministic: the same candidates and query give the same scores, and
-//! equal scores keep the order the caller gives. Why lexical and not embeddings:
-//! docs/decisions/2026-11-24-tool-selection.md.
+//! equal scores keep the order the caller gives. Why lexical by default:
+//! docs/decisions/2026-11-24-tool-selection.md. A prompt with a `tool_selection_model` ranks
+//! by embeddings instead ([`query_text`], [`document_text`] and [`cosine`] here; the requests
+//! in `crate::runtime::selection`), with the same pins and the same choice.
 
 use serde_json::Value;
 
@@ -57,6 +59,33 @@ pub fn query(history: &[Message]) -> Vec<String> {
         }
     }
     words
+}
+
+/// [`query`] as text, for an embedding model: the same messages (the last user message, then
+/// the latest [`QUERY_MESSAGES`]), each cut to its first [`QUERY_WORDS_PER_MESSAGE`]
+/// whitespace-separated words, with the names of the tools it called; one line each.
+pub fn query_text(history: &[Message]) -> String {
+    let last_user = history.iter().rev().find(|m| m.role == Role::User);
+    let latest = history
+        .iter()
+        .skip(history.len().saturating_sub(QUERY_MESSAGES));
+    let mut out = String::new();
+    for message in last_user.into_iter().chain(latest) {
+        let mut line: Vec<&str> = message
+            .content
+            .split_whitespace()
+            .take(QUERY_WORDS_PER_MESSAGE)
+            .collect();
+        line.extend(message.tool_calls.iter().map(|c| c.name.as_str()));
+        if line.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&line.join(" "));
+    }
+    out
 }
 
 /// The words of `text`: lowercase runs of letters and digits (split where a lowercase letter
@@ -161,9 +190,58 @@ fn make_singular(word: &mut String) {
 /// A word as a document holds it: its 64-bit FNV-1a hash (two words of one small set of
 /// tools sharing a hash is far less likely than a misspelling).
 fn hash(word: &str) -> u64 {
-    word.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+    fingerprint(word)
+}
+
+/// The 64-bit FNV-1a hash of `text`: what a document's words are kept as, and what the
+/// embedding cache keys a tool's text by.
+pub fn fingerprint(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// How a selection ranked its candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Method {
+    /// [`scores`]: BM25 over the words of the latest messages.
+    #[default]
+    Bm25,
+    /// Cosine similarity of the prompt's `tool_selection_model`'s vectors
+    /// (`crate::runtime::selection`).
+    Embeddings,
+}
+
+impl Method {
+    /// The name logged and answered (`bm25`, `embeddings`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Bm25 => "bm25",
+            Method::Embeddings => "embeddings",
+        }
+    }
+}
+
+/// One ranking of a call's candidates: a score each, in the candidates' order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ranking {
+    /// How the scores were made.
+    pub method: Method,
+    /// Each candidate's score (BM25's from 0; a cosine from -1 to 1).
+    pub scores: Vec<f64>,
+    /// Why the prompt's embedding model did not rank this call (BM25 did instead).
+    pub fallback: Option<String>,
+}
+
+impl Ranking {
+    /// The BM25 ranking of `candidates` for the `query` words.
+    pub fn bm25(candidates: &[ToolSpec], query: &[String]) -> Self {
+        Ranking {
+            method: Method::Bm25,
+            scores: scores(candidates, query),
+            fallback: None,
+        }
+    }
 }
 
 /// The words a candidate is found by, hashed.
@@ -178,6 +256,34 @@ fn document(spec: &ToolSpec) -> Vec<u64> {
     argument_docs(&spec.parameters, 2, &mut docs);
     each_word(&docs, usize::MAX, &mut keep);
     doc
+}
+
+/// The text a candidate is found by, for an embedding model: what [`document`] reads (its
+/// name, description and argument docs), one part a line.
+pub fn document_text(spec: &ToolSpec) -> String {
+    let mut text = format!("{}\n{}\n", spec.name, spec.description);
+    argument_docs(&spec.parameters, 2, &mut text);
+    text.truncate(text.trim_end().len());
+    text
+}
+
+/// The cosine similarity of two vectors of the same length (0 when either is all zeros or
+/// their lengths differ), from -1 to 1.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut aa, mut bb) = (0.0_f64, 0.0_f64, 0.0_f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        return 0.0;
+    }
+    dot / (aa.sqrt() * bb.sqrt())
 }
 
 /// The property names and descriptions of `schema`, `levels` of properties deep; an array's
@@ -482,6 +588,46 @@ mod tests {
         let huge = Message::new(Role::User, "word ".repeat(10_000), 0);
         assert_eq!(query(&[huge]).len(), 2 * QUERY_WORDS_PER_MESSAGE);
         assert!(query(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_embedding_texts_are_the_same_messages_and_documents() {
+        use crate::values::message::ToolCall;
+        let mut history = vec![
+            Message::new(Role::User, "weather   please", 0),
+            Message::new(Role::Assistant, "", 0),
+        ];
+        history[1].tool_calls.push(ToolCall {
+            id: "c1".into(),
+            name: "get_weather".into(),
+            arguments: "{}".into(),
+        });
+        assert_eq!(
+            query_text(&history),
+            "weather please\nweather please\nget_weather"
+        );
+        let huge = Message::new(Role::User, "word ".repeat(10_000), 0);
+        assert_eq!(
+            query_text(&[huge]).split_whitespace().count(),
+            2 * QUERY_WORDS_PER_MESSAGE
+        );
+        assert_eq!(
+            document_text(&tools()[1]),
+            "get_weather\nGets the current weather for a city.\ncity\nCity name, e.g. \"Lisbon\"."
+        );
+        assert_eq!(
+            document_text(&tools()[0]),
+            "get_current_time\nReturns the current date and time in UTC."
+        );
+    }
+
+    #[test]
+    fn cosine_is_the_angle_between_vectors() {
+        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-9);
+        assert!(cosine(&[1.0, 0.0], &[0.0, 3.0]).abs() < 1e-9);
+        assert!((cosine(&[1.0, 1.0], &[-1.0, -1.0]) + 1.0).abs() < 1e-9);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0);
     }
 
     #[test]
