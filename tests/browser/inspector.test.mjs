@@ -226,9 +226,11 @@ uiTest('with the page open, a new turn appears by itself and an emitted event sh
   await messages.getByText('Order a red shirt, please.').waitFor();
   await messages.getByText('Your order is placed.').waitFor({ timeout: 15_000 });
 
-  // Events is the tab before the last (Schedules).
+  // Events is two tabs before the last (Schedules, then MCP).
   await page.getByRole('tab', { name: 'Timeline' }).focus();
   await page.keyboard.press('End');
+  await page.getByRole('tab', { name: 'MCP', selected: true }).waitFor();
+  await page.keyboard.press('ArrowLeft');
   await page.getByRole('tab', { name: 'Schedules', selected: true }).waitFor();
   await page.keyboard.press('ArrowLeft');
   await page.getByRole('tab', { name: 'Events', selected: true }).waitFor();

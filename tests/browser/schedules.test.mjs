@@ -52,10 +52,13 @@ uiTest('a schedule made in the form fires from the alarm and turns done; a bad c
   await app.login(page);
   await page.evaluate((h) => (window.location.hash = h), `#/threads/${id}?tab=timeline`);
 
-  // The last tab, by keyboard.
+  // The tab before the last (MCP), by keyboard.
   await page.getByRole('tab', { name: 'Timeline' }).focus();
   await page.keyboard.press('End');
+  await page.getByRole('tab', { name: 'MCP', selected: true }).waitFor();
+  await page.keyboard.press('ArrowLeft');
   const tab = page.getByRole('tab', { name: 'Schedules' });
+  await page.getByRole('tab', { name: 'Schedules', selected: true }).waitFor();
   assert.equal(await tab.getAttribute('aria-selected'), 'true');
   assert.match(page.url(), /tab=schedules/);
   await page.getByText('No schedules yet.').waitFor();

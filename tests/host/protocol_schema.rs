@@ -33,6 +33,8 @@ fn render() -> String {
     generator.subschema_for::<Side>();
     // A request, not a frame: what `create_schedule` and `POST …/schedules` take.
     generator.subschema_for::<edgent::values::schedule::ScheduleSpec>();
+    // An answer, not a frame: what `GET …/mcp` answers (the inspector's MCP tab).
+    generator.subschema_for::<edgent::api::mcp::inspect::McpServerList>();
     let definitions: serde_json::Map<String, Value> =
         generator.take_definitions(true).into_iter().collect();
     let doc = json!({

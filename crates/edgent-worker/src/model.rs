@@ -351,6 +351,8 @@ pub(crate) async fn embed(
         headers,
         body: Some(body.to_string()),
         timeout_ms,
+        // The key goes to the host the operator allowed, never on to where a redirect points.
+        follow_redirects: false,
     };
     let response = crate::host::fetch_at_most(request, MAX_EMBEDDING_BODY)
         .await

@@ -1,12 +1,14 @@
 // The model request log (`GET /api/threads/:id/logs`): one row per attempt at a model call,
 // retries and fallbacks included, with the totals of the rows shown beside the whole thread's
-// (the summary's tokens and cost count every attempt, sub-prompts' included).
+// (the summary's tokens and cost count every attempt, sub-prompts' included). Each row says
+// which tools the attempt offered, and how tool selection chose them (ToolSelection.tsx).
 import { threadPath, type ThreadSummary } from '@edgent/client';
 import { useApi, useLoad } from '../api';
 import { demoModelNames } from '../demo';
 import { Badge, Time, duration } from '../components';
 import { usePagedList } from './paging';
 import { PageFooter, count, usd } from './parts';
+import { ToolSelection } from './ToolSelection';
 
 const PAGE = 50;
 
@@ -27,6 +29,8 @@ interface RequestRow {
   error: string | null;
   depth: number;
   created_at: number;
+  /** The tools offered, and how they were chosen (absent or null on older rows). */
+  tool_selection?: unknown;
 }
 
 interface RequestPage {
@@ -141,6 +145,7 @@ export function Requests({ threadId, tick, summary }: { threadId: string; tick: 
                   Cost
                 </th>
                 <th scope="col">Error</th>
+                <th scope="col">Tools offered</th>
               </tr>
             </thead>
             <tbody>
@@ -167,6 +172,9 @@ export function Requests({ threadId, tick, summary }: { threadId: string; tick: 
                   <td className="num">{count(r.output_tokens)}</td>
                   <td className="num hide-narrow">{usd(r.cost)}</td>
                   <td className="clip">{r.error ?? <span className="muted">—</span>}</td>
+                  <td className="tools-cell">
+                    <ToolSelection value={r.tool_selection} />
+                  </td>
                 </tr>
               ))}
             </tbody>

@@ -1,12 +1,14 @@
 // The inspector on one thread: its summary, then tabs (the tab is in the route's query) for the
-// timeline, the tool calls, the model requests, the events and the schedules. The thread's
-// socket stays open while the page is: a change re-reads the summary and the open tab.
+// timeline, the tool calls, the model requests, the events, the schedules and the MCP servers.
+// The thread's socket stays open while the page is: a change re-reads the summary and the open
+// tab.
 import type { ConnectionState } from '@edgent/client';
 import { useApi, useLoad } from '../api';
 import { Badge, ErrorNote, Tabs, type TabSpec } from '../components';
 import { href, navigate } from '../route';
 import { Events } from './Events';
 import { useLiveThread } from './live';
+import { McpServers } from './McpServers';
 import { Requests } from './Requests';
 import { Schedules } from './Schedules';
 import { Summary } from './Summary';
@@ -20,6 +22,7 @@ const TABS: TabSpec[] = [
   { id: 'requests', label: 'Requests' },
   { id: 'events', label: 'Events' },
   { id: 'schedules', label: 'Schedules' },
+  { id: 'mcp', label: 'MCP' },
 ];
 
 export function ThreadDetail({ threadId, query }: { threadId: string; query: URLSearchParams }) {
@@ -57,6 +60,7 @@ export function ThreadDetail({ threadId, query }: { threadId: string; query: URL
         {tab === 'requests' && <Requests threadId={threadId} tick={tick} summary={summary.data} />}
         {tab === 'events' && <Events events={thread.events} />}
         {tab === 'schedules' && <Schedules threadId={threadId} tick={tick} />}
+        {tab === 'mcp' && <McpServers threadId={threadId} tick={tick} />}
       </Tabs>
     </section>
   );

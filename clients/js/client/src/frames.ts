@@ -154,6 +154,61 @@ export interface ScheduleList {
   schedules: Schedule[];
 }
 
+/**
+ * One MCP server of a thread as `GET /api/threads/:id/mcp` shows it (docs/api.md): what the
+ * thread keeps of it, without its URL's path or its session id. Written by hand to match the
+ * Rust `McpServerState` (crates/edgent/src/api/mcp/inspect.rs); the fields are checked against
+ * its JSON Schema by client/tests/generated.test.mjs.
+ */
+export interface McpServerState {
+  /** The server's name in the prompt: the prefix of its tools' names. */
+  name: string;
+  /** The host (and port) of its URL. */
+  host: string;
+  /** Whether the thread holds an initialised session with it. */
+  session_open: boolean;
+  /** The protocol version the server answered `initialize` with, while the session is open. */
+  protocol_version?: string;
+  /** When its tools were listed (ms since the epoch). */
+  listed_at?: number;
+  /** When the list goes stale and is listed again (absent with a list: the server said it changed). */
+  expires_at?: number;
+  /** A server whose first listing failed offers nothing, and is not asked again until then. */
+  paused_until?: number;
+  /** Its tools, as the model is offered them. */
+  tools: McpToolState[];
+}
+
+/** One tool of an MCP server. */
+export interface McpToolState {
+  /** The name the model sees: `<server>__<tool>`. */
+  name: string;
+  /** The server's own name for it. */
+  tool: string;
+  /** Its description, as offered. */
+  description: string;
+}
+
+/** `GET /api/threads/:id/mcp`: every MCP server the thread reached (or tried to), by name. */
+export interface McpServerList {
+  servers: McpServerState[];
+}
+
+/** The fields of {@link McpServerState} (checked against the Rust struct's schema). */
+export const MCP_SERVER_STATE_FIELDS = [
+  'name',
+  'host',
+  'session_open',
+  'protocol_version',
+  'listed_at',
+  'expires_at',
+  'paused_until',
+  'tools',
+] as const satisfies readonly (keyof McpServerState)[];
+
+/** The fields of {@link McpToolState} (checked against the Rust struct's schema). */
+export const MCP_TOOL_STATE_FIELDS = ['name', 'tool', 'description'] as const satisfies readonly (keyof McpToolState)[];
+
 /** Every rpc method: its params and its result. */
 export interface RpcMethods {
   send_message: { params: { content: string; role?: 'user' }; result: { message_id: string } };

@@ -1,5 +1,5 @@
 import { EdgentError, errorFromBody } from './errors.js';
-import type { Message, MessagePage, MessageQuery, Schedule, ScheduleList, ScheduleSpec, ToolCallPage } from './frames.js';
+import type { McpServerList, Message, MessagePage, MessageQuery, Schedule, ScheduleList, ScheduleSpec, ToolCallPage } from './frames.js';
 import { ThreadConnection, type ThreadConnectionOptions } from './connection.js';
 
 /** A client token's scopes: `chat` (always implied) and `approve`. */
@@ -248,6 +248,16 @@ export class EdgentClient {
   /** `DELETE /api/threads/:id/schedules/:schedule_id` (server key): cancels an active schedule. */
   cancelSchedule(threadId: string, scheduleId: string): Promise<{ schedule: Schedule }> {
     return this.request('DELETE', `${threadPath(threadId)}/schedules/${encodeURIComponent(scheduleId)}`);
+  }
+
+  // ---- MCP servers ----
+
+  /**
+   * `GET /api/threads/:id/mcp`: what the thread keeps of its prompts' MCP servers (sessions,
+   * tool lists and their times), by name. A client token may read its own thread's.
+   */
+  listMcpServers(threadId: string): Promise<McpServerList> {
+    return this.request('GET', `${threadPath(threadId)}/mcp`);
   }
 
   // ---- tokens (server key) ----

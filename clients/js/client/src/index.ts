@@ -37,4 +37,4 @@ export type {
   ToolCallView,
 } from './state.js';
 export type * from './frames.js';
-export { SCHEDULE_SPEC_FIELDS } from './frames.js';
+export { MCP_SERVER_STATE_FIELDS, MCP_TOOL_STATE_FIELDS, SCHEDULE_SPEC_FIELDS } from './frames.js';

@@ -21,3 +21,13 @@ test('the hand-written ScheduleSpec has exactly the fields of the Rust request',
     Object.keys(schema.definitions.ScheduleSpec.properties).sort(),
   );
 });
+
+test('the hand-written MCP server state has exactly the fields of the Rust answer', async () => {
+  const { readFile } = await import('node:fs/promises');
+  const schemaPath = fileURLToPath(new URL('../schema/protocol.schema.json', import.meta.url));
+  const schema = JSON.parse(await readFile(schemaPath, 'utf8'));
+  const { MCP_SERVER_STATE_FIELDS, MCP_TOOL_STATE_FIELDS } = await import('../dist/index.js');
+  assert.deepEqual([...MCP_SERVER_STATE_FIELDS].sort(), Object.keys(schema.definitions.McpServerState.properties).sort());
+  assert.deepEqual([...MCP_TOOL_STATE_FIELDS].sort(), Object.keys(schema.definitions.McpToolState.properties).sort());
+  assert.deepEqual(Object.keys(schema.definitions.McpServerList.properties), ['servers']);
+});

@@ -33,6 +33,9 @@ pub enum ThreadOp {
     GetLogs(PageQuery),
     /// Each tool's status in this thread (`GET …/tools`).
     ToolStatuses,
+    /// What the thread keeps of its prompts' MCP servers: sessions, tool lists and their
+    /// times (`GET …/mcp`; [`crate::api::mcp::inspect`]).
+    McpServers,
     /// Approve or reject a call that waits for it (`POST …/tool-calls/:call/approve|reject`,
     /// rpc `approve_tool`).
     DecideApproval(ApprovalParams),
@@ -182,6 +185,7 @@ impl ThreadOp {
             ("GET", ["logs"]) => ThreadOp::GetLogs(page()?),
             ("GET", ["tool-calls"]) => ThreadOp::GetToolCalls(page()?),
             ("GET", ["tools"]) => ThreadOp::ToolStatuses,
+            ("GET", ["mcp"]) => ThreadOp::McpServers,
             ("GET", ["schedules"]) => ThreadOp::ListSchedules {
                 ended: query.iter().any(|(k, v)| k == "ended" && v == "true"),
             },
@@ -220,6 +224,7 @@ impl ThreadOp {
             | ThreadOp::GetMessages(_)
             | ThreadOp::GetToolCalls(_)
             | ThreadOp::ToolStatuses
+            | ThreadOp::McpServers
             | ThreadOp::Regenerate
             | ThreadOp::Resume { .. }
             | ThreadOp::ListSchedules { .. }
@@ -448,6 +453,15 @@ mod tests {
                 None
             );
         }
+        assert_eq!(
+            ThreadOp::from_http("GET", "/mcp", &[], b"").unwrap(),
+            Some(ThreadOp::McpServers)
+        );
+        assert_eq!(
+            ThreadOp::from_http("POST", "/mcp", &[], b"{}").unwrap(),
+            None,
+            "the thread's MCP servers are read only"
+        );
         let bad = ThreadOp::from_http("POST", "/tool-calls/c1/approve", &[], b"not json");
         assert_eq!(bad.unwrap_err().code, "invalid_request");
         let bad = ThreadOp::from_http("POST", "/tool-calls/c1/approve", &[], br#"{"reason":1}"#);

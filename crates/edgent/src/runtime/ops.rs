@@ -6,6 +6,7 @@ use std::rc::Rc;
 use serde_json::{json, Value};
 
 use super::ThreadRuntime;
+use crate::api::mcp::inspect::McpServerList;
 use crate::api::ops::ThreadOp;
 use crate::api::{ApiError, CreateThread};
 use crate::engine::durable::WebhookRefusal;
@@ -108,6 +109,11 @@ impl ThreadRuntime {
                 t.request_log_page(q.limit, q.offset, q.order)
             })?),
             ThreadOp::ToolStatuses => self.tool_statuses()?,
+            ThreadOp::McpServers => {
+                json!(McpServerList::from_rows(
+                    self.with_thread(|t| t.mcp_servers())?
+                ))
+            }
             ThreadOp::DecideApproval(p) => {
                 self.with_thread(|t| {
                     t.decide_approval(now, &p.tool_call_id, p.approved, p.reason.as_deref())

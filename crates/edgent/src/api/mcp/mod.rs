@@ -11,6 +11,7 @@
 //! accepts.
 
 pub mod client;
+pub mod inspect;
 pub mod watch;
 
 use serde_json::{json, Map, Value};

@@ -47,6 +47,29 @@ impl Store<'_> {
         }))
     }
 
+    /// Every server's row, by name: what `GET /api/threads/:id/mcp` shows. A tool list that
+    /// is not JSON (never written so) reads as none rather than failing the whole answer.
+    pub fn mcp_servers(&self) -> Result<Vec<(String, McpServerRow)>, SqlError> {
+        let rows = self.sql.exec(
+            "SELECT name, url, session_id, protocol_version, tools, listed_at FROM mcp_servers ORDER BY name",
+            &[],
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push((
+                r.text(0)?,
+                McpServerRow {
+                    url: r.text(1)?,
+                    session_id: r.opt_text(2)?,
+                    protocol_version: r.opt_text(3)?,
+                    tools: r.opt_text(4)?.and_then(|t| serde_json::from_str(&t).ok()),
+                    listed_at: r.opt_int(5)?,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
     /// Keeps a new session (after `initialize`); the tool list of another URL is dropped.
     pub fn set_mcp_session(
         &self,

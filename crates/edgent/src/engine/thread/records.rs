@@ -8,6 +8,7 @@ use super::{Thread, ThreadError};
 use crate::config::PromptConfig;
 use crate::engine::durable::{self, WebhookRefusal};
 use crate::engine::request_log::{self, LogPage, ModelRequestLog};
+use crate::engine::store::McpServerRow;
 use crate::engine::tool_records::ToolCallPage;
 use crate::values::status::Order;
 use crate::values::ToolPolicy;
@@ -66,6 +67,12 @@ impl Thread<'_> {
         order: Order,
     ) -> Result<LogPage, ThreadError> {
         Ok(request_log::page(self.store.sql(), limit, offset, order)?)
+    }
+
+    /// What the thread keeps of its prompts' MCP servers (sessions and tool lists), by name.
+    pub fn mcp_servers(&self) -> Result<Vec<(String, McpServerRow)>, ThreadError> {
+        self.summary()?;
+        Ok(self.store.mcp_servers()?)
     }
 
     /// Stores one model attempt's log row (already redacted by the model chain).
