@@ -98,8 +98,10 @@ test('pins are always offered; a prompt without max_offered_tools offers every t
   assert.equal(pinned.status, 200, JSON.stringify(pinned.body));
   t.after(() => env.client.request('PUT', '/api/prompts/support', { body: support }));
   env.model.push({ text: 'Done.' });
-  await ask(t, 'what time is it');
+  const { id: pinnedThread } = await ask(t, 'what time is it');
   assert.deepEqual(namesOf(env.model.requests[0].body.tools), ['get_current_time', 'lookup_customer', 'review']);
+  const [pinnedRow] = await logs(pinnedThread);
+  assert.deepEqual(pinnedRow.tool_selection.pinned, ['review'], 'the log names the pins');
 
   const { max_offered_tools: _, ...everything } = support;
   assert.equal((await env.client.request('PUT', '/api/prompts/support', { body: everything })).status, 200);

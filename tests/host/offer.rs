@@ -198,6 +198,9 @@ fn pinned_tools_are_always_offered_and_the_rest_is_ranked() {
     let config = support(Some(2), &["review"]);
     let offered_now = offer(&registry, &config, &user("what time is it"), Vec::new());
     assert_eq!(names(&offered_now), ["get_current_time", "review"]);
+    // The log names the pins, so a reader tells them from the ranked.
+    assert_eq!(offered_now.selection.pinned, ["review"]);
+    assert_eq!(offered_now.selection.to_json()["pinned"], json!(["review"]));
     let config = support(Some(2), &["review", "update_context"]);
     let offered_now = offer(&registry, &config, &user("what time is it"), Vec::new());
     assert_eq!(

@@ -82,12 +82,16 @@ pub struct ToolSelection {
     pub method: select::Method,
     /// When the prompt's embedding model failed and BM25 ranked instead: why.
     pub fallback: Option<String>,
+    /// When a selection ran: the prompt's pinned tools among the candidates (offered first,
+    /// whatever their score).
+    pub pinned: Vec<String>,
 }
 
 impl ToolSelection {
     /// `{"offered": [names], "max": n, "method": "bm25"|"embeddings", "fallback": why,
-    /// "scores": {name: score}}`, scores to three decimals; `max`, `method` and `scores` only
-    /// when a selection ran, `fallback` only when embeddings failed. Built by hand: the log
+    /// "pinned": [names], "scores": {name: score}}`, scores to three decimals; `max`, `method`
+    /// and `scores` only when a selection ran, `pinned` only when it had pins, `fallback` only
+    /// when embeddings failed. Built by hand: the log
     /// stores it as text and the API shows it, and nothing reads it back into this type.
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
@@ -98,6 +102,9 @@ impl ToolSelection {
         }
         if let Some(why) = &self.fallback {
             out.insert("fallback".into(), json!(why));
+        }
+        if !self.pinned.is_empty() {
+            out.insert("pinned".into(), json!(self.pinned));
         }
         if !self.scores.is_empty() {
             let mut scores = Map::new();
@@ -187,6 +194,11 @@ pub fn choose_offer(
         };
     };
     let ranked = select::best_first(&ranking.scores, &listed_order(prompt, &all));
+    let pinned = all
+        .iter()
+        .filter(|s| prompt.pinned_tools.contains(&s.name))
+        .map(|s| s.name.clone())
+        .collect();
     let chosen = select::choose(&all, &prompt.pinned_tools, &ranked, max as usize);
     let scores = all
         .iter()
@@ -205,6 +217,7 @@ pub fn choose_offer(
             scores,
             method: ranking.method,
             fallback: ranking.fallback,
+            pinned,
         },
         tools,
     }
