@@ -151,7 +151,13 @@ impl Thread<'_> {
                         now,
                     );
                 }
-                self.finish_tool(now, call, &result).map(drop)
+                // The last open call closed, and nothing writes the row after it in this step:
+                // the driver's next `step_wanted` takes the row the closing statement read.
+                let (_, row) = self.close_call(now, call, &result)?;
+                if let Some(row) = row {
+                    self.set_row_hint(row);
+                }
+                Ok(())
             }
             Settle::Retry { wake_at, error } => {
                 let parked = Suspension {

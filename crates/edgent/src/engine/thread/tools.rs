@@ -105,6 +105,19 @@ impl<'a> Thread<'a> {
         call: &StoredToolCall,
         result: &CallToolResult,
     ) -> Result<Message, ThreadError> {
+        self.close_call(now, call, result)
+            .map(|(message, _)| message)
+    }
+
+    /// [`Thread::finish_tool`], also answering the thread row and its open-call count as the
+    /// closing statement read them, when nothing written after it changed the row and no call
+    /// is left open: what the next step reads, for a run's outcome to hand it on.
+    pub(crate) fn close_call(
+        &mut self,
+        now: i64,
+        call: &StoredToolCall,
+        result: &CallToolResult,
+    ) -> Result<(Message, Option<(ThreadSummary, i64)>), ThreadError> {
         let hooked;
         let result = match self.hooks(0) {
             Some((hooks, ctx)) => {
@@ -147,11 +160,7 @@ impl<'a> Thread<'a> {
         self.after_create(&message);
         let is_stop_tool = call.origin == CallOrigin::Model
             && self.rules.stop_tool.as_deref() == Some(call.call.name.as_str());
-        // The last open call closed, and nothing writes the row after it in this step: the
-        // driver's next `step_wanted` takes the row the closing statement read.
-        if let Some(row) = row.filter(|(_, open)| *open == 0 && !is_stop_tool) {
-            self.row_hint.set(Some(row));
-        }
+
         if is_stop_tool && !result.is_error() {
             let answer = stop_answer(
                 &message.content,
@@ -170,7 +179,9 @@ impl<'a> Thread<'a> {
         self.frames.push_back(ServerFrame::Message {
             message: message.clone(),
         });
-        Ok(message)
+        // The stop tool's writes came after the row was read.
+        let row = row.filter(|(_, open)| *open == 0 && !is_stop_tool);
+        Ok((message, row))
     }
 
     /// What a crash left behind on a stopped thread, which takes no step of its own: a reply
