@@ -513,11 +513,15 @@ fn a_load_brings_the_prompts_sub_prompts_may_call_down_to_the_deepest_level() {
     let rules = rules(&policy);
     let prompt = |name: &str, tools: &[&str]| json!({ "name": name, "model": "m", "system": name, "tools": tools });
     let config = json!({
-        "models": [{ "name": "m", "provider": "openai", "model": "gpt", "base_url": "https://api.openai.com/v1" }],
+        "models": [
+            { "name": "m", "provider": "openai", "model": "gpt", "base_url": "https://api.openai.com/v1" },
+            { "name": "embedder", "provider": "openai", "model": "text-embedding-3-small", "base_url": "https://api.openai.com/v1" },
+        ],
         "prompts": [
             prompt("top", &["level1", "get_current_time"]),
             prompt("level1", &["level2"]),
-            prompt("level2", &["level3", "top"]),
+            { "name": "level2", "model": "m", "system": "level2", "tools": ["level3", "top"],
+              "tool_selection_model": "embedder" },
             prompt("level3", &["level4"]),
             prompt("level4", &["level5"]),
             prompt("level5", &[]),
@@ -556,6 +560,19 @@ fn a_load_brings_the_prompts_sub_prompts_may_call_down_to_the_deepest_level() {
         ]
     );
     assert!(loaded.delegate("level1").is_some());
+    // A sub-prompt's embedding model comes with the load too.
+    let level2 = loaded
+        .delegates
+        .iter()
+        .find_map(|(d, _)| match d {
+            Delegate::Prompt(p) if p.name == "level2" => Some(p),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        loaded.selection_model(level2).map(|m| m.name.as_str()),
+        Some("embedder")
+    );
     assert!(
         loaded.delegate("level2").is_none(),
         "the side's prompt does not list it"
@@ -571,7 +588,6 @@ fn the_embedding_model_is_loaded_with_the_configuration_and_ranks_recommendation
     use edgent::runtime::recommend::recommend;
     use edgent::testing::{EmbedAnswer, ToyEmbedder};
     agents::forget_cached();
-    agents::remember_selection_models(Vec::new());
     edgent::runtime::selection::forget_vectors();
     let db = FakeD1::new();
     let registry = crate::registry().unwrap();
@@ -612,8 +628,9 @@ fn the_embedding_model_is_loaded_with_the_configuration_and_ranks_recommendation
         Some("embedder")
     );
     assert_eq!(
-        agents::selection_model("embedder").unwrap().model,
-        "text-embedding-3-small"
+        loaded.selection_model(&loaded.prompt).unwrap().model,
+        "text-embedding-3-small",
+        "the embedding model comes with the configuration"
     );
 
     let e = ToyEmbedder::with_synonyms(&[("forecast", "weather")]);

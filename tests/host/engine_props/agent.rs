@@ -91,5 +91,6 @@ pub(super) fn agent_config(s: &Setup, names: &[&str], side: Side) -> AgentConfig
         models: vec![serde_json::from_value(model).unwrap()],
         delegates: Vec::new(),
         compaction: None,
+        selection_models: Vec::new(),
     }
 }

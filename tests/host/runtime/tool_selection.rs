@@ -112,12 +112,8 @@ fn without_a_maximum_every_tool_is_offered_and_logged_without_scores() {
 }
 
 /// [`selecting_host`] whose prompt ranks by the embedding model `embedder` (an OpenAI-compatible
-/// row the isolate knows, as a configuration load leaves it).
+/// row, loaded with the configuration as a turn's load leaves it).
 fn embedding_host() -> Rc<TestHost> {
-    edgent::runtime::agents::remember_selection_models(vec![serde_json::from_value(json!({
-        "name": "embedder", "provider": "openai", "model": "toy", "base_url": "https://embeddings.example/v1",
-    }))
-    .unwrap()]);
     edgent::runtime::selection::forget_vectors();
     let registry = edgent::tool::Registry::build(vec![
         (
@@ -136,6 +132,10 @@ fn embedding_host() -> Rc<TestHost> {
     agent.prompt.max_offered_tools = Some(2);
     agent.prompt.pinned_tools = vec!["notes".into()];
     agent.prompt.tool_selection_model = Some("embedder".into());
+    agent.selection_models = vec![serde_json::from_value(json!({
+        "name": "embedder", "provider": "openai", "model": "toy", "base_url": "https://embeddings.example/v1",
+    }))
+    .unwrap()];
     let mut host = TestHost::new(registry, T0).with_agent(agent);
     host.embedder = edgent::testing::ToyEmbedder::with_synonyms(&[("forecast", "weather")]);
     host.into_rc()

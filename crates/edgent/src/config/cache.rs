@@ -152,6 +152,7 @@ mod tests {
             models: Vec::new(),
             delegates: Vec::new(),
             compaction: None,
+            selection_models: Vec::new(),
         }
     }
 

@@ -492,6 +492,9 @@ pub struct AgentConfig {
     pub delegates: Vec<(Delegate, Vec<ModelConfig>)>,
     /// The prompt's `compaction_prompt`, with its model chain.
     pub compaction: Option<(PromptConfig, Vec<ModelConfig>)>,
+    /// The models the prompt and the prompts it may run as sub-prompts name as their
+    /// `tool_selection_model` (see [`AgentConfig::selection_model`]).
+    pub selection_models: Vec<ModelConfig>,
 }
 
 impl AgentConfig {
@@ -530,6 +533,13 @@ impl AgentConfig {
             return None;
         }
         self.delegates.iter().find(|(d, _)| d.name() == name)
+    }
+
+    /// The `tool_selection_model` row `prompt` names, as loaded with this configuration
+    /// (`None`: it names none, or the row is missing).
+    pub fn selection_model(&self, prompt: &PromptConfig) -> Option<&ModelConfig> {
+        let name = prompt.tool_selection_model.as_deref()?;
+        self.selection_models.iter().find(|m| m.name == name)
     }
 
     /// Hook names to run: the agent's, then the prompt's.

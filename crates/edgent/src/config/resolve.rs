@@ -83,7 +83,8 @@ pub struct AgentRows {
     pub prompts: Vec<Value>,
     /// The agents its tools name that are exposed as tools.
     pub sub_agents: Vec<Value>,
-    /// Those prompts' models and the models' fallbacks.
+    /// Those prompts' models (their chains and their embedding models) and the models'
+    /// fallbacks.
     pub models: Vec<Value>,
 }
 
@@ -110,8 +111,12 @@ pub fn statements(side: Side) -> [String; 4] {
              WHERE r.level <= {MAX_SUB_PROMPT_DEPTH}
          ) SELECT name FROM reach"
     );
-    let models =
-        format!("SELECT model FROM prompts WHERE name IN ({reachable}) OR name = ({compaction})");
+    // Their models, and the embedding models they rank tools by.
+    let models = format!(
+        "SELECT model FROM prompts WHERE name IN ({reachable}) OR name = ({compaction})
+         UNION SELECT tool_selection_model FROM prompts
+               WHERE name IN ({reachable}) AND tool_selection_model IS NOT NULL"
+    );
     [
         "SELECT * FROM agents WHERE id = ?1".into(),
         format!("SELECT * FROM prompts WHERE name IN ({reachable}) OR name = ({compaction})"),
@@ -188,6 +193,18 @@ pub fn resolve(agent_id: &str, side: Side, rows: AgentRows) -> Result<AgentConfi
             Some((p.clone(), chain(&models, &p.model)))
         }
     };
+    // The embedding models of the prompt and of every prompt it may run as a sub-prompt.
+    let mut selection_models: Vec<ModelConfig> = Vec::new();
+    let rankers = std::iter::once(&prompt).chain(delegates.iter().filter_map(|(d, _)| match d {
+        Delegate::Prompt(p) => Some(p),
+        Delegate::Agent(_) => None,
+    }));
+    for name in rankers.filter_map(|p| p.tool_selection_model.as_deref()) {
+        let known = selection_models.iter().any(|m| m.name == name);
+        if let Some(m) = models.iter().find(|m| m.name == name).filter(|_| !known) {
+            selection_models.push(m.clone());
+        }
+    }
     Ok(AgentConfig {
         agent,
         side,
@@ -195,6 +212,7 @@ pub fn resolve(agent_id: &str, side: Side, rows: AgentRows) -> Result<AgentConfi
         models: models_of_prompt,
         delegates,
         compaction,
+        selection_models,
     })
 }
 

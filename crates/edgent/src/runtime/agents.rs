@@ -10,32 +10,12 @@ use serde_json::Value;
 use super::ConfigDb;
 use crate::config::cache::{loaded_rows, version_of, ConfigCache, Lookup, VERSION_SQL};
 use crate::config::resolve::{self, ConfigError};
-use crate::config::{rows, AgentConfig, AgentDef, ModelConfig};
+use crate::config::{rows, AgentConfig, AgentDef};
 use crate::engine::store::Side;
 
 thread_local! {
     /// This isolate's resolved configurations.
     static CACHE: RefCell<ConfigCache> = RefCell::default();
-    /// The models prompts name as their `tool_selection_model`, as of the last full load (read
-    /// in the same batch, so at the same configuration version as what [`CACHE`] holds).
-    static SELECTION_MODELS: RefCell<Vec<ModelConfig>> = RefCell::default();
-}
-
-/// Every model some prompt names as its `tool_selection_model` (few rows: embedding models),
-/// read with each full load. Not one side's: a sub-prompt's is among them too.
-const SELECTION_MODELS_SQL: &str = "SELECT * FROM models WHERE name IN \
-     (SELECT tool_selection_model FROM prompts WHERE tool_selection_model IS NOT NULL)";
-
-/// The `tool_selection_model` row named `name`, as of this isolate's last configuration load
-/// (`None`: no prompt named it then, or no load has run).
-pub fn selection_model(name: &str) -> Option<ModelConfig> {
-    SELECTION_MODELS.with(|m| m.borrow().iter().find(|m| m.name == name).cloned())
-}
-
-/// Replaces the `tool_selection_model` rows this isolate knows: each configuration load does,
-/// and a host test that hands the runtime its configuration directly.
-pub fn remember_selection_models(models: Vec<ModelConfig>) {
-    SELECTION_MODELS.with(|m| *m.borrow_mut() = models);
 }
 
 /// Forgets every cached configuration: this isolate just changed the configuration, so its
@@ -83,16 +63,7 @@ pub async fn load_agent(
         .map(|sql| (sql, vec![agent_id.into()]))
         .collect();
     batch.push((VERSION_SQL.to_owned(), Vec::new()));
-    batch.push((SELECTION_MODELS_SQL.to_owned(), Vec::new()));
-    let mut sets = db.batch(batch).await?;
-    let selection_models = sets.pop().unwrap_or_default();
-    let (rows, version) = loaded_rows(sets).map_err(|e| e.to_string())?;
-    let selection_models = selection_models
-        .into_iter()
-        .map(rows::model)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|why| ConfigError::BadRow(why).to_string())?;
-    remember_selection_models(selection_models);
+    let (rows, version) = loaded_rows(db.batch(batch).await?).map_err(|e| e.to_string())?;
     match resolve::resolve(agent_id, side, rows) {
         Ok(config) => {
             Ok(Ok(CACHE.with(|c| {

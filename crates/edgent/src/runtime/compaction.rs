@@ -33,6 +33,7 @@ impl ThreadRuntime {
                     models: models.clone(),
                     delegates: Vec::new(),
                     compaction: None,
+                    selection_models: Vec::new(),
                 };
                 let history = [Message::new(Role::User, job.transcript(), self.now())];
                 // No tools: the summariser only writes.

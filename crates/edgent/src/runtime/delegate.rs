@@ -201,6 +201,7 @@ impl ThreadRuntime {
                 // A sub-prompt's history is its own call's, within its budget: nothing to
                 // compact.
                 compaction: None,
+                selection_models: parent.selection_models.clone(),
             });
             let is_prompt = |name: &str| configured_prompt(parent, name).is_some();
             let output = match self.output_format(prompt) {

@@ -231,10 +231,7 @@ impl ThreadRuntime {
         if selecting(prompt, &all).is_none() {
             return choose_offer(all, prompt, None);
         }
-        let model = prompt
-            .tool_selection_model
-            .as_deref()
-            .and_then(super::agents::selection_model);
+        let model = config.selection_model(prompt).cloned();
         if prompt.tool_selection_model.is_some() {
             if let Some(thread) = thread {
                 // Frames never wait behind an await.

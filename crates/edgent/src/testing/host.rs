@@ -444,6 +444,7 @@ pub fn agent(tools: &[&str]) -> AgentConfig {
         models: vec![serde_json::from_value::<ModelConfig>(json["model"].clone()).expect("model")],
         delegates: Vec::new(),
         compaction: None,
+        selection_models: Vec::new(),
     }
 }
 
