@@ -24,7 +24,7 @@ use crate::values::ids::is_uuid;
 use crate::values::limits::DEFAULT_PAGE;
 use crate::values::message::Role;
 use crate::values::page::parse_limit;
-use crate::values::protocol::ServerFrame;
+use crate::values::protocol::{error_ends_turn, ServerFrame};
 use crate::values::sql::SqlValue;
 
 /// The D1 schema of the index, statement by statement (what migration 0007 runs; a host test
@@ -153,7 +153,7 @@ impl IndexRow {
                 self.title = Some(title_of(&message.content));
                 true
             }
-            ServerFrame::Error { code, .. } if code != "model_retry" => {
+            ServerFrame::Error { code, .. } if error_ends_turn(code) => {
                 return Noted {
                     changed: true,
                     resync: true,

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::{ApiError, PostMessage};
 use crate::values::limits::MAX_CHAT_BODY_BYTES;
+use crate::values::protocol::error_ends_turn;
 
 /// The response headers of a UI message stream.
 pub const STREAM_HEADERS: &[(&str, &str)] = &[
@@ -188,7 +189,7 @@ impl UiStream {
                 let data = frame.get("data").cloned().unwrap_or(Value::Null);
                 out.push(json!({ "type": format!("data-{name}"), "data": data }));
             }
-            "error" if text("code") != "model_retry" => {
+            "error" if error_ends_turn(text("code")) => {
                 out.push(json!({ "type": "error", "errorText": text("message") }));
             }
             "status" if text("state") != "running" => {

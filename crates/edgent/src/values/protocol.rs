@@ -183,6 +183,14 @@ impl ServerFrame {
     }
 }
 
+/// Whether an `error` frame with this `code` is a failure of the turn (the turn ended without
+/// its answer), rather than a notice that the turn goes on (`model_retry`: a model attempt
+/// failed and another follows). Every reader of frames that ends something on an error (the
+/// AI SDK stream, the thread index, the MCP watches) asks this one question.
+pub fn error_ends_turn(code: &str) -> bool {
+    code != "model_retry"
+}
+
 /// What a client may send.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientFrame {

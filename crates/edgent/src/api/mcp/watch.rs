@@ -4,6 +4,8 @@
 
 use serde_json::{json, Value};
 
+use crate::values::protocol::error_ends_turn;
+
 /// The status of a call that waits on the outside world (an approval, a webhook): the turn
 /// holds until someone acts, so an ask answers then rather than at the end of its wait. Other
 /// parked statuses (a retry, a sleep, a rate limit) come back by themselves.
@@ -70,7 +72,7 @@ impl AskWatch {
                     self.error = None;
                 }
             }
-            "error" if text("code") != "model_retry" => {
+            "error" if error_ends_turn(text("code")) => {
                 self.error = Some(text("message").to_owned());
             }
             "tool" => {
