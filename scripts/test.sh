@@ -45,9 +45,10 @@ EDGENT_UI_FORCE=1 bash scripts/ui.sh
 echo "[test] fuzzing (cargo-fuzz, 5 s per target)"
 bash scripts/fuzz.sh 5
 
-echo "[test] building the Workers (the example app, then examples/hello)"
+echo "[test] building the Workers (the example app, examples/hello, and tests/apps/upgraded: the example's workflows after a deploy)"
 bash scripts/build.sh
 EDGENT_APP_DIR=examples/hello bash scripts/build.sh
+EDGENT_APP_DIR=tests/apps/upgraded bash scripts/build.sh
 
 echo "[test] end-to-end tests (node --test)"
 # Test files are independent (each starts its own Worker, model server and state on free
