@@ -50,6 +50,51 @@ fn a_call_needing_approval_waits_and_runs_once_approved() {
     assert!(next.history.iter().any(|m| m.content == "done"));
 }
 
+/// Found in use: a person was asked to approve a call whose arguments its tool refuses, and
+/// the approved call then failed on them. The arguments are checked first: such a call ends
+/// with the `invalid arguments` result its run would give, and no approval is asked.
+#[test]
+fn a_call_with_invalid_arguments_is_refused_before_anyone_is_asked_to_approve_it() {
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Refund {
+        /// Cents to refund.
+        amount: u32,
+    }
+    async fn refund(_flow: FlowState, r: Refund) -> Result<String, ToolError> {
+        Ok(format!("refunded {}", r.amount))
+    }
+    crate::install_app();
+    let clock = clock();
+    let tool = Tool::new("Refunds.").handler(refund).needs_approval();
+    let h = host(&clock, vec![("refund", tool)]);
+    model_calls(
+        &h,
+        &[
+            ("bad", "refund", r#"{"amount": "lots"}"#),
+            ("broken", "refund", "{not json"),
+            ("good", "refund", r#"{"amount": 500}"#),
+        ],
+    );
+    assert!(matches!(drive(&h, 0.5), Action::Wait));
+    for id in ["bad", "broken"] {
+        let call = h.call(id);
+        assert_eq!(call.status, "error", "{id}");
+        assert_eq!(call.approval, None, "{id}: nobody was asked");
+        let result = h.record(id).result.unwrap();
+        assert!(
+            result.starts_with("Error: invalid arguments: ")
+                && result.ends_with("Fix the arguments and call the tool again."),
+            "{id}: {result}"
+        );
+    }
+    assert!(h.record("bad").result.unwrap().contains("amount"));
+    // A call with good arguments still waits for its approval.
+    let good = h.call("good");
+    assert_eq!(good.status, "waiting");
+    assert_eq!(good.approval.map(|a| a.as_str()), Some("pending"));
+}
+
 #[test]
 fn an_approved_call_that_fails_gets_its_full_attempts() {
     crate::install_app();
@@ -308,7 +353,7 @@ fn prompt_bindings_win_over_the_callers_and_are_fixed_at_the_first_start() {
     let prompt = json!({ "account": "acme", "region": "eu" });
     let mut t = h.thread();
     let Admission::Run(run) = t
-        .handle_due_call(h.now(), call, h.policy("echo"), Some(&prompt))
+        .handle_due_call(h.now(), call, h.policy("echo"), Some(&prompt), &h.registry)
         .unwrap()
     else {
         panic!("a plain call is admitted at once");

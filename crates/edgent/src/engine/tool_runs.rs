@@ -15,7 +15,8 @@ use serde_json::{json, Map, Value};
 
 use crate::engine::durable::{self, CallStatus, Gate, Ran, Settle, Suspension, Window};
 use crate::engine::store::StoredToolCall;
-use crate::engine::thread::{Thread, ThreadError};
+use crate::engine::thread::{Thread, ThreadError, ToolIndex};
+use crate::values::tool_result::CallToolResult;
 use crate::values::{LimitScope, ToolPolicy};
 
 /// A call the engine cleared to run: the driver runs the tool named by `call` (with its stored
@@ -53,14 +54,23 @@ impl Thread<'_> {
     /// running prompt's `tool_bindings` for this tool: on the call's first start they are
     /// merged with the caller's (the prompt's win key by key: a caller adds keys, never
     /// replaces the operator's) and fixed on the call, so every run and the result cache see
-    /// the same runtime context.
+    /// the same runtime context. A call that needs a person's approval is checked against the
+    /// tool's arguments first (`tools`): one that could never run ends with the same
+    /// `invalid arguments` result its run would give, and nobody is asked to approve it.
     pub fn handle_due_call(
         &mut self,
         now: i64,
         mut call: StoredToolCall,
         policy: ToolPolicy,
         prompt_bindings: Option<&Value>,
+        tools: &dyn ToolIndex,
     ) -> Result<Admission, ThreadError> {
+        if policy.needs_approval && call.approval.is_none() {
+            if let Some(refusal) = invalid_arguments(tools, &call) {
+                self.finish_tool(now, &call, &refusal)?;
+                return Ok(Admission::Settled);
+            }
+        }
         if call.attempts == 0 {
             let effective = merged_bindings(&call, prompt_bindings);
             if !effective.is_empty() {
@@ -206,6 +216,20 @@ impl Thread<'_> {
             }
         }
     }
+}
+
+/// The result a call's run would give for arguments its tool refuses (the same text as
+/// `Tool::attempt`'s), or `None` when they pass or the tool is not a registered one (an MCP
+/// server checks its own).
+fn invalid_arguments(tools: &dyn ToolIndex, call: &StoredToolCall) -> Option<CallToolResult> {
+    let parsed = crate::values::validate::parse_json(&call.call.arguments);
+    let why = match parsed {
+        Ok(value) => tools.check_arguments(&call.call.name, value)?.err()?,
+        Err(why) => why,
+    };
+    Some(CallToolResult::error(format!(
+        "invalid arguments: {why}. Fix the arguments and call the tool again."
+    )))
 }
 
 /// A call's runtime bindings: the prompt's for this tool, overridden key by key by the

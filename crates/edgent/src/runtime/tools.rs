@@ -51,7 +51,13 @@ impl ThreadRuntime {
                 }
             };
             let prompt_bindings = config.prompt.tool_bindings.get(&call.call.name);
-            let mut admitted = thread.handle_due_call(self.now(), call, policy, prompt_bindings);
+            let mut admitted = thread.handle_due_call(
+                self.now(),
+                call,
+                policy,
+                prompt_bindings,
+                platform.registry(),
+            );
             if let Ok(Admission::AskLimiter {
                 call,
                 policy,
