@@ -11,6 +11,7 @@
 mod access;
 mod admin;
 mod adversarial;
+mod anthropic_request;
 mod anthropic_stream;
 mod config_db;
 mod config_resolve;
