@@ -6,12 +6,12 @@
 // a WebSocket subprotocol, and CORS answers only the configured origins.
 // Does not prove: behaviour on Cloudflare's edge (same code; Miniflare runs workerd).
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import WebSocket from 'ws';
-import { startWorker, TOKEN_SECRET } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { TOKEN_SECRET } from '../support/worker.mjs';
+import { withWorker } from '../support/setup.mjs';
 import { EdgentClient } from '../support/client.mjs';
 
 const ORIGIN = 'https://app.example';
@@ -20,18 +20,9 @@ let model;
 let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1`, bindings: { EDGENT_ALLOWED_ORIGINS: `${ORIGIN}, http://localhost:5173` } });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+withWorker({ bindings: { EDGENT_ALLOWED_ORIGINS: `${ORIGIN}, http://localhost:5173` }, setup: async (env) => {
+  ({ model, worker, client } = env);
+} });
 
 async function mint(threadId, body = { scopes: ['chat'] }) {
   const r = await client.request('POST', `/api/threads/${threadId}/tokens`, { body });

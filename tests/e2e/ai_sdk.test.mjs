@@ -9,29 +9,19 @@
 // Does not prove: the browser side of the hook (React rendering): the Chat class is the same
 // state machine the hook wraps.
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DefaultChatTransport } from 'ai';
 import { Chat } from '@ai-sdk/react';
-import { startWorker } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { withWorker } from '../support/setup.mjs';
 
 let model;
 let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1` });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+withWorker({ setup: async (env) => {
+  ({ model, worker, client } = env);
+} });
 
 /** A thread, a chat token for it, and an SDK `Chat` posting to its chat route. */
 async function chatFor(agentId = 'support', scopes = ['chat']) {
@@ -124,7 +114,7 @@ test('regenerate answers the last message again; the old answer stays stored, fa
 test('an approval asked for appears as an approval part, and answering it decides the call', async () => {
   const { chat, threadId } = await chatFor('support', ['chat', 'approve']);
   model.push(
-    { toolCalls: [{ id: 'call_refund', name: 'issue_refund', arguments: { order_id: 'ord_1001', amount_cents: 500, reason: 'late' } }] },
+    { toolCalls: [{ id: 'call_refund', name: 'issue_refund', arguments: { customer_id: 'cus_1001', amount_cents: 500, reason: 'late' } }] },
     { text: 'The refund was declined.' },
   );
   await chat.sendMessage({ text: 'Refund my order' });

@@ -11,14 +11,14 @@
 // connection limits), or memory inside the isolate: memory is workerd's resident set, which
 // also holds what workerd itself buffers.
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { execFileSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
-import { startWorker, API_KEY } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { API_KEY } from '../support/worker.mjs';
+import { withWorker } from '../support/setup.mjs';
 import { FrameSocket } from '../support/client.mjs';
 
 const KiB = 1024;
@@ -30,19 +30,9 @@ let model;
 let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1` });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-// Every test scripts its own answers and reads only its own requests.
-beforeEach(() => model.reset());
+withWorker({ setup: async (env) => {
+  ({ model, worker, client } = env);
+} });
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

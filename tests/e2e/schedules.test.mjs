@@ -8,27 +8,17 @@
 // Does not prove: cron times days ahead (host tests: tests/host/schedules.rs, in virtual
 // time), Cloudflare's alarm delivery in production.
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { withWorker } from '../support/setup.mjs';
 
 let model;
 let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1` });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+withWorker({ setup: async (env) => {
+  ({ model, worker, client } = env);
+} });
 
 const schedules = (id, rest = '') => `/api/threads/${id}/schedules${rest}`;
 

@@ -11,31 +11,22 @@
 // Does not prove: real providers honouring the format (host tests cover each wire body:
 // tests/host/runtime/structured.rs).
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startWorker, API_KEY } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { API_KEY } from '../support/worker.mjs';
+import { withWorker } from '../support/setup.mjs';
 
 let model;
 let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1`, bindings: { ANTHROPIC_API_KEY: 'sk-ant-test' } });
-  client = worker.client;
+withWorker({ bindings: { ANTHROPIC_API_KEY: 'sk-ant-test' }, setup: async (env) => {
+  ({ model, worker, client } = env);
   await put('models', 'so-openai', { provider: 'openai', model: 'gpt-scripted', base_url: `${model.url}/v1`, api_key_secret: 'OPENAI_API_KEY' });
   await put('models', 'so-claude', { provider: 'anthropic', model: 'claude-scripted', base_url: `${model.url}/v1`, api_key_secret: 'ANTHROPIC_API_KEY' });
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+} });
 
 /** A trip: strict (every object closed, every property required). */
 const TRIP = {

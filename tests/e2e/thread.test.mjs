@@ -5,12 +5,12 @@
 // model, model failures leave the thread usable, and frames reach only the thread's own sockets.
 // Does not prove: behaviour across restarts (persistence.test.mjs) or against a real provider.
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startWorker, API_KEY } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { API_KEY } from '../support/worker.mjs';
+import { withWorker } from '../support/setup.mjs';
 
 const MODEL_SECRET = 'sk-test-secret'; // OPENAI_API_KEY in worker.mjs's bindings
 const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -19,19 +19,10 @@ let model;
 let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1` });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
 // Every test scripts its own model answers and reads only its own requests.
-beforeEach(() => model.reset());
+withWorker({ setup: async (env) => {
+  ({ model, worker, client } = env);
+} });
 
 /** Opens a socket that is closed when the test ends, whatever happens. */
 async function open(t, threadId, options) {

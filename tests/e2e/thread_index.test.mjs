@@ -9,29 +9,19 @@
 // Does not prove: a D1 outage and the retry of a dirty row (host tests:
 // tests/host/thread_index.rs), or Cloudflare's D1 in production.
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { startWorker } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { withWorker } from '../support/setup.mjs';
 import { EdgentClient } from '../support/client.mjs';
 
 let model;
 let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({ modelUrl: `${model.url}/v1` });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+withWorker({ setup: async (env) => {
+  ({ model, worker, client } = env);
+} });
 
 /** A tag no other test uses, so each test lists only its own threads. */
 const uniqueTag = () => `ix-${randomUUID().slice(0, 8)}`;
