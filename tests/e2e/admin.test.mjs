@@ -7,12 +7,12 @@
 // agents/*.toml through the API idempotently.
 // Does not prove: `wrangler d1 migrations apply --remote` (skipped with --skip-migrations).
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { startWorker, API_KEY, ROOT } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { API_KEY, ROOT } from '../support/worker.mjs';
+import { withWorker } from '../support/setup.mjs';
 import { seed, toDefinitions, toRows } from '../../scripts/lib/d1.mjs';
 
 const MODEL_SECRET = 'sk-test-secret'; // OPENAI_API_KEY in worker.mjs's bindings
@@ -22,19 +22,10 @@ let worker;
 let client;
 let modelBase;
 
-before(async () => {
-  model = await startModelServer();
+withWorker({ setup: async (env) => {
+  ({ model, worker, client } = env);
   modelBase = `${model.url}/v1`;
-  worker = await startWorker({ modelUrl: modelBase });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-beforeEach(() => model.reset());
+} });
 
 const api = (method, path, body, opts = {}) => client.request(method, path, { body, ...opts });
 

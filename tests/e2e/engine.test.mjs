@@ -8,11 +8,10 @@
 // and clear errors for broken configuration.
 // Does not prove: behaviour against real providers, or across Worker restarts.
 
-import { test, before, after, beforeEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startWorker } from '../support/worker.mjs';
-import { startModelServer } from '../support/model-server.mjs';
+import { withWorker } from '../support/setup.mjs';
 import { seed } from '../../scripts/lib/d1.mjs';
 
 const OPENAI_KEY = 'sk-test-secret'; // OPENAI_API_KEY in worker.mjs's bindings
@@ -25,22 +24,11 @@ let model;
 let worker;
 let client;
 
-before(async () => {
-  model = await startModelServer();
-  worker = await startWorker({
-    modelUrl: `${model.url}/v1`,
-    bindings: { ANTHROPIC_API_KEY: ANTHROPIC_KEY, LOG_API_KEY: LOG_KEY },
-  });
-  client = worker.client;
-});
-
-after(async () => {
-  await worker?.dispose();
-  await model?.close();
-});
-
-// Every test scripts its own answers and reads only its own requests.
-beforeEach(() => model.reset());
+// Every test scripts its own answers and reads only its own requests (withWorker resets the
+// model before each).
+withWorker({ bindings: { ANTHROPIC_API_KEY: ANTHROPIC_KEY, LOG_API_KEY: LOG_KEY }, setup: async (env) => {
+  ({ model, worker, client } = env);
+} });
 
 // ---------------------------------------------------------------------------------------------
 // Definitions: every test writes its own models, prompts and agents under unique names.
