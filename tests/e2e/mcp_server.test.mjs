@@ -103,8 +103,8 @@ test('/mcp offers every agent; each ask is a new thread unless thread_id names o
   const { client, transport } = await connect('/mcp');
   assert.equal(transport.sessionId, undefined, 'stateless');
   const { tools } = await client.listTools();
-  assert.deepEqual(tools.map((t) => t.name).sort(), ['ask_review', 'ask_support']);
-  assert.ok(tools[0].inputSchema.properties.thread_id, 'thread_id goes on with a conversation');
+  assert.deepEqual(tools.map((t) => t.name).sort(), ['ask_review', 'ask_support', 'get_current_time', 'lookup_customer']);
+  assert.ok(tools.find((t) => t.name === 'ask_support').inputSchema.properties.thread_id, 'thread_id goes on with a conversation');
 
   model.push({ text: 'First answer.' });
   const first = await client.callTool({ name: 'ask_support', arguments: { message: 'One' } });
@@ -126,7 +126,35 @@ test('/mcp offers every agent; each ask is a new thread unless thread_id names o
   assert.equal(nowhere.isError, true);
   await assert.rejects(client.callTool({ name: 'ask_support', arguments: { message: '' } }), (e) => e.code === -32602);
   await assert.rejects(client.callTool({ name: 'ask_nobody', arguments: { message: 'x' } }), (e) => e.code === -32602);
-  await assert.rejects(client.callTool({ name: 'get_current_time', arguments: {} }), (e) => e.code === -32602, 'tools live on /mcp/:agent');
+  await client.close();
+});
+
+test('/mcp offers the tools marked mcp too: each call names the thread it runs in', async () => {
+  const { client } = await connect('/mcp');
+  const { tools } = await client.listTools();
+  const lookup = tools.find((t) => t.name === 'lookup_customer');
+  assert.ok(lookup.inputSchema.properties.email, 'the tool\'s own arguments');
+  assert.ok(lookup.inputSchema.required.includes('thread_id'), 'and the thread it runs in');
+  assert.equal(tools.find((t) => t.name === 'issue_refund'), undefined, 'only tools marked mcp');
+
+  const thread = await worker.client.createThread('support');
+  const calls = model.requests.length;
+  const customer = await client.callTool({ name: 'lookup_customer', arguments: { email: 'ada@example.com', thread_id: thread } });
+  assert.equal(customer.isError, false, text(customer));
+  assert.equal(JSON.parse(text(customer)).id, 'cus_1001');
+  assert.equal(customer.structuredContent?.thread_id ?? thread, thread);
+  assert.equal(model.requests.length, calls, 'queued calls do not call the model');
+  const history = await worker.client.request('GET', `/api/threads/${thread}/messages`);
+  const stored = history.body.messages.find((m) => m.role === 'tool');
+  assert.equal(stored.name, 'lookup_customer', 'the call ran in the thread it named');
+
+  // Without a thread, or with one that does not exist: the caller's mistake, said clearly.
+  await assert.rejects(client.callTool({ name: 'get_current_time', arguments: {} }), (e) => e.code === -32602 && /"thread_id" is required/.test(e.message));
+  const nowhere = await client.callTool({ name: 'get_current_time', arguments: { thread_id: '0b7c3f0e-6a1d-4c2e-9f5a-2d8e4b6a1c3f' } });
+  assert.equal(nowhere.isError, true);
+  assert.match(text(nowhere), /not found/);
+  const notAnId = await client.callTool({ name: 'get_current_time', arguments: { thread_id: 'x' } });
+  assert.equal(notAnId.isError, true);
   await client.close();
 });
 

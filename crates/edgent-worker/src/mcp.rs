@@ -264,13 +264,17 @@ impl Endpoint<'_> {
             let description = def["description"].as_str().unwrap_or_default();
             tools.push(mcp::ask_descriptor(name, description, self.agent.is_some()));
         }
-        if self.agent.is_some() {
-            let registry = edgent::Catalog::installed_registry().map_err(|e| registry_error(&e))?;
-            for spec in registry.all_specs() {
-                if self.offers(&spec.name) {
-                    tools.push(mcp::tool_descriptor(&spec));
-                }
+        let registry = edgent::Catalog::installed_registry().map_err(|e| registry_error(&e))?;
+        for spec in registry.all_specs() {
+            if !self.offers(&spec.name) {
+                continue;
             }
+            // On `/mcp` a call names its thread (there is no session thread).
+            let listing = match self.agent {
+                Some(_) => Some(mcp::tool_descriptor(&spec)),
+                None => mcp::tool_descriptor_in_thread(&spec),
+            };
+            tools.extend(listing);
         }
         Ok(tools)
     }
@@ -322,12 +326,23 @@ impl Endpoint<'_> {
                 let body = json!({ "agent": agent, "message": message });
                 self.forward("/mcp/ask", &thread, &body).await
             }
+            Target::Tool(tool) if !self.offers(tool) => Err(CallError::Unknown),
             Target::Tool(tool) => {
-                let Some(session) = self.session.as_deref().filter(|_| self.offers(tool)) else {
-                    return Err(CallError::Unknown);
+                let (thread, arguments) = match (self.agent, self.session.as_deref()) {
+                    (Some(_), Some(session)) => (session.to_owned(), arguments),
+                    (Some(_), None) => return Err(CallError::Unknown),
+                    // On `/mcp` the call names the thread it runs in.
+                    (None, _) => {
+                        let (thread, own) =
+                            mcp::thread_of_call(arguments).map_err(CallError::Params)?;
+                        if !is_uuid(&thread) {
+                            return Err(CallError::Api(ApiError::not_found("thread not found")));
+                        }
+                        (thread, own)
+                    }
                 };
                 let body = json!({ "name": tool, "arguments": arguments });
-                self.forward("/mcp/tool", session, &body).await
+                self.forward("/mcp/tool", &thread, &body).await
             }
         }
     }

@@ -301,6 +301,53 @@ pub fn tool_descriptor(spec: &ToolSpec) -> Value {
     })
 }
 
+/// A registered tool's listing on `/mcp`, which has no session thread: its own arguments and a
+/// required `thread_id`, the thread the call runs in (its storage, context, webhooks and
+/// execution history are that thread's). `None` for a tool that takes a `thread_id` of its
+/// own, or whose arguments are not an object of properties: it is offered on `/mcp/:agent`
+/// only.
+pub fn tool_descriptor_in_thread(spec: &ToolSpec) -> Option<Value> {
+    let mut listing = tool_descriptor(spec);
+    let schema = &mut listing["inputSchema"];
+    let properties = match schema.get_mut("properties") {
+        Some(Value::Object(p)) => p,
+        None => {
+            schema["properties"] = json!({});
+            schema["properties"].as_object_mut()?
+        }
+        Some(_) => return None,
+    };
+    if properties.contains_key(THREAD_ARGUMENT) {
+        return None;
+    }
+    properties.insert(
+        THREAD_ARGUMENT.into(),
+        json!({ "type": "string", "description": "The thread (its id) the tool runs in: its storage, context and execution history are that thread's." }),
+    );
+    match schema.get_mut("required") {
+        Some(Value::Array(required)) => required.push(json!(THREAD_ARGUMENT)),
+        _ => schema["required"] = json!([THREAD_ARGUMENT]),
+    }
+    Some(listing)
+}
+
+/// The argument that names the thread a registered tool runs in on `/mcp`.
+pub const THREAD_ARGUMENT: &str = "thread_id";
+
+/// Takes the `thread_id` out of a registered tool's arguments on `/mcp`: the thread, and the
+/// tool's own arguments.
+pub fn thread_of_call(
+    mut arguments: Map<String, Value>,
+) -> Result<(String, Map<String, Value>), String> {
+    match arguments.remove(THREAD_ARGUMENT) {
+        Some(Value::String(thread)) if !thread.is_empty() => Ok((thread, arguments)),
+        Some(_) => Err(format!("\"{THREAD_ARGUMENT}\" must be a thread's id")),
+        None => Err(format!(
+            "\"{THREAD_ARGUMENT}\" is required: the thread the tool runs in (on /mcp/:agent the session's thread is used)"
+        )),
+    }
+}
+
 /// The arguments of `ask_<agent>`: the message and, on `/mcp`, an optional thread.
 pub fn ask_arguments(
     arguments: &Map<String, Value>,

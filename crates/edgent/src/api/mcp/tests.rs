@@ -393,3 +393,53 @@ mod client_side {
         assert_eq!(body["id"], 3);
     }
 }
+
+#[test]
+fn on_mcp_a_registered_tool_names_its_thread() {
+    let spec = ToolSpec {
+        name: "lookup_customer".into(),
+        description: "Looks up a customer.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": { "email": { "type": "string" } },
+            "required": ["email"],
+        }),
+        returns: None,
+    };
+    let listing = tool_descriptor_in_thread(&spec).unwrap();
+    assert_eq!(
+        listing["inputSchema"]["required"],
+        json!(["email", "thread_id"])
+    );
+    assert_eq!(
+        listing["inputSchema"]["properties"]["thread_id"]["type"],
+        "string"
+    );
+    // No arguments of its own: the thread is the only one.
+    let bare = ToolSpec {
+        parameters: json!({ "type": "object" }),
+        ..spec.clone()
+    };
+    assert_eq!(
+        tool_descriptor_in_thread(&bare).unwrap()["inputSchema"]["required"],
+        json!(["thread_id"])
+    );
+    // A tool with a thread_id of its own is left to /mcp/:agent.
+    let own = ToolSpec {
+        parameters: json!({ "type": "object", "properties": { "thread_id": { "type": "string" } } }),
+        ..spec
+    };
+    assert!(tool_descriptor_in_thread(&own).is_none());
+
+    let args = |v: Value| v.as_object().cloned().unwrap();
+    let (thread, rest) =
+        thread_of_call(args(json!({ "thread_id": "t-1", "email": "a@b.c" }))).unwrap();
+    assert_eq!(
+        (thread.as_str(), rest),
+        ("t-1", args(json!({ "email": "a@b.c" })))
+    );
+    assert!(thread_of_call(args(json!({ "email": "a@b.c" })))
+        .unwrap_err()
+        .contains("is required"));
+    assert!(thread_of_call(args(json!({ "thread_id": 7 }))).is_err());
+}
