@@ -72,6 +72,16 @@ impl BudgetWalk {
     }
 }
 
+/// The newest of `messages` (oldest first) that fit `budget`, by the same walk a history read
+/// makes: the newest is always kept, and a result keeps its call (for messages already in
+/// memory, such as the conversation a sub-prompt inherits from its caller).
+pub fn newest_within(messages: Vec<Message>, budget: u64) -> Vec<Message> {
+    let mut walk = BudgetWalk::new(budget);
+    let kept = messages.iter().rev().take_while(|m| walk.offer(m)).count();
+    let skip = messages.len() - kept;
+    messages.into_iter().skip(skip).collect()
+}
+
 /// A full read: the history, whether the walk read every row without stopping, and the
 /// position up to which it is final (`None` when a pending message was in the way, so the
 /// result must not be extended from it).

@@ -16,7 +16,7 @@ use crate::values::message::{Message, MessageStatus, Role, ToolCall};
 use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 
 pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus};
-pub use history::ThreadCache;
+pub use history::{newest_within, ThreadCache};
 pub use mcp_servers::McpServerRow;
 pub use messages::stored_reply_calls;
 pub use summaries::{summary_tokens, HistoryAfter, Summary, SUMMARY_PREFIX};

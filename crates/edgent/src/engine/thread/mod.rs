@@ -130,7 +130,8 @@ use history::{
 pub use history::{repair_history, view_for_side};
 pub use records::ParentLink;
 pub use sub_prompt::{
-    SubCallRun, SubPrompt, SubPromptSpec, SubStep, SubToolCall, SUB_PROMPT_MAX_STEPS,
+    SubCallRun, SubPrompt, SubPromptSpec, SubStep, SubToolCall, SUB_PROMPT_MAX_CALLS_PER_CALL,
+    SUB_PROMPT_MAX_STEPS,
 };
 pub use turn::{Action, ModelCall, TurnRules};
 

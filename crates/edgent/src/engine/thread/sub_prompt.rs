@@ -10,12 +10,20 @@
 //! deeper with [`SubPrompt::start_nested`]. Every message is stored before the next step, so a call re-run after a restart continues from what is stored, and an answer
 //! already stored is not asked for again.
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use super::*;
 use crate::config::PromptConfig;
+use crate::engine::store::newest_within;
 use crate::values::limits::MAX_SUB_PROMPT_DEPTH;
 
 /// Model calls a sub-prompt may make for one call.
 pub const SUB_PROMPT_MAX_STEPS: u32 = 10;
+/// Model calls every sub-prompt under one top-level call may make together, at every depth:
+/// the bound on what one call costs whatever its prompts do (a reply may hold many calls of
+/// prompts, each starting a sub-prompt of its own).
+pub const SUB_PROMPT_MAX_CALLS_PER_CALL: u32 = 30;
 
 /// What the driver does next for a sub-prompt.
 #[derive(Debug)]
@@ -88,6 +96,8 @@ pub struct SubPrompt {
     include_chat: bool,
     side: Side,
     steps: u32,
+    /// Model calls made under the top-level call, shared by every level of it.
+    calls_under_top: Rc<Cell<u32>>,
 }
 
 /// The prompt's input: the one `input` argument a delegate takes.
@@ -160,6 +170,7 @@ impl SubPrompt {
             include_chat: spec.prompt.include_chat,
             side,
             steps: 0,
+            calls_under_top: Rc::default(),
         }
     }
 
@@ -191,13 +202,14 @@ impl SubPrompt {
         call: &SubToolCall,
         spec: SubPromptSpec<'_>,
     ) -> Result<(SubPrompt, SubStep), ThreadError> {
-        let nested = SubPrompt::new(
+        let mut nested = SubPrompt::new(
             &call.call,
             &call.message_id,
             self.depth + 1,
             spec,
             self.side,
         );
+        nested.calls_under_top = self.calls_under_top.clone();
         let chat = if spec.prompt.include_chat {
             let mut chat = if self.include_chat {
                 self.chat.clone()
@@ -212,7 +224,8 @@ impl SubPrompt {
                 .take_while(|m| m.id != call.message_id)
                 .collect();
             chat.extend(repair_history(own));
-            chat
+            // Cut to the callee's own budget, as a top-level call's chat is.
+            repair_history(newest_within(chat, u64::from(spec.history_budget)))
         } else {
             Vec::new()
         };
@@ -258,9 +271,52 @@ impl SubPrompt {
             let user = self.at_own_depth(Message::new(Role::User, input, now));
             thread.store_sub(user)?;
         }
+        self.recover_nested_answers(thread, now, &existing)?;
         self.chat = chat;
         let step = self.next(thread)?;
         Ok((self, step))
+    }
+
+    /// A re-run after a restart: a prompt this sub-prompt called may have stored its answer
+    /// before the restart cut the call short of its result. That answer becomes the call's
+    /// result now, so the level that gave it is not asked again (a level cut short before it
+    /// answered is answered as interrupted, like any call without a result).
+    fn recover_nested_answers(
+        &mut self,
+        thread: &mut Thread<'_>,
+        now: i64,
+        existing: &[Message],
+    ) -> Result<(), ThreadError> {
+        let Some(reply) = existing
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+        else {
+            return Ok(());
+        };
+        let answered = |id: &str| {
+            existing
+                .iter()
+                .any(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id))
+        };
+        let unanswered: Vec<ToolCall> = reply
+            .tool_calls
+            .iter()
+            .filter(|c| self.prompts.contains(&c.name) && !answered(&c.id))
+            .cloned()
+            .collect();
+        for call in unanswered {
+            let nested = thread.store.sub_messages(&call.id)?;
+            let done = nested.last().filter(|m| {
+                m.role == Role::Assistant
+                    && m.tool_calls.is_empty()
+                    && m.status == MessageStatus::Completed
+            });
+            if let Some(answer) = done.map(|m| CallToolResult::text(m.content.clone())) {
+                self.handle_tool_result(thread, now, &call, answer)?;
+            }
+        }
+        Ok(())
     }
 
     /// The next step: the model, unless the thread stopped or the prompt used its steps.
@@ -270,6 +326,13 @@ impl SubPrompt {
                 "the thread was stopped",
             )));
         }
+        if self.calls_under_top.get() >= SUB_PROMPT_MAX_CALLS_PER_CALL {
+            return Ok(SubStep::Done(CallToolResult::error(format!(
+                "prompt {:?} was not asked: the prompts under this call used their \
+                 {SUB_PROMPT_MAX_CALLS_PER_CALL} model calls; answer with what you have",
+                self.prompt
+            ))));
+        }
         if self.steps >= SUB_PROMPT_MAX_STEPS {
             return Ok(SubStep::Done(CallToolResult::error(format!(
                 "prompt {:?} used its {SUB_PROMPT_MAX_STEPS} model calls without answering",
@@ -277,6 +340,7 @@ impl SubPrompt {
             ))));
         }
         self.steps += 1;
+        self.calls_under_top.set(self.calls_under_top.get() + 1);
         let own: Vec<Message> = thread
             .store()
             .sub_messages(&self.call.id)?

@@ -23,6 +23,8 @@ use crate::sqlite::Sqlite;
 
 const T0: i64 = 1_795_400_000_000;
 
+mod nested;
+
 fn prompt(tools: &[&str], include_chat: bool) -> PromptConfig {
     serde_json::from_value(json!({
         "name": "summarize", "model": "default", "system": "Summarize.",
