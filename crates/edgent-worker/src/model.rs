@@ -123,13 +123,7 @@ impl ModelStream {
                 .and_then(Result::ok)
                 .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
                 .unwrap_or_default();
-            let message = if (300..400).contains(&status) {
-                "a redirect, which is not followed (the key would go with it): set the model's \
-                 base_url to the final URL"
-                    .to_owned()
-            } else {
-                error_message(model.provider, &text)
-            };
+            let message = failure_message(model, status, &text);
             return Err(ProviderError::Http {
                 status,
                 message,
@@ -364,7 +358,7 @@ pub(crate) async fn embed(
             other => ProviderError::Network(other.to_string()),
         })?;
     if !(200..300).contains(&response.status) {
-        let message = error_message(model.provider, &response.body);
+        let message = failure_message(&model, response.status, &response.body);
         return Err(ProviderError::Http {
             status: response.status,
             message: redact_secrets(&message, key.as_slice()).into_owned(),
@@ -387,4 +381,15 @@ impl edgent::runtime::Embedder for WorkerEmbedder {
     ) -> BoxFuture<'static, Result<serde_json::Value, ProviderError>> {
         Box::pin(embed(self.0.clone(), model.clone(), body, timeout_ms))
     }
+}
+
+/// What a model server's non-2xx answer says: its own error message, or for a redirect (never
+/// followed: the key would go with it) what to do instead.
+fn failure_message(model: &ModelConfig, status: u16, body: &str) -> String {
+    if (300..400).contains(&status) {
+        return "a redirect, which is not followed (the key would go with it): set the model's \
+                base_url to the final URL"
+            .to_owned();
+    }
+    error_message(model.provider, body)
 }

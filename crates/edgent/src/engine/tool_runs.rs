@@ -227,9 +227,7 @@ fn invalid_arguments(tools: &dyn ToolIndex, call: &StoredToolCall) -> Option<Cal
         Ok(value) => tools.check_arguments(&call.call.name, value)?.err()?,
         Err(why) => why,
     };
-    Some(CallToolResult::error(format!(
-        "invalid arguments: {why}. Fix the arguments and call the tool again."
-    )))
+    Some(CallToolResult::invalid_arguments(why))
 }
 
 /// A call's runtime bindings: the prompt's for this tool, overridden key by key by the

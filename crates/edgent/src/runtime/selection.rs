@@ -199,7 +199,8 @@ pub async fn embedding_scores(
         if c.len() + missing.len() > MAX_CACHED_VECTORS {
             c.clear();
         }
-        for &i in &missing {
+        // Never past the bound, even when one call brings more new tools than it holds.
+        for &i in missing.iter().take(MAX_CACHED_VECTORS) {
             if let (Some(h), Some(Some(v))) = (hashes.get(i), vectors.get(i)) {
                 c.push((key, *h, v.clone()));
             }

@@ -426,9 +426,8 @@ impl Tool {
         match (parsed, run) {
             (Ok(args), Some(run)) => run(flow, args),
             (Err(why), _) => {
-                let text =
-                    format!("invalid arguments: {why}. Fix the arguments and call the tool again.");
-                Box::pin(async move { Ok(CallToolResult::error(text)) })
+                let refused = CallToolResult::invalid_arguments(why);
+                Box::pin(async move { Ok(refused) })
             }
             (Ok(_), None) => {
                 Box::pin(async { Ok(CallToolResult::error("this tool has no handler")) })

@@ -156,6 +156,14 @@ impl CallToolResult {
         }
     }
 
+    /// The result of a call whose arguments its tool refuses (`why`: what is wrong, naming the
+    /// place): the same words wherever the refusal happens, so the model learns one form.
+    pub fn invalid_arguments(why: impl std::fmt::Display) -> Self {
+        Self::error(format!(
+            "invalid arguments: {why}. Fix the arguments and call the tool again."
+        ))
+    }
+
     /// A successful result holding `value` as JSON text.
     pub fn json<T: Serialize + ?Sized>(value: &T) -> Self {
         match serde_json::to_string(value) {
