@@ -115,7 +115,12 @@ pub(crate) async fn read_body_within(
     {
         (bytes, true) => Ok(bytes),
         (bytes, false) => {
-            drain(&mut stream, DRAIN_MAX.saturating_sub(bytes.len())).await;
+            // A body that declared a length within the limit and sent more is read to the
+            // drain's bound like one refused by its header; a chunked body (no length: it may
+            // be endless) is refused at once, its sender reading a reset or the 413.
+            if declared.is_some() {
+                drain(&mut stream, DRAIN_MAX.saturating_sub(bytes.len())).await;
+            }
             Err(too_large())
         }
     }
