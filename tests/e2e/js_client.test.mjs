@@ -204,13 +204,24 @@ test('a socket killed mid-answer reconnects and resumes: the streamed text has n
 
 test('an rpc without a result in time rejects with EdgentTimeoutError; the connection keeps working', { skip: skipAll }, async (t) => {
   const created = await threadWithToken();
-  const { conn, store } = open(t, created.thread_id, created.token.token);
+  // The rpc leaves 50 ms late, so its 1 ms timeout always runs out first (on a busy machine
+  // a result could otherwise beat the timer).
+  const hold = { on: false };
+  class Held extends WebSocket {
+    send(...args) {
+      if (hold.on) setTimeout(() => super.send(...args), 50);
+      else super.send(...args);
+    }
+  }
+  const { conn, store } = open(t, created.thread_id, created.token.token, { WebSocket: Held });
   await until(() => store.getSnapshot().loaded, 'the first page');
+  hold.on = true;
   await assert.rejects(conn.call('get_messages', { limit: 200 }, { timeoutMs: 1 }), (e) => {
     assert.ok(e instanceof js.EdgentTimeoutError);
     assert.equal(e.code, 'timeout');
     return true;
   });
+  hold.on = false;
   // The late result is ignored; the next call gets its own.
   const page = await conn.getMessages({ limit: 5 });
   assert.equal(page.total, 0);
