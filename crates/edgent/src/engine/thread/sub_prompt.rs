@@ -93,7 +93,6 @@ pub struct SubPrompt {
     /// The prompts among `tools` (callable one level deeper while the depth allows).
     prompts: Vec<String>,
     chat: Vec<Message>,
-    include_chat: bool,
     side: Side,
     steps: u32,
     /// Model calls made under the top-level call, shared by every level of it.
@@ -167,7 +166,6 @@ impl SubPrompt {
             tools: spec.prompt.tools.clone(),
             prompts,
             chat: Vec::new(),
-            include_chat: spec.prompt.include_chat,
             side,
             steps: 0,
             calls_under_top: Rc::default(),
@@ -211,11 +209,9 @@ impl SubPrompt {
         );
         nested.calls_under_top = self.calls_under_top.clone();
         let chat = if spec.prompt.include_chat {
-            let mut chat = if self.include_chat {
-                self.chat.clone()
-            } else {
-                Vec::new()
-            };
+            // What this sub-prompt was sent of its own caller (nothing without its
+            // `include_chat`), then its own messages.
+            let mut chat = self.chat.clone();
             let own: Vec<Message> = thread
                 .store
                 .sub_messages(&self.call.id)?
