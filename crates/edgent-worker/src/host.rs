@@ -8,8 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use wasm_bindgen::JsValue;
 use worker::{
-    AbortController, Delay, Env, Fetch, Headers, Method, Request, RequestInit, RequestRedirect,
-    State,
+    AbortController, Delay, Env, Fetch, Headers, Method, RequestInit, RequestRedirect, State,
 };
 
 use super::clock::{now, with_timeout};
@@ -244,7 +243,7 @@ pub(crate) async fn fetch_at_most(
     if let Some(body) = &request.body {
         init.with_body(Some(JsValue::from_str(body)));
     }
-    let req = Request::new_with_init(&request.url, &init)
+    let req = super::http::outgoing(&request.url, &init)
         .map_err(|e| HostError::BadRequest(format!("bad request to {}: {e}", request.url)))?;
     let abort = AbortController::default();
     let limit = Duration::from_millis(u64::from(request.timeout_ms));

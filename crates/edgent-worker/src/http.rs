@@ -2,10 +2,38 @@
 
 use futures_util::StreamExt;
 use serde::Serialize;
-use worker::{Request, Response, Result};
+use worker::{Request, RequestInit, Response, Result};
 
 use edgent::api::{ApiError, MAX_BODY_BYTES};
 use edgent::tool::RegistryError;
+
+/// An outgoing request: `Request::new_with_init` without its `cf` step. That method converts
+/// `init.cf` (Cloudflare's image, cache and TLS options) to a JS object whenever one is set,
+/// which links ~11 KB of wasm for every caller; no request of ours sets `cf`. The same fields
+/// as worker 0.8.7 passes (method, headers, redirect, cache, body), and the same error.
+pub(crate) fn outgoing(url: &str, init: &RequestInit) -> Result<Request> {
+    use worker::web_sys;
+    let js = web_sys::RequestInit::new();
+    if !init.headers.is_empty() {
+        js.set_headers(init.headers.as_ref());
+    }
+    js.set_method(init.method.as_ref());
+    js.set_redirect(init.redirect.into());
+    if let Some(cache) = init.cache {
+        js.set_cache(cache.into());
+    }
+    if let Some(body) = &init.body {
+        js.set_body(body);
+    }
+    web_sys::Request::new_with_str_and_init(url, &js)
+        .map(Request::from)
+        .map_err(|e| {
+            worker::Error::JsError(
+                e.as_string()
+                    .unwrap_or_else(|| "invalid URL or options for Request".to_string()),
+            )
+        })
+}
 
 /// A JSON response with `status`.
 pub(crate) fn json<T: Serialize>(status: u16, body: &T) -> Result<Response> {

@@ -9,8 +9,7 @@ use futures_util::future::{select, Either};
 use futures_util::StreamExt;
 use wasm_bindgen::JsValue;
 use worker::{
-    AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
-    RequestRedirect,
+    AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, RequestInit, RequestRedirect,
 };
 
 use super::clock::{now, with_timeout};
@@ -95,7 +94,7 @@ impl ModelStream {
             .with_headers(headers)
             .with_body(Some(JsValue::from_str(body)))
             .with_redirect(RequestRedirect::Manual);
-        let request = Request::new_with_init(&url, &init)
+        let request = super::http::outgoing(&url, &init)
             .map_err(|e| ProviderError::Config(format!("bad model URL: {e}")))?;
         // Aborts the request if this future is dropped before the stream is handed over (the
         // attempt's overall deadline can fire while it waits for headers or an error body).

@@ -79,7 +79,7 @@ pub(crate) async fn acquire(env: &Env, tool: &str, per_minute: u32) -> Result<Wi
     let body = serde_json::to_string(&Acquire { per_minute })?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
-    let req = Request::new_with_init("https://rate-limiter.internal/acquire", &init)?;
+    let req = super::http::outgoing("https://rate-limiter.internal/acquire", &init)?;
     let answer: Answer = stub.fetch_with_request(req).await?.json().await?;
     Ok(Window {
         used: answer.used,

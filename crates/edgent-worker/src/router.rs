@@ -431,7 +431,7 @@ pub(crate) fn internal_request(
             worker::js_sys::Uint8Array::from(body.as_slice()).into(),
         ));
     }
-    Request::new_with_init(&format!("https://thread.internal{path}"), &init)
+    super::http::outgoing(&format!("https://thread.internal{path}"), &init)
         .map_err(|e| logged("could not build the thread request", e))
 }
 

@@ -188,13 +188,20 @@ pub struct ForceTurnParams {
 
 /// Parses rpc parameters into `T`, as a 400 naming the field at fault.
 pub fn parse_params<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T, ApiError> {
-    let params = if params.is_null() {
+    crate::values::validate::parse_args(params_object(params)).map_err(invalid_params)
+}
+
+/// [`parse_params`]' input: absent parameters read as `{}`.
+fn params_object(params: &Value) -> Value {
+    if params.is_null() {
         json!({})
     } else {
         params.clone()
-    };
-    crate::values::validate::parse_args(params)
-        .map_err(|why| ApiError::invalid(format!("invalid params: {why}")))
+    }
+}
+
+fn invalid_params(why: crate::values::Invalid) -> ApiError {
+    ApiError::invalid(format!("invalid params: {why}"))
 }
 
 /// Compares two secrets in constant time (their length is not secret).

@@ -498,6 +498,12 @@ pub mod rows {
     const BOOL_COLUMNS: &[&str] = &["parallel_tool_calls", "include_chat", "expose_as_tool"];
 
     fn from_row<T: DeserializeOwned>(row: Value) -> Result<T, Invalid> {
+        serde_json::from_value(columns(row)?).map_err(|e| Invalid::new(e.to_string()))
+    }
+
+    /// A D1 row as the object its type deserialises from (apart from [`from_row`], so each
+    /// row type's instance holds only its deserialisation).
+    fn columns(row: Value) -> Result<Value, Invalid> {
         let Value::Object(cols) = row else {
             return Err("a D1 row is not an object".into());
         };
@@ -521,7 +527,7 @@ pub mod rows {
             };
             out.insert(k, v);
         }
-        serde_json::from_value(Value::Object(out)).map_err(|e| Invalid::new(e.to_string()))
+        Ok(Value::Object(out))
     }
 
     /// A `models` row.

@@ -72,7 +72,10 @@ pub async fn recommend(
         .tool_selection_model
         .as_deref()
         .and_then(|m| set.model(m));
-    let ranking = rank(embedder, policy, prompt, model, &all, &as_turn).await;
+    // Boxed: inlined, the ranking (embeddings and all) became part of the router's entry
+    // function, which also polls every request body chunk; that function grew and workerd's
+    // memory with it while a large upload streamed in (bad_input.test.mjs).
+    let ranking = Box::pin(rank(embedder, policy, prompt, model, &all, &as_turn)).await;
     let ranked = select::best_first(&ranking.scores, &listed_order(prompt, &all));
     let tools = ranking_json(&all, &ranking.scores, &ranked, query.limit);
     let mut answer = json!({

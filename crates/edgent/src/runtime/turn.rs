@@ -105,7 +105,10 @@ impl ThreadRuntime {
         let sql = self.platform.sql();
         loop {
             self.work_arrived.set(false);
-            let known = self.drive_steps(sql).await;
+            // Boxed: `drive` is awaited from three places (the alarm, `start_work`'s spawned
+            // task, a parent waiting on a child), and unboxed its steps were inlined into two
+            // of them, ~10 KB of wasm twice.
+            let known = Box::pin(self.drive_steps(sql)).await;
             let wake = match known {
                 Some(wake) => wake,
                 None => self

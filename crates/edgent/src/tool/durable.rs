@@ -226,23 +226,43 @@ impl FlowState {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, ToolError>>,
     {
-        self.run.claim(name)?;
-        let call = &self.tool_call_id;
-        if let Some(done) = self
-            .store()
-            .step(call, name)?
-            .filter(|s| s.status == StepStatus::Done)
-        {
-            let value = done.value.unwrap_or_else(|| "null".into());
-            return serde_json::from_str(&value).map_err(|e| {
+        // Only the (de)serialisation and `f` depend on `T`: the bookkeeping lives in the plain
+        // methods below, so each workflow's instance of `step` does not carry a copy of it.
+        if let Some(recorded) = self.recorded_step(name)? {
+            return serde_json::from_str(&recorded).map_err(|e| {
                 ToolError::fatal(format!(
                     "step {name:?}: the recorded value no longer fits its type ({e}); did the workflow change?"
                 ))
             });
         }
+        let started = self.begin_recorded_step(name)?;
+        match f().await {
+            Ok(value) => {
+                self.record_step(name, started, &serde_json::to_string(&value)?)?;
+                Ok(value)
+            }
+            Err(e) => {
+                self.record_failed_step(name, started)?;
+                Err(e.context(format_args!("step {name:?} failed: ")))
+            }
+        }
+    }
+
+    /// [`FlowState::step`]: claims the name and returns the value an earlier run recorded.
+    fn recorded_step(&self, name: &str) -> Result<Option<String>, ToolError> {
+        self.run.claim(name)?;
+        let done = self
+            .store()
+            .step(&self.tool_call_id, name)?
+            .filter(|s| s.status == StepStatus::Done);
+        Ok(done.map(|done| done.value.unwrap_or_else(|| "null".into())))
+    }
+
+    /// [`FlowState::step`]: records the step as running; returns when it started.
+    fn begin_recorded_step(&self, name: &str) -> Result<i64, ToolError> {
         let started = self.host().now_ms();
         self.store().begin_step(
-            call,
+            &self.tool_call_id,
             name,
             StepKind::Step,
             StepStatus::Running,
@@ -251,36 +271,40 @@ impl FlowState {
         )?;
         self.progress(name, "step", "running", None);
         *self.run.step.borrow_mut() = (name.to_owned(), 0);
-        match f().await {
-            Ok(value) => {
-                // Recorded without any secret this run read: a replay returns the value as
-                // recorded, in a run that may never read the secret (so could not redact it).
-                let text = self.run.redacted(&serde_json::to_string(&value)?);
-                let now = self.host().now_ms();
-                if text.len() > MAX_STEP_VALUE_BYTES {
-                    // Not recordable: the workflow fails now instead of storing a row SQLite
-                    // refuses (and being re-run for it).
-                    self.store()
-                        .end_step(call, name, StepStatus::Failed, None, now)?;
-                    self.progress(name, "step", "failed", Some(now - started));
-                    return Err(ToolError::fatal(format!(
-                        "step {name:?} returned {} bytes, over the limit of {MAX_STEP_VALUE_BYTES} for a recorded value; return less (an id, a summary) and fetch the rest later",
-                        text.len()
-                    )));
-                }
-                self.store()
-                    .end_step(call, name, StepStatus::Done, Some(&text), now)?;
-                self.progress(name, "step", "done", Some(now - started));
-                Ok(value)
-            }
-            Err(e) => {
-                let now = self.host().now_ms();
-                self.store()
-                    .end_step(call, name, StepStatus::Failed, None, now)?;
-                self.progress(name, "step", "failed", Some(now - started));
-                Err(e.context(format_args!("step {name:?} failed: ")))
-            }
+        Ok(started)
+    }
+
+    /// [`FlowState::step`]: records the value `f` returned (as JSON text).
+    fn record_step(&self, name: &str, started: i64, json: &str) -> Result<(), ToolError> {
+        let call = &self.tool_call_id;
+        // Recorded without any secret this run read: a replay returns the value as
+        // recorded, in a run that may never read the secret (so could not redact it).
+        let text = self.run.redacted(json);
+        let now = self.host().now_ms();
+        if text.len() > MAX_STEP_VALUE_BYTES {
+            // Not recordable: the workflow fails now instead of storing a row SQLite
+            // refuses (and being re-run for it).
+            self.store()
+                .end_step(call, name, StepStatus::Failed, None, now)?;
+            self.progress(name, "step", "failed", Some(now - started));
+            return Err(ToolError::fatal(format!(
+                "step {name:?} returned {} bytes, over the limit of {MAX_STEP_VALUE_BYTES} for a recorded value; return less (an id, a summary) and fetch the rest later",
+                text.len()
+            )));
         }
+        self.store()
+            .end_step(call, name, StepStatus::Done, Some(&text), now)?;
+        self.progress(name, "step", "done", Some(now - started));
+        Ok(())
+    }
+
+    /// [`FlowState::step`]: records that `f` failed.
+    fn record_failed_step(&self, name: &str, started: i64) -> Result<(), ToolError> {
+        let now = self.host().now_ms();
+        self.store()
+            .end_step(&self.tool_call_id, name, StepStatus::Failed, None, now)?;
+        self.progress(name, "step", "failed", Some(now - started));
+        Ok(())
     }
 
     /// Runs the registered tool `name` once with `args` (validated as if the model had sent

@@ -5,8 +5,8 @@
 //! that nests deeper than [`MAX_DEPTH`] is refused when the registry is built, so a tool a
 //! model could never call correctly never ships.
 
-use schemars::generate::SchemaSettings;
-use schemars::JsonSchema;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value};
 
 use crate::values::json_schema::{has_type, join};
@@ -18,13 +18,24 @@ pub const MAX_DEPTH: usize = 7;
 /// The schema of `T`, ready to send to a model: inlined, without `$schema` or `title`, and
 /// with `true` ("anything") written as `{}`.
 pub fn schema_for<T: JsonSchema + ?Sized>() -> Value {
-    let generator = SchemaSettings::draft07()
+    // Only the generation is generic: the settings and the clean-up are plain functions, not
+    // copied into each tool's argument and return type (two instances per tool).
+    finish(generator().into_root_schema_for::<T>())
+}
+
+/// Draft-07, every subschema inlined, no `$schema`.
+fn generator() -> SchemaGenerator {
+    SchemaSettings::draft07()
         .with(|s| {
             s.inline_subschemas = true;
             s.meta_schema = None;
         })
-        .into_generator();
-    let mut value = generator.into_root_schema_for::<T>().to_value();
+        .into_generator()
+}
+
+/// The generated schema without its `title`, normalised.
+fn finish(schema: Schema) -> Value {
+    let mut value = schema.to_value();
     if let Value::Object(map) = &mut value {
         map.remove("title");
     }

@@ -21,8 +21,11 @@ pub use stream::OpenAiStream;
 pub struct OpenAi;
 
 impl WireFormat for OpenAi {
+    /// The sent text, parsed: the same JSON as [`build_request_for`]. A Worker only sends
+    /// the text, and this keeps the body's serialisation into a `Value` tree (a second copy
+    /// of it, reached through this vtable) out of its wasm.
     fn build_request(&self, req: &ModelRequest) -> Value {
-        build_request_for(req)
+        serde_json::from_str(&request_body(req)).unwrap_or_default()
     }
 
     fn request_body(&self, req: &ModelRequest) -> String {
