@@ -50,17 +50,7 @@ const systemOf = (r) => r.body.messages.find((m) => m.role === 'system')?.conten
 const offered = (r) => (r.body.tools ?? []).map((t) => t.function.name);
 const said = (r) => r.body.messages.filter((m) => m.role === 'user').map((m) => m.content);
 
-async function turn(id, content) {
-  const sock = await client.connect(id);
-  await sock.waitFor((f) => f.type === 'status');
-  const from = sock.frames.length;
-  const r = await client.request('POST', `/api/threads/${id}/messages`, { body: { content } });
-  assert.equal(r.status, 202, JSON.stringify(r.body));
-  await sock.waitFor((f) => f.type === 'status' && f.state === 'idle', { timeout: 30000, from });
-  const frames = sock.frames.slice(from);
-  sock.close();
-  return frames;
-}
+const turn = (id, content) => client.turn(id, content, { timeout: 30000 });
 
 async function messages(id, query = '') {
   const r = await client.request('GET', `/api/threads/${id}/messages?limit=200${query}`);

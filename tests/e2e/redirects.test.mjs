@@ -66,17 +66,7 @@ after(async () => {
   await mover?.close();
 });
 
-async function turn(id, content) {
-  const sock = await client.connect(id);
-  await sock.waitFor((f) => f.type === 'status');
-  const from = sock.frames.length;
-  const r = await client.request('POST', `/api/threads/${id}/messages`, { body: { content } });
-  assert.equal(r.status, 202, JSON.stringify(r.body));
-  await sock.waitFor((f) => f.type === 'status' && f.state === 'idle', { timeout: 20000, from });
-  const frames = sock.frames.slice(from);
-  sock.close();
-  return frames;
-}
+const turn = (id, content) => client.turn(id, content);
 
 test('an MCP server that redirects is not followed: the call fails at once, saying why, and the token goes no further', async () => {
   mover.seen.length = 0;

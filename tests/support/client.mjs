@@ -97,6 +97,22 @@ export class EdgentClient {
     await sock.waitFor((f) => f.type === 'hello');
     return sock;
   }
+
+  /**
+   * One turn as a client sees it: opens the thread's socket, posts `content` over HTTP, and
+   * resolves with the frames up to the turn's `idle` status (the socket is closed after).
+   */
+  async turn(threadId, content, { timeout = 20000 } = {}) {
+    const sock = await this.connect(threadId);
+    await sock.waitFor((f) => f.type === 'status');
+    const from = sock.frames.length;
+    const r = await this.request('POST', `/api/threads/${threadId}/messages`, { body: { content } });
+    if (r.status !== 202) throw new Error(`POST messages answered ${r.status}: ${JSON.stringify(r.body)}`);
+    await sock.waitFor((f) => f.type === 'status' && f.state === 'idle', { timeout, from });
+    const frames = sock.frames.slice(from);
+    sock.close();
+    return frames;
+  }
 }
 
 /** Collects frames and lets a test wait for the one it expects. */
