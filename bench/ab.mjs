@@ -3,7 +3,10 @@
 // a `git worktree` of an older commit, built with its own scripts/build.sh), side by side in
 // two Miniflare instances against one scripted model server, alternating turn by turn so that
 // drift in the machine's speed hits both alike. Prints the medians of a text turn and of a
-// 3-step tool turn (3 model calls + 2 tools) and the paired difference.
+// 3-step tool turn (3 model calls + 2 tools), the paired difference, and each workerd's CPU
+// time per pair of turns (each build runs in its own process, so its CPU is its own).
+// REPLY_CHUNKS=n streams every text reply as n chunks of 8 characters (default: one short
+// reply, 'ok, noted.'), the way a model streams over the network.
 // Usage: node bench/ab.mjs <other checkout> [turns]
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -11,7 +14,7 @@ import { gzipSync } from 'node:zlib';
 import { readFileSync } from 'node:fs';
 import { startWorker as startThis, ROOT } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { seedBench } from './lib.mjs';
+import { cpuMs, seedBench, workerdPid } from './lib.mjs';
 
 const other = process.argv[2];
 if (!other) {
@@ -19,6 +22,8 @@ if (!other) {
   process.exit(2);
 }
 const TURNS = Number(process.argv[3] ?? 150);
+const CHUNKS = Number(process.env.REPLY_CHUNKS ?? 0);
+const reply = (text) => (CHUNKS > 0 ? { text: 'abcdefg '.repeat(CHUNKS), chunkSize: 8 } : { text });
 const WARMUP = 10;
 const { startWorker: startOther } = await import(pathToFileURL(join(resolve(other), 'tests/support/worker.mjs')).href);
 
@@ -26,9 +31,9 @@ const { startWorker: startOther } = await import(pathToFileURL(join(resolve(othe
 const script = (req) => {
   const msgs = req.body.messages ?? [];
   const lastUser = msgs.map((m) => m.role).lastIndexOf('user');
-  if (String(msgs[lastUser]?.content ?? '').startsWith('TEXT')) return { text: 'ok, noted.' };
+  if (String(msgs[lastUser]?.content ?? '').startsWith('TEXT')) return reply('ok, noted.');
   const sinceUser = msgs.length - 1 - lastUser;
-  return Math.floor(sinceUser / 2) < 2 ? { toolCalls: [{ name: 'get_current_time', arguments: {} }] } : { text: 'It is now.' };
+  return Math.floor(sinceUser / 2) < 2 ? { toolCalls: [{ name: 'get_current_time', arguments: {} }] } : reply('It is now.');
 };
 const model = await startModelServer({ fallback: script });
 const builds = { this: ROOT, other: resolve(other) };
@@ -52,8 +57,11 @@ async function turn(k, content, done) {
   return performance.now() - t0 - done;
 }
 
+const pids = { this: workerdPid(workers.this.url), other: workerdPid(workers.other.url) };
+const cpu = {};
 try {
   for (let i = 0; i < TURNS + WARMUP; i++) {
+    if (i === WARMUP) for (const k of ['this', 'other']) cpu[k] = pids[k] && cpuMs(pids[k]);
     for (const k of i % 2 ? ['this', 'other'] : ['other', 'this']) {
       const text = await turn(k, `TEXT ${i}`, 0);
       const tool = await turn(k, `what time is it? ${i}`, 0);
@@ -63,9 +71,10 @@ try {
       }
     }
   }
+  for (const k of ['this', 'other']) cpu[k] = pids[k] ? (cpuMs(pids[k]) - cpu[k]) / TURNS : NaN;
   const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
   for (const k of ['this', 'other']) {
-    console.log(`${k} (${builds[k]}): wasm ${kb(builds[k])} KiB gzip -9; text turn median ${med(state[k].text).toFixed(2)} ms; 3-step tool turn median ${med(state[k].tool).toFixed(2)} ms (${TURNS} each)`);
+    console.log(`${k} (${builds[k]}): wasm ${kb(builds[k])} KiB gzip -9; text turn median ${med(state[k].text).toFixed(2)} ms; 3-step tool turn median ${med(state[k].tool).toFixed(2)} ms (${TURNS} each); workerd CPU ${cpu[k].toFixed(2)} ms per text + tool turn`);
   }
   for (const kind of ['text', 'tool']) {
     const diffs = state.this[kind].map((t, i) => t - state.other[kind][i]);

@@ -1,6 +1,6 @@
 // Shared by the benches: percentile summaries, the bench agent, the harness's model server.
-import { spawn } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { seed } from '../scripts/lib/d1.mjs';
 import { freePort } from '../tests/support/net.mjs';
@@ -15,6 +15,23 @@ export function summary(label, xs) {
     `${label}: n=${xs.length} median=${q(s, 0.5).toFixed(2)} ms p95=${q(s, 0.95).toFixed(2)} ms ` +
       `mean=${mean.toFixed(2)} ms min=${s[0].toFixed(2)} ms max=${s.at(-1).toFixed(2)} ms`,
   );
+}
+
+/** The pid of the workerd process listening on `url`'s port (`ss -ltnp`), or `undefined`. */
+export function workerdPid(url) {
+  const port = Number(new URL(url).port);
+  const out = execFileSync('ss', ['-ltnpH'], { encoding: 'utf8' });
+  for (const line of out.split('\n')) {
+    if (!line.includes('"workerd"') || Number(line.split(/\s+/)[3]?.split(':').at(-1)) !== port) continue;
+    return Number(/pid=(\d+)/.exec(line)?.[1]);
+  }
+  return undefined;
+}
+
+/** CPU time (user + system) a process has used so far, in ms (clock ticks of 10 ms). */
+export function cpuMs(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 /** The example support prompt as agent `bench_support`, without the default 25-turn limit. */

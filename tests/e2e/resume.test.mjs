@@ -274,6 +274,46 @@ test('the log survives a restart of the Worker: a resume gets the frames as firs
   }
 });
 
+test('a restart of the Worker mid-answer: the chunks sent before it are not replayed, no seq is reused, the answer comes again', { timeout: 60_000 }, async () => {
+  // A reply's chunks live in the thread object's memory while it streams (only their seqs are
+  // reserved in storage): a restart loses them, the interrupted message is marked failed and
+  // answered again, and every frame after the restart has a seq above the last chunk seen.
+  const dir = fs.mkdtempSync(os.tmpdir() + '/edgent-resume-');
+  dirs.push(dir);
+  let w = await startWorker({ modelUrl: `${model.url}/v1`, persistDir: dir });
+  try {
+    const id = await w.client.createThread();
+    const sock = await open(w, id);
+    model.push({ text: 'This answer is cut short by a restart of the Worker. '.repeat(4), chunkSize: 4, chunkDelayMs: 40 });
+    await sock.rpc('send_message', { content: 'tell me' });
+    await sock.waitFor((f) => f.type === 'message_chunk' && sock.frames.filter((x) => x.type === 'message_chunk').length >= 5);
+    const seen = cut(sock);
+    const chunks = seen.filter((f) => f.type === 'message_chunk');
+    const lastChunk = chunks.at(-1).seq;
+    const interrupted = chunks[0].message_id;
+    assertStrictlyIncreasing(seqs(seen), 'before the restart');
+    await w.dispose();
+
+    model.push({ text: 'Told again after the restart.' });
+    w = await startWorker({ modelUrl: `${model.url}/v1`, persistDir: dir });
+    const again = await open(w, id, lastChunk);
+    const final = await again.waitFor((f) => f.type === 'message' && f.message.role === 'assistant' && f.message.status === 'completed', { timeout: 45_000 });
+    await again.waitFor(idleLogged);
+    const after = logged(again.frames.slice(2));
+    assert.ok(after.length > 0);
+    for (const f of after) assert.ok(f.seq > lastChunk, `frame ${f.seq} (${f.type}) after the restart is above the last chunk seen, ${lastChunk}`);
+    assertStrictlyIncreasing(seqs(again.frames.slice(2)), 'after the restart');
+    assert.ok(!after.some((f) => f.type === 'message_chunk' && f.message_id === interrupted), 'the lost chunks are not replayed');
+    const failed = after.find((f) => f.type === 'message' && f.message.id === interrupted);
+    assert.equal(failed?.message.status, 'failed', 'the interrupted answer is marked failed');
+    assert.equal(final.message.content, 'Told again after the restart.');
+    assert.equal((await storedMessage(w, id, final.message.id)).content, final.message.content);
+    again.close();
+  } finally {
+    await w.dispose();
+  }
+});
+
 test('past the bound of 2,000 frames a resume from before the floor is a reset; rpc resume replays on an open socket', async () => {
   const id = await worker.client.createThread();
   const sock = await open(worker, id);

@@ -44,7 +44,7 @@ fn rows(host: &TestHost) -> i64 {
 
 /// What the log holds after `after`, per the replay (panics on a reset).
 fn replayed(host: &TestHost, after: i64) -> Vec<String> {
-    let r = replay(&host.db, Some(after)).unwrap();
+    let r = replay(&host.live_chunks, &host.db, Some(after)).unwrap();
     assert!(!r.reset, "no reset expected after {after}");
     r.frames
 }
@@ -179,7 +179,7 @@ fn the_bound_prunes_the_oldest_frames_and_a_resume_below_the_floor_is_a_reset() 
     let host = TestHost::with_thread(T0);
     let frames: Vec<ServerFrame> = (0..2_304).map(|i| event(i, json!(i))).collect();
     for batch in frames.chunks(64) {
-        let out = frame_log::append(&host.db, batch);
+        let out = frame_log::append(&host.live_chunks, &host.db, batch);
         assert!(out.error.is_none(), "{:?}", out.error);
     }
     // Pruned when the seqs crossed 2,304 (a multiple of 256): the newest 2,000 stay.
@@ -187,7 +187,7 @@ fn the_bound_prunes_the_oldest_frames_and_a_resume_below_the_floor_is_a_reset() 
     let floor = 2_304 - FRAME_LOG_MAX_FRAMES;
     let (newest, found_floor) = frame_log::newest_and_floor(&host.db).unwrap();
     assert_eq!((newest, found_floor), (2_304, floor));
-    let reset = replay(&host.db, Some(floor - 1)).unwrap();
+    let reset = replay(&host.live_chunks, &host.db, Some(floor - 1)).unwrap();
     assert_eq!(
         reset,
         Replay {
@@ -196,7 +196,7 @@ fn the_bound_prunes_the_oldest_frames_and_a_resume_below_the_floor_is_a_reset() 
             reset: true
         }
     );
-    assert!(replay(&host.db, Some(0)).unwrap().reset);
+    assert!(replay(&host.live_chunks, &host.db, Some(0)).unwrap().reset);
     let all = replayed(&host, floor);
     assert_eq!(all.len() as i64, FRAME_LOG_MAX_FRAMES);
     assert_eq!(seq_of(&all[0]), Some(floor + 1));
@@ -205,10 +205,10 @@ fn the_bound_prunes_the_oldest_frames_and_a_resume_below_the_floor_is_a_reset() 
     assert!(replayed(&host, 1_000_000).is_empty());
     // Between checks the log grows past the bound by less than 256 frames, then is cut again.
     for i in 0..255 {
-        frame_log::append(&host.db, &[event(i, json!(i))]);
+        frame_log::append(&host.live_chunks, &host.db, &[event(i, json!(i))]);
     }
     assert_eq!(rows(&host), FRAME_LOG_MAX_FRAMES + 255);
-    frame_log::append(&host.db, &[event(0, json!(0))]);
+    frame_log::append(&host.live_chunks, &host.db, &[event(0, json!(0))]);
     assert_eq!(rows(&host), FRAME_LOG_MAX_FRAMES);
     assert_eq!(frame_log::newest_and_floor(&host.db).unwrap(), (2_560, 560));
 }
@@ -218,7 +218,7 @@ fn the_byte_bound_prunes_large_frames_and_the_floor_never_falls() {
     let host = TestHost::with_thread(T0);
     let big = "x".repeat(40 * 1024);
     for i in 0..200 {
-        frame_log::append(&host.db, &[event(i, json!(big))]);
+        frame_log::append(&host.live_chunks, &host.db, &[event(i, json!(big))]);
         let bytes = host
             .db
             .exec("SELECT COALESCE(SUM(bytes), 0) FROM frame_log", &[])
@@ -234,7 +234,11 @@ fn the_byte_bound_prunes_large_frames_and_the_floor_never_falls() {
         floor > 90 && floor < 110,
         "about 100 frames of 40 KiB fit: floor {floor}"
     );
-    assert!(replay(&host.db, Some(floor - 1)).unwrap().reset);
+    assert!(
+        replay(&host.live_chunks, &host.db, Some(floor - 1))
+            .unwrap()
+            .reset
+    );
     assert_eq!(replayed(&host, floor).len() as i64, newest - floor);
 }
 
@@ -243,6 +247,7 @@ fn a_frame_too_large_to_keep_is_sent_numbered_and_a_replay_over_it_is_a_reset() 
     let host = TestHost::with_thread(T0);
     let huge = "y".repeat(MAX_KEPT_FRAME_BYTES);
     let out = frame_log::append(
+        &host.live_chunks,
         &host.db,
         &[
             event(1, json!("small")),
@@ -254,7 +259,7 @@ fn a_frame_too_large_to_keep_is_sent_numbered_and_a_replay_over_it_is_a_reset() 
     let seqs: Vec<Option<i64>> = out.texts.iter().map(|t| seq_of(t)).collect();
     assert_eq!(seqs, [Some(1), Some(2), Some(3)]);
     assert!(out.texts[1].len() > MAX_KEPT_FRAME_BYTES);
-    assert!(replay(&host.db, Some(1)).unwrap().reset);
+    assert!(replay(&host.live_chunks, &host.db, Some(1)).unwrap().reset);
     assert_eq!(replayed(&host, 2), [out.texts[2].clone()]);
 }
 
@@ -267,7 +272,7 @@ fn one_flush_is_one_insert_per_25_frames_within_the_bound_parameter_limit() {
         .set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_VARIABLE_NUMBER, 100);
     let frames: Vec<ServerFrame> = (0..60).map(|i| event(i, json!(i))).collect();
     host.db.record();
-    let out = frame_log::append(&host.db, &frames);
+    let out = frame_log::append(&host.live_chunks, &host.db, &frames);
     let statements = host.db.recorded();
     assert!(out.error.is_none(), "{:?}", out.error);
     assert_eq!(statements.len(), 3, "{statements:?}");
@@ -285,7 +290,7 @@ fn one_flush_is_one_insert_per_25_frames_within_the_bound_parameter_limit() {
     }
     // No prune check until a multiple of 256 is crossed: one statement per flush.
     host.db.record();
-    frame_log::append(&host.db, &[event(0, json!(0))]);
+    frame_log::append(&host.live_chunks, &host.db, &[event(0, json!(0))]);
     assert_eq!(host.db.recorded().len(), 1);
 }
 
@@ -312,9 +317,13 @@ fn ephemeral_events_are_sent_unnumbered_and_never_replayed() {
 #[test]
 fn frames_that_cannot_be_logged_are_still_sent_without_seq() {
     let host = TestHost::with_thread(T0);
-    frame_log::append(&host.db, &[event(0, json!(0))]);
+    frame_log::append(&host.live_chunks, &host.db, &[event(0, json!(0))]);
     host.db.exec("DROP TABLE frame_log", &[]).unwrap();
-    let out = frame_log::append(&host.db, &[event(1, json!(1)), event(2, json!(2))]);
+    let out = frame_log::append(
+        &host.live_chunks,
+        &host.db,
+        &[event(1, json!(1)), event(2, json!(2))],
+    );
     assert!(out.error.is_some());
     assert_eq!(out.texts.len(), 2);
     assert!(out.texts.iter().all(|t| seq_of(t).is_none()));
@@ -361,7 +370,9 @@ fn an_answer_starts_at_the_first_running_status_since_the_thread_was_last_idle()
         status("running"), // 6: a message sent mid-answer says `running` again
         event(2, json!(2)),
     ];
-    assert!(frame_log::append(&host.db, &frames).error.is_none());
+    assert!(frame_log::append(&host.live_chunks, &host.db, &frames)
+        .error
+        .is_none());
     assert_eq!(frame_log::answer_start(&host.db).unwrap(), Some(4));
 }
 

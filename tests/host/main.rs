@@ -29,6 +29,7 @@ mod frame_log;
 mod history_budget;
 mod history_cache;
 mod hooks;
+mod live_chunks;
 mod llm_conformance;
 mod model_chain;
 mod offer;

@@ -17,6 +17,7 @@ use super::do_sql::DoSql;
 use super::http::read_at_most;
 use edgent::config::{AgentConfig, ModelConfig};
 use edgent::engine::durable::Window;
+use edgent::engine::frame_log::LiveChunks;
 use edgent::engine::store::Side;
 use edgent::llm::stream::ProviderError;
 use edgent::runtime::{agents, ModelReply, Platform};
@@ -34,6 +35,8 @@ pub(crate) struct ShellHost {
     pub(crate) chats: Rc<crate::chat::ChatStreams>,
     /// The MCP calls waiting for their outcome in this instance.
     pub(crate) mcp: Rc<crate::mcp_calls::McpCalls>,
+    /// The chunks of replies streaming in this instance (not in the frame log).
+    pub(crate) live_chunks: LiveChunks,
 }
 
 impl FlowHost for ShellHost {
@@ -66,6 +69,10 @@ impl FlowHost for ShellHost {
 
     fn now_ms(&self) -> i64 {
         now()
+    }
+
+    fn live_chunks(&self) -> &LiveChunks {
+        &self.live_chunks
     }
 
     /// The text goes to every socket of the object (the framework numbered and logged it; a

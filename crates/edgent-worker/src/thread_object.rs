@@ -113,6 +113,7 @@ impl ThreadObject {
                 registry,
                 chats: chats.clone(),
                 mcp: mcp.clone(),
+                live_chunks: Default::default(),
             }))
         });
         ThreadObject {

@@ -235,7 +235,7 @@ impl ThreadRuntime {
     /// (`None`: a fresh socket, sent nothing). Synchronous: the caller sends the frames before
     /// anything else can be broadcast.
     pub fn replay(&self, after: Option<i64>) -> Result<crate::engine::frame_log::Replay, ApiError> {
-        crate::engine::frame_log::replay(self.platform.sql(), after)
+        crate::engine::frame_log::replay(self.tool_host.live_chunks(), self.platform.sql(), after)
             .map_err(|e| self.logged("could not read the frame log", e))
     }
 

@@ -237,6 +237,7 @@ impl ThreadRuntime {
         *self.hooks_recorded.borrow_mut() = None;
         *self.index.row.borrow_mut() = None;
         self.index.dirty_stored.set(None);
+        self.tool_host.live_chunks().clear();
     }
 }
 

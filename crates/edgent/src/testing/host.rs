@@ -36,6 +36,8 @@ pub(super) enum Scripted {
     Answer(Result<Vec<StreamEvent>, ProviderError>),
     /// Its events, then a stream that never ends.
     Endless(Vec<StreamEvent>),
+    /// Its events one per read, as a network stream delivers them.
+    Streamed(Vec<StreamEvent>),
 }
 /// A thread's database, the tools, a virtual clock and the world outside, as one
 /// [`FlowHost`](crate::tool::FlowHost) and [`Platform`](crate::runtime::Platform). Thread
@@ -76,6 +78,8 @@ pub struct TestHost {
     pub index: Rc<super::SqliteD1>,
     /// The embedding model of tool selection: script its faults, look at its requests.
     pub embedder: super::ToyEmbedder,
+    /// The chunks of replies streaming in this instance (a restart starts without them).
+    pub live_chunks: crate::engine::frame_log::LiveChunks,
 }
 
 impl TestHost {
@@ -150,6 +154,7 @@ impl TestHost {
             requests: RefCell::default(),
             index: Rc::new(super::SqliteD1::thread_index()),
             embedder: super::ToyEmbedder::default(),
+            live_chunks: Default::default(),
         }
     }
 
@@ -301,6 +306,14 @@ impl TestHost {
     /// ([`reply_events`]) or a provider error.
     pub fn script(&self, answer: Result<Vec<StreamEvent>, ProviderError>) {
         self.script.borrow_mut().push_back(Scripted::Answer(answer));
+    }
+
+    /// Queues a model attempt that delivers `events` one per read, as a model streaming over
+    /// the network does (each text delta its own flush of frames).
+    pub fn script_streamed(&self, events: Vec<StreamEvent>) {
+        self.script
+            .borrow_mut()
+            .push_back(Scripted::Streamed(events));
     }
 
     /// Queues a model attempt that sends `events` and then never ends (a stream that drips

@@ -60,6 +60,18 @@ impl ModelReply for EndlessReply {
     fn cancel(&mut self) {}
 }
 
+/// A reply delivered one event per read.
+struct StreamedReply(std::collections::VecDeque<StreamEvent>);
+
+impl ModelReply for StreamedReply {
+    fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
+        let next = self.0.pop_front().map(|event| vec![event]);
+        Box::pin(async move { Ok(next) })
+    }
+
+    fn cancel(&mut self) {}
+}
+
 impl crate::runtime::Embedder for TestHost {
     fn embed(
         &self,
@@ -142,6 +154,7 @@ impl Platform for TestHost {
                     answer.map(|events| Box::new(WholeReply::new(events)) as Box<dyn ModelReply>)
                 }
                 Scripted::Endless(events) => Ok(Box::new(EndlessReply(Some(events))) as _),
+                Scripted::Streamed(events) => Ok(Box::new(StreamedReply(events.into())) as _),
             }
         })
     }
@@ -192,6 +205,9 @@ impl FlowHost for TestHost {
     }
     fn now_ms(&self) -> i64 {
         self.clock.get()
+    }
+    fn live_chunks(&self) -> &crate::engine::frame_log::LiveChunks {
+        &self.live_chunks
     }
     fn send_to_sockets(&self, text: &str, frame: &ServerFrame) {
         self.frames.borrow_mut().push(frame.clone());

@@ -28,6 +28,10 @@ pub trait FlowHost {
     /// [`crate::engine::frame_log`]); `frame` is the same frame as a value, for hosts that look
     /// into it (the test host). A host only sends: numbering and logging happened before.
     fn send_to_sockets(&self, text: &str, frame: &ServerFrame);
+    /// The chunks of replies still streaming, kept by this instance of the thread object (see
+    /// [`crate::engine::frame_log::LiveChunks`]): one per instance, never shared between
+    /// instances, gone when the object restarts.
+    fn live_chunks(&self) -> &crate::engine::frame_log::LiveChunks;
     /// A secret binding's value (never log or return it).
     fn secret(&self, name: &str) -> Option<String>;
     /// A plain-text variable binding.
@@ -422,7 +426,7 @@ pub(crate) fn broadcast(
     if frames.is_empty() {
         return Ok(());
     }
-    let logged = crate::engine::frame_log::append(host.sql(), &frames);
+    let logged = crate::engine::frame_log::append(host.live_chunks(), host.sql(), &frames);
     for (text, frame) in logged.texts.iter().zip(&frames) {
         host.send_to_sockets(text, frame);
     }

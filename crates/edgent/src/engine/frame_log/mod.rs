@@ -1,18 +1,26 @@
 //! The thread's frame log: every frame broadcast to the thread's sockets gets the thread's next
 //! sequence number (`seq`) and is written here before it is sent, so a socket that reconnects
 //! with `?after=<seq>` (or sends the rpc `resume`) is sent every frame it missed, in order.
+//! The chunks of a reply still streaming are the exception: a flush of chunks alone is kept in
+//! the thread object's memory ([`LiveChunks`], which says why and what it changes).
 //!
-//! Pure over [`Sql`], so every host numbers and logs frames the same way: a host sends the
-//! texts [`append`] returns and never serialises or numbers a frame itself.
+//! Pure over [`Sql`] and the object's [`LiveChunks`], so every host numbers and logs frames the
+//! same way: a host sends the texts [`append`] returns and never serialises or numbers a frame
+//! itself.
 //!
 //! What it costs per flush of frames: one multi-row `INSERT … RETURNING seq` (up to
 //! [`ROWS_PER_INSERT`] frames each, within the Durable Object's 100 bound parameters per
-//! statement; the seqs come back from the insert, so nothing is read to number frames).
+//! statement; the seqs come back from the insert, so nothing is read to number frames), or for
+//! a flush of chunks nothing but, now and then, one `UPDATE` reserving a block of seqs.
 //! Compaction runs inside that insert (the `frame_log_compacted` trigger: a settled `message`
 //! frame drops its chunks and earlier `message` frames). Pruning to the bound
-//! ([`FRAME_LOG_MAX_FRAMES`], [`FRAME_LOG_MAX_BYTES`]) runs only when the seqs cross a multiple
-//! of [`PRUNE_EVERY`] or a flush brings [`PRUNE_AFTER_BYTES`] or more: one read, plus one
-//! transaction when there is something to prune.
+//! ([`FRAME_LOG_MAX_FRAMES`], [`FRAME_LOG_MAX_BYTES`]) runs only when the logged seqs cross a
+//! multiple of [`PRUNE_EVERY`] or a flush brings [`PRUNE_AFTER_BYTES`] or more: one read, plus
+//! one transaction when there is something to prune.
+
+mod live;
+
+pub use live::{LiveChunks, LIVE_CHUNKS_MAX_BYTES, RESERVE_FIRST, RESERVE_MAX};
 
 use crate::values::limits::{FRAME_LOG_MAX_BYTES, FRAME_LOG_MAX_FRAMES, SQLITE_MAX_LENGTH};
 use crate::values::message::MessageStatus;
@@ -47,10 +55,13 @@ pub struct Appended {
 }
 
 /// Numbers `frames` with the thread's next seqs, logs them (compacting and pruning as above)
-/// and returns their texts, serialised once, with `"seq":n` last. A storage failure leaves the
-/// frames it hit unnumbered: they are still returned (and so sent) without `seq`, and the
-/// error says why.
-pub fn append(sql: &dyn Sql, frames: &[ServerFrame]) -> Appended {
+/// and returns their texts, serialised once, with `"seq":n` last. A flush of chunk frames
+/// alone is kept in `live` instead of the log. A storage failure leaves the frames it hit
+/// unnumbered: they are still returned (and so sent) without `seq`, and the error says why.
+pub fn append(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Appended {
+    if let Some(kept) = keep_chunks(live, sql, frames) {
+        return kept;
+    }
     let mut texts = Vec::with_capacity(frames.len());
     let (mut first, mut last, mut bytes) = (None, 0, 0usize);
     let mut error = None;
@@ -73,13 +84,49 @@ pub fn append(sql: &dyn Sql, frames: &[ServerFrame]) -> Appended {
             }
         }
     }
-    if let (Some(first), None) = (first, &error) {
-        let crossed = last / PRUNE_EVERY > (first - 1) / PRUNE_EVERY;
-        if crossed || bytes >= PRUNE_AFTER_BYTES {
+    for frame in frames {
+        if let ServerFrame::Message { message } = frame {
+            if message.status != MessageStatus::Pending {
+                live.settled(&message.id);
+            }
+        }
+    }
+    if let Some(first) = first {
+        // Seqs reserved for chunks and never used leave gaps: the last seq logged before this
+        // flush (in this instance) says whether a multiple of PRUNE_EVERY was crossed.
+        let before = live.last_logged().unwrap_or(first - 1);
+        live.logged(last);
+        let crossed = last / PRUNE_EVERY > before / PRUNE_EVERY;
+        if error.is_none() && (crossed || bytes >= PRUNE_AFTER_BYTES) {
             error = prune(sql).err();
         }
     }
     Appended { texts, error }
+}
+
+/// A flush of chunk frames alone, numbered from a reserved block and kept in `live`; `None`
+/// when the flush holds any other frame, or no block could be reserved (the frames are logged
+/// as usual then, and a failure to log them is reported there).
+fn keep_chunks(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Option<Appended> {
+    let ids: Vec<&str> = frames
+        .iter()
+        .map(|frame| match frame {
+            ServerFrame::MessageChunk { message_id, .. } => Some(message_id.as_str()),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let first = live.take_seqs(sql, frames.len()).ok().flatten()?;
+    let texts = frames
+        .iter()
+        .zip(ids)
+        .zip(first..)
+        .map(|((frame, message_id), seq)| {
+            let text = with_seq(frame.to_json(), seq);
+            live.keep(seq, message_id, &text);
+            text
+        })
+        .collect();
+    Some(Appended { texts, error: None })
 }
 
 /// Why an insert failed, and the bodies it was given (sent without `seq`).
@@ -249,38 +296,52 @@ pub struct Replay {
 }
 
 /// The frames to send a socket that saw everything up to `after` (`None`: a fresh socket, sent
-/// nothing). An `after` at or past the newest seq gets nothing; one below the floor a reset.
-pub fn replay(sql: &dyn Sql, after: Option<i64>) -> Result<Replay, SqlError> {
-    let (newest, floor) = newest_and_floor(sql)?;
+/// nothing): the logged frames after it and the chunks `live` keeps, in seq order. An `after`
+/// at or past the newest seq gets nothing; one below the floor (or before chunks dropped for
+/// the memory bound) a reset.
+pub fn replay(live: &LiveChunks, sql: &dyn Sql, after: Option<i64>) -> Result<Replay, SqlError> {
+    let (logged, floor) = newest_and_floor(sql)?;
     let nothing = Replay {
-        newest,
+        newest: logged.max(live.newest()),
         frames: Vec::new(),
         reset: false,
     };
-    let Some(after) = after.filter(|after| *after < newest) else {
+    let Some(after) = after.filter(|after| *after < nothing.newest) else {
         return Ok(nothing);
     };
-    if after < floor {
-        return Ok(Replay {
-            reset: true,
-            ..nothing
-        });
-    }
+    let reset = Replay {
+        reset: true,
+        ..nothing.clone()
+    };
+    let Some(chunks) = live.after(after).filter(|_| after >= floor) else {
+        return Ok(reset);
+    };
     let rows = sql.exec(
         "SELECT seq, body FROM frame_log WHERE seq > ? ORDER BY seq",
         &[after.into()],
     )?;
-    let mut frames = Vec::with_capacity(rows.len());
+    let mut frames = Vec::with_capacity(rows.len() + chunks.len());
     for row in rows {
         match row.opt_text(1)? {
-            Some(body) => frames.push(with_seq(body, row.int(0)?)),
-            None => {
-                return Ok(Replay {
-                    reset: true,
-                    ..nothing
-                })
-            }
+            Some(body) => frames.push((row.int(0)?, body)),
+            None => return Ok(reset),
         }
     }
+    let frames = merge_by_seq(frames, chunks);
     Ok(Replay { frames, ..nothing })
+}
+
+/// Logged rows (bodies without `seq`) and kept chunks (texts with it) as one list of texts in
+/// seq order.
+fn merge_by_seq(rows: Vec<(i64, String)>, chunks: Vec<(i64, String)>) -> Vec<String> {
+    let mut out = Vec::with_capacity(rows.len() + chunks.len());
+    let mut chunks = chunks.into_iter().peekable();
+    for (seq, body) in rows {
+        while let Some((_, text)) = chunks.next_if(|(chunk, _)| *chunk < seq) {
+            out.push(text);
+        }
+        out.push(with_seq(body, seq));
+    }
+    out.extend(chunks.map(|(_, text)| text));
+    out
 }

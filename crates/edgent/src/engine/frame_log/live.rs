@@ -1,0 +1,173 @@
+//! The chunks of replies still streaming, kept in the thread object's memory rather than in
+//! the frame log.
+//!
+//! A reply streams as one `message_chunk` frame per network read, and a settled `message`
+//! frame replaces all of them (compaction). Writing each chunk to SQLite only to delete it a
+//! moment later was most of what a streamed reply cost per chunk: an `INSERT … RETURNING`, its
+//! parameters and rows across the wasm boundary, and the compaction trigger's work. A flush of
+//! chunks alone now takes its seqs from a block reserved in SQLite's `sqlite_sequence` (the
+//! frame log's own `AUTOINCREMENT` counter, so no later logged frame can take them) and keeps
+//! the frames here, where a socket resuming in this instance is replayed them.
+//!
+//! What that changes: a restart mid-reply loses the chunks sent before it. The reply they
+//! belong to is not lost (it is stored and run again, and its settled `message` frame replaces
+//! any chunks anyway), and a seq is still never reused: the reservation is durable before any
+//! seq from it is sent. A flush that logs any other frame logs its chunks with it, as before.
+
+use std::cell::RefCell;
+
+use crate::values::sql::{Sql, SqlError};
+
+/// The first block of seqs reserved for a stream of chunks; each further block while chunks
+/// keep coming doubles, up to [`RESERVE_MAX`]. Seqs of a block not used when a logged frame
+/// comes are skipped (seqs only need to increase).
+pub const RESERVE_FIRST: i64 = 16;
+/// The largest block of seqs reserved at once.
+pub const RESERVE_MAX: i64 = 256;
+/// Bytes of chunk frames kept at most; past it the oldest go, and a resume from before them is
+/// a reset (the client refetches the page). A reply this long streams for minutes.
+pub const LIVE_CHUNKS_MAX_BYTES: usize = 1024 * 1024;
+
+/// One thread object's chunks of replies still streaming, and the seqs reserved for them.
+#[derive(Debug, Default)]
+pub struct LiveChunks(RefCell<Live>);
+
+#[derive(Debug, Default)]
+struct Live {
+    /// Seqs reserved and unused: `next..=last`.
+    block: Option<(i64, i64)>,
+    /// The size of the next reservation (0: [`RESERVE_FIRST`]).
+    next_block: i64,
+    /// The chunk frames of pending messages, in seq order, as sent.
+    chunks: Vec<LiveChunk>,
+    bytes: usize,
+    /// The highest seq given to a chunk in this instance (0: none).
+    newest: i64,
+    /// The message and seq of the newest chunk dropped for the memory bound, until that
+    /// message settles.
+    dropped: Option<(String, i64)>,
+    /// The highest seq this instance logged (for the pruning check).
+    last_logged: Option<i64>,
+}
+
+#[derive(Debug)]
+struct LiveChunk {
+    seq: i64,
+    message_id: String,
+    text: String,
+}
+
+impl LiveChunks {
+    /// `n` seqs in a row for chunk frames, reserving a block when the one held runs out.
+    /// `Ok(None)`: nothing has been logged in this thread yet (so there is no counter to
+    /// reserve from); the caller logs the chunks instead.
+    pub(super) fn take_seqs(&self, sql: &dyn Sql, n: usize) -> Result<Option<i64>, SqlError> {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let mut live = self.0.borrow_mut();
+        let free = live.block.map_or(0, |(next, last)| last - next + 1);
+        if free < n {
+            let size = live.next_block.max(RESERVE_FIRST).max(n);
+            let rows = sql.exec(
+                "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'frame_log' RETURNING seq",
+                &[size.into()],
+            )?;
+            let Some(last) = rows.first().map(|row| row.int(0)).transpose()? else {
+                return Ok(None);
+            };
+            live.block = Some((last - size + 1, last));
+            live.next_block = (size * 2).min(RESERVE_MAX);
+        }
+        let Some((first, last)) = live.block else {
+            return Ok(None);
+        };
+        live.block = (first + n <= last).then_some((first + n, last));
+        Ok(Some(first))
+    }
+
+    /// Keeps a chunk frame sent with `seq`, for sockets that resume.
+    pub(super) fn keep(&self, seq: i64, message_id: &str, text: &str) {
+        let mut live = self.0.borrow_mut();
+        live.bytes += text.len();
+        live.newest = live.newest.max(seq);
+        live.chunks.push(LiveChunk {
+            seq,
+            message_id: message_id.to_owned(),
+            text: text.to_owned(),
+        });
+        if live.bytes > LIVE_CHUNKS_MAX_BYTES {
+            // The oldest go, down to three quarters of the bound (not one per chunk from now).
+            let mut cut = 0;
+            while live.bytes > LIVE_CHUNKS_MAX_BYTES / 4 * 3 && cut < live.chunks.len() {
+                live.bytes -= live.chunks[cut].text.len();
+                cut += 1;
+            }
+            let newest_dropped = live.chunks.drain(..cut).next_back();
+            if let Some(chunk) = newest_dropped {
+                live.dropped = Some((chunk.message_id, chunk.seq));
+            }
+        }
+    }
+
+    /// Frames up to `last` were logged: seqs reserved before them can no longer be used (a
+    /// chunk after a logged frame must have a greater seq).
+    pub(super) fn logged(&self, last: i64) {
+        let mut live = self.0.borrow_mut();
+        live.block = None;
+        live.last_logged = Some(last);
+    }
+
+    /// The seq this instance logged last (`None`: none yet).
+    pub(super) fn last_logged(&self) -> Option<i64> {
+        self.0.borrow().last_logged
+    }
+
+    /// `message_id` settled: its final `message` frame replaces its chunks (as the log's
+    /// compaction does), and the next stream starts with a small block again.
+    pub(super) fn settled(&self, message_id: &str) {
+        let mut live = self.0.borrow_mut();
+        let mut freed = 0;
+        live.chunks.retain(|c| {
+            let keep = c.message_id != message_id;
+            if !keep {
+                freed += c.text.len();
+            }
+            keep
+        });
+        live.bytes -= freed;
+        live.next_block = RESERVE_FIRST;
+        if live
+            .dropped
+            .as_ref()
+            .is_some_and(|(id, _)| id == message_id)
+        {
+            live.dropped = None;
+        }
+    }
+
+    /// The thread's storage was erased (its frame log and seq counter with it): nothing kept
+    /// or reserved still holds.
+    pub fn clear(&self) {
+        *self.0.borrow_mut() = Live::default();
+    }
+
+    /// The highest seq given to a chunk in this instance (0: none).
+    pub(super) fn newest(&self) -> i64 {
+        self.0.borrow().newest
+    }
+
+    /// The kept chunks after `after`, with their seqs (`None`: some were dropped for the memory
+    /// bound, so the replay must be a reset).
+    pub(super) fn after(&self, after: i64) -> Option<Vec<(i64, String)>> {
+        let live = self.0.borrow();
+        if live.dropped.as_ref().is_some_and(|(_, seq)| after < *seq) {
+            return None;
+        }
+        Some(
+            live.chunks
+                .iter()
+                .filter(|c| c.seq > after)
+                .map(|c| (c.seq, c.text.clone()))
+                .collect(),
+        )
+    }
+}

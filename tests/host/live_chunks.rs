@@ -1,0 +1,311 @@
+//! The chunks of a reply still streaming (`edgent::engine::frame_log::LiveChunks`), on real
+//! SQLite: a flush of chunks alone takes its seqs from a reserved block and stays in the
+//! object's memory, so a streamed reply costs no statement per chunk; a socket resuming in the
+//! same instance gets them merged in seq order with the logged frames; a restart loses them
+//! without ever reusing their seqs; the memory bound turns a resume from before dropped chunks
+//! into a reset; pruning is still checked when the seqs jump over a multiple of 256.
+
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+
+use crate::flow_host::WithThread;
+use edgent::api::ops::ThreadOp;
+use edgent::engine::frame_log::{self, Replay, LIVE_CHUNKS_MAX_BYTES, PRUNE_EVERY, RESERVE_FIRST};
+use edgent::engine::thread::{Action, ModelCall};
+use edgent::llm::stream::{FinishReason, StreamEvent};
+use edgent::testing::{reply_events, TestHost};
+use edgent::tool::emit_thread_event;
+use edgent::values::protocol::ServerFrame;
+use edgent::values::sql::Sql;
+
+const T0: i64 = 1_795_300_162_000;
+
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap()
+}
+
+fn seq_of(text: &str) -> i64 {
+    parse(text)["seq"].as_i64().unwrap()
+}
+
+fn kind_of(text: &str) -> String {
+    parse(text)["type"].as_str().unwrap().to_owned()
+}
+
+fn chunk_rows(host: &TestHost) -> i64 {
+    let rows = host
+        .db
+        .exec(
+            "SELECT COUNT(*) FROM frame_log WHERE body LIKE '{\"type\":\"message_chunk\"%'",
+            &[],
+        )
+        .unwrap();
+    rows[0].int(0).unwrap()
+}
+
+fn event(name: &str) -> ServerFrame {
+    ServerFrame::event(name, json!(null), T0).unwrap()
+}
+
+fn replay(host: &TestHost, after: i64) -> Replay {
+    frame_log::replay(&host.live_chunks, &host.db, Some(after)).unwrap()
+}
+
+/// A thread whose user message is stored and whose model call has started (its pending
+/// message frame logged), the way the runtime gets there.
+fn streaming(host: &Rc<TestHost>) -> ModelCall {
+    let mut t = host.thread();
+    t.post_user_message(T0, "Hello?").unwrap();
+    host.keep_frames(&mut t);
+    drop(t);
+    let Action::CallModel(call) = host.drive(0.5) else {
+        panic!("the model is called")
+    };
+    call
+}
+
+/// Streams `pieces` into `call`, one flush per piece (one network read each).
+fn stream(host: &Rc<TestHost>, call: &mut ModelCall, pieces: &[&str]) {
+    let mut t = host.thread();
+    for piece in pieces {
+        t.on_model_event(call, StreamEvent::TextDelta((*piece).into()))
+            .unwrap();
+        host.keep_frames(&mut t);
+    }
+}
+
+fn finish(host: &Rc<TestHost>, mut call: ModelCall) {
+    let mut t = host.thread();
+    for ev in [StreamEvent::Finish(FinishReason::Stop), StreamEvent::Done] {
+        t.on_model_event(&mut call, ev).unwrap();
+    }
+    t.finish_model_call(T0 + 5, call).unwrap();
+    host.keep_frames(&mut t);
+}
+
+#[test]
+fn a_streamed_reply_costs_a_reservation_per_block_not_a_statement_per_chunk() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    let turn = |events: Vec<StreamEvent>| {
+        host.script_streamed(events);
+        let op = ThreadOp::from_rpc("send_message", &json!({ "content": "hi" })).unwrap();
+        host.db.record();
+        host.run(rt.apply(op)).unwrap();
+        host.run_spawned();
+        assert!(
+            host.logged_errors().is_empty(),
+            "{:?}",
+            host.logged_errors()
+        );
+        host.db.recorded()
+    };
+    turn(reply_events("warm-up", &[])); // an instance's first turn has one-time costs
+    let one = turn(reply_events("Noon.", &[]));
+    host.take_sent();
+    let pieces: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
+    let mut events: Vec<StreamEvent> = pieces
+        .iter()
+        .map(|p| StreamEvent::TextDelta(p.clone()))
+        .collect();
+    events.extend([StreamEvent::Finish(FinishReason::Stop), StreamEvent::Done]);
+    let forty = turn(events);
+    let counted = |s: &[String], prefix: &str| s.iter().filter(|q| q.starts_with(prefix)).count();
+    // One chunk flushed alone: one reservation where it was one insert. 40 chunks: blocks of
+    // 16 and 32 seqs, two statements, where each chunk was an insert: the turn costs one
+    // statement more than the one-chunk turn, not 39.
+    assert_eq!(counted(&one, "UPDATE sqlite_sequence"), 1, "{one:#?}");
+    assert_eq!(counted(&forty, "UPDATE sqlite_sequence"), 2, "{forty:#?}");
+    assert_eq!(
+        counted(&forty, "INSERT INTO frame_log"),
+        counted(&one, "INSERT INTO frame_log"),
+        "{forty:#?}\n{one:#?}"
+    );
+    assert_eq!(forty.len(), one.len() + 1, "{forty:#?}\n{one:#?}");
+    assert!(one.len() <= 11, "{one:#?}");
+
+    let sent = host.take_sent();
+    let seqs: Vec<i64> = sent.iter().map(|t| seq_of(t)).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let chunks: Vec<String> = sent
+        .iter()
+        .filter(|t| kind_of(t) == "message_chunk")
+        .map(|t| parse(t)["delta"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        chunks.concat(),
+        pieces.concat(),
+        "every piece was sent, in order"
+    );
+    // Settled: nothing of the reply's chunks is stored, in the log or in memory.
+    assert_eq!(chunk_rows(&host), 0);
+    let last = parse(sent.last().unwrap());
+    assert_eq!(last["type"], "status");
+    let r = replay(&host, seqs[0]);
+    assert!(r.frames.iter().all(|t| kind_of(t) != "message_chunk"));
+    assert_eq!(r.newest, *seqs.last().unwrap());
+}
+
+#[test]
+fn a_socket_resuming_mid_stream_gets_kept_chunks_and_logged_frames_in_seq_order() {
+    let host = TestHost::with_thread(T0);
+    let mut call = streaming(&host);
+    stream(&host, &mut call, &["Hel", "lo, "]);
+    // A tool's event between two chunks is logged; the chunk after it needs a greater seq.
+    emit_thread_event(&host.flow("call-1"), "tick", json!(null)).unwrap();
+    stream(&host, &mut call, &["wor", "ld!"]);
+    let sent = host.take_sent();
+    let seqs: Vec<i64> = sent.iter().map(|t| seq_of(t)).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert_eq!(chunk_rows(&host), 0, "chunks flushed alone are not logged");
+
+    let first_chunk = sent
+        .iter()
+        .position(|t| kind_of(t) == "message_chunk")
+        .unwrap();
+    for cut in first_chunk..sent.len() {
+        let after = seq_of(&sent[cut]);
+        let expected: Vec<String> = sent[cut + 1..].to_vec();
+        let r = replay(&host, after);
+        assert!(!r.reset);
+        assert_eq!(r.frames, expected, "resumed after {after}");
+        assert_eq!(r.newest, *seqs.last().unwrap());
+    }
+    finish(&host, call);
+    let r = replay(&host, seq_of(&sent[first_chunk]));
+    let kinds: Vec<String> = r.frames.iter().map(|t| kind_of(t)).collect();
+    assert!(!kinds.contains(&"message_chunk".to_owned()), "{kinds:?}");
+    let finals: Vec<Value> = r
+        .frames
+        .iter()
+        .map(|t| parse(t))
+        .filter(|f| f["type"] == "message")
+        .collect();
+    assert_eq!(
+        finals.last().unwrap()["message"]["content"],
+        "Hello, world!"
+    );
+}
+
+#[test]
+fn a_restart_mid_stream_loses_the_kept_chunks_but_never_reuses_their_seqs() {
+    let host = TestHost::with_thread(T0);
+    let mut call = streaming(&host);
+    stream(&host, &mut call, &["Hel", "lo"]);
+    let sent = host.take_sent();
+    let before_chunks = seq_of(&sent[sent.len() - 3]);
+    let last_chunk = seq_of(sent.last().unwrap());
+    assert_eq!(kind_of(sent.last().unwrap()), "message_chunk");
+    drop(call);
+
+    let registry = crate::registry().unwrap();
+    let host = host.restarted(registry);
+    // The chunks were in the old instance's memory: a resume from before them gets the logged
+    // frames only (the pending message, whose final frame will replace the chunks anyway).
+    let r = replay(&host, before_chunks);
+    assert!(!r.reset);
+    assert!(r.frames.iter().all(|t| kind_of(t) != "message_chunk"));
+    // Whatever the new instance sends comes after every seq the old one sent.
+    emit_thread_event(&host.flow("call-1"), "after", json!(null)).unwrap();
+    let mut call = match host.drive(0.5) {
+        Action::CallModel(call) => call,
+        other => panic!("the reply is asked again after the restart: {other:?}"),
+    };
+    stream(&host, &mut call, &["Hi"]);
+    let sent = host.take_sent();
+    assert!(!sent.is_empty());
+    assert!(
+        sent.iter().all(|t| seq_of(t) > last_chunk),
+        "seqs after the restart: {:?}, the old instance's last: {last_chunk}",
+        sent.iter().map(|t| seq_of(t)).collect::<Vec<_>>()
+    );
+    // A socket that saw the lost chunk resumes from it: it gets what came after.
+    let r = replay(&host, last_chunk);
+    assert_eq!(r.frames, sent);
+}
+
+#[test]
+fn chunks_past_the_memory_bound_make_a_resume_from_before_them_a_reset_until_settled() {
+    let host = TestHost::with_thread(T0);
+    let mut call = streaming(&host);
+    // Small pieces (as a model streams them): the frames' JSON outweighs the text, so the
+    // frames pass the bound long before the reply passes its own limit.
+    let piece = "y".repeat(20);
+    let pieces: Vec<&str> = (0..LIVE_CHUNKS_MAX_BYTES / 100)
+        .map(|_| piece.as_str())
+        .collect();
+    stream(&host, &mut call, &pieces);
+    let sent = host.take_sent();
+    let chunks: Vec<i64> = sent
+        .iter()
+        .filter(|t| kind_of(t) == "message_chunk")
+        .map(|t| seq_of(t))
+        .collect();
+    assert_eq!(chunks.len(), pieces.len());
+    assert!(
+        replay(&host, chunks[0] - 1).reset,
+        "the first chunk is gone"
+    );
+    let late = replay(&host, chunks[chunks.len() - 2]);
+    assert!(!late.reset);
+    assert_eq!(late.frames, [sent.last().unwrap().clone()]);
+    // Once the message settles, its final frame replaces every chunk: no reset needed.
+    finish(&host, call);
+    let r = replay(&host, chunks[0] - 1);
+    assert!(!r.reset);
+    let content = r
+        .frames
+        .iter()
+        .map(|t| parse(t))
+        .find(|f| f["type"] == "message")
+        .unwrap()["message"]["content"]
+        .as_str()
+        .unwrap()
+        .len();
+    assert_eq!(content, piece.len() * pieces.len());
+}
+
+#[test]
+fn pruning_is_checked_when_a_multiple_of_256_falls_in_a_reserved_gap() {
+    let host = TestHost::with_thread(T0);
+    let mut call = streaming(&host);
+    // Log events up to just below a multiple of PRUNE_EVERY…
+    loop {
+        let out = frame_log::append(&host.live_chunks, &host.db, &[event("e")]);
+        if seq_of(&out.texts[0]) >= PRUNE_EVERY - 4 {
+            break;
+        }
+    }
+    // …then stream: the block reserved for the chunks takes the multiple.
+    stream(&host, &mut call, &["a"]);
+    let chunk = seq_of(host.take_sent().last().unwrap());
+    assert!(chunk <= PRUNE_EVERY && chunk + RESERVE_FIRST > PRUNE_EVERY);
+    host.db.record();
+    let out = frame_log::append(&host.live_chunks, &host.db, &[event("next")]);
+    assert!(seq_of(&out.texts[0]) > PRUNE_EVERY);
+    let statements = host.db.recorded();
+    assert!(
+        statements.iter().any(|s| s.starts_with("SELECT MAX(seq)")),
+        "the prune check ran: {statements:#?}"
+    );
+}
+
+#[test]
+fn the_first_frames_of_a_thread_are_logged_even_when_they_are_chunks() {
+    let host = TestHost::with_thread(T0);
+    let chunk = ServerFrame::MessageChunk {
+        message_id: "m1".into(),
+        delta: "first".into(),
+    };
+    // No frame logged yet: no counter to reserve from, so the chunk is logged as a row.
+    let out = frame_log::append(&host.live_chunks, &host.db, std::slice::from_ref(&chunk));
+    assert!(out.error.is_none(), "{:?}", out.error);
+    assert_eq!(seq_of(&out.texts[0]), 1);
+    assert_eq!(chunk_rows(&host), 1);
+    // From then on chunks flushed alone are kept in memory.
+    let out = frame_log::append(&host.live_chunks, &host.db, &[chunk]);
+    assert_eq!(seq_of(&out.texts[0]), 2);
+    assert_eq!(chunk_rows(&host), 1);
+    assert_eq!(replay(&host, 0).frames.len(), 2);
+}
