@@ -309,3 +309,47 @@ fn the_first_frames_of_a_thread_are_logged_even_when_they_are_chunks() {
     assert_eq!(chunk_rows(&host), 1);
     assert_eq!(replay(&host, 0).frames.len(), 2);
 }
+
+/// The thread's SQLite, refusing the reservation of seqs (a platform that would not let
+/// `sqlite_sequence` be written).
+struct NoReservation<'a>(&'a dyn Sql, std::cell::Cell<u32>);
+
+impl Sql for NoReservation<'_> {
+    fn exec(
+        &self,
+        statement: &str,
+        params: &[edgent::values::sql::SqlValue],
+    ) -> Result<Vec<edgent::values::sql::Row>, edgent::values::sql::SqlError> {
+        if statement.starts_with("UPDATE sqlite_sequence") {
+            self.1.set(self.1.get() + 1);
+            return Err(edgent::values::sql::SqlError("not authorized".into()));
+        }
+        self.0.exec(statement, params)
+    }
+
+    fn batch(
+        &self,
+        statements: &[(&str, &[edgent::values::sql::SqlValue])],
+    ) -> Result<Vec<Vec<edgent::values::sql::Row>>, edgent::values::sql::SqlError> {
+        self.0.batch(statements)
+    }
+}
+
+#[test]
+fn a_refused_reservation_logs_the_chunks_as_before_and_is_not_tried_again() {
+    let host = TestHost::with_thread(T0);
+    let refusing = NoReservation(&host.db, std::cell::Cell::new(0));
+    frame_log::append(&host.live_chunks, &refusing, &[event("first")]);
+    let chunk = |delta: &str| ServerFrame::MessageChunk {
+        message_id: "m1".into(),
+        delta: delta.into(),
+    };
+    for (i, delta) in ["a", "b", "c"].into_iter().enumerate() {
+        let out = frame_log::append(&host.live_chunks, &refusing, &[chunk(delta)]);
+        assert!(out.error.is_none(), "{:?}", out.error);
+        assert_eq!(seq_of(&out.texts[0]), 2 + i as i64);
+    }
+    assert_eq!(refusing.1.get(), 1, "one refusal, then no more attempts");
+    assert_eq!(chunk_rows(&host), 3, "the chunks were logged");
+    assert_eq!(replay(&host, 1).frames.len(), 3);
+}

@@ -48,6 +48,9 @@ struct Live {
     dropped: Option<(String, i64)>,
     /// The highest seq this instance logged (for the pruning check).
     last_logged: Option<i64>,
+    /// A reservation failed: this instance logs its chunks as other frames from now on, rather
+    /// than try (and fail) again for every piece of every reply.
+    refused: bool,
 }
 
 #[derive(Debug)]
@@ -60,17 +63,22 @@ struct LiveChunk {
 impl LiveChunks {
     /// `n` seqs in a row for chunk frames, reserving a block when the one held runs out.
     /// `Ok(None)`: nothing has been logged in this thread yet (so there is no counter to
-    /// reserve from); the caller logs the chunks instead.
+    /// reserve from), or a reservation failed before; the caller logs the chunks instead.
     pub(super) fn take_seqs(&self, sql: &dyn Sql, n: usize) -> Result<Option<i64>, SqlError> {
         let n = i64::try_from(n).unwrap_or(i64::MAX);
         let mut live = self.0.borrow_mut();
+        if live.refused {
+            return Ok(None);
+        }
         let free = live.block.map_or(0, |(next, last)| last - next + 1);
         if free < n {
             let size = live.next_block.max(RESERVE_FIRST).max(n);
-            let rows = sql.exec(
-                "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'frame_log' RETURNING seq",
-                &[size.into()],
-            )?;
+            let rows = sql
+                .exec(
+                    "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'frame_log' RETURNING seq",
+                    &[size.into()],
+                )
+                .inspect_err(|_| live.refused = true)?;
             let Some(last) = rows.first().map(|row| row.int(0)).transpose()? else {
                 return Ok(None);
             };
