@@ -201,11 +201,17 @@ fn a_restart_mid_stream_loses_the_kept_chunks_but_never_reuses_their_seqs() {
 
     let registry = crate::registry().unwrap();
     let host = host.restarted(registry);
-    // The chunks were in the old instance's memory: a resume from before them gets the logged
-    // frames only (the pending message, whose final frame will replace the chunks anyway).
+    // The chunks were in the old instance's memory: a resume from before them gets nothing
+    // (no frame was logged after them), and `hello`'s seq still covers the chunks seen, so a
+    // socket that saw them is not told about a seq below what it holds.
     let r = replay(&host, before_chunks);
     assert!(!r.reset);
-    assert!(r.frames.iter().all(|t| kind_of(t) != "message_chunk"));
+    assert_eq!(r.frames, Vec::<String>::new(), "the chunks are gone");
+    assert!(
+        r.newest >= last_chunk,
+        "hello's seq {} < {last_chunk}",
+        r.newest
+    );
     // Whatever the new instance sends comes after every seq the old one sent.
     emit_thread_event(&host.flow("call-1"), "after", json!(null)).unwrap();
     let mut call = match host.drive(0.5) {
@@ -289,6 +295,26 @@ fn pruning_is_checked_when_a_multiple_of_256_falls_in_a_reserved_gap() {
         statements.iter().any(|s| s.starts_with("SELECT MAX(seq)")),
         "the prune check ran: {statements:#?}"
     );
+    // A new instance does not know the gap its predecessor left: its first logged flush
+    // checks once, its second does not.
+    host.db.record();
+    frame_log::append(&host.live_chunks, &host.db, &[event("more")]);
+    assert!(!host
+        .db
+        .recorded()
+        .iter()
+        .any(|s| s.starts_with("SELECT MAX(seq)")));
+    let host = host.restarted(crate::registry().unwrap());
+    for check in [true, false] {
+        host.db.record();
+        frame_log::append(&host.live_chunks, &host.db, &[event("after")]);
+        let ran = host
+            .db
+            .recorded()
+            .iter()
+            .any(|s| s.starts_with("SELECT MAX(seq)"));
+        assert_eq!(ran, check);
+    }
 }
 
 #[test]
@@ -350,6 +376,12 @@ fn a_refused_reservation_logs_the_chunks_as_before_and_is_not_tried_again() {
         assert_eq!(seq_of(&out.texts[0]), 2 + i as i64);
     }
     assert_eq!(refusing.1.get(), 1, "one refusal, then no more attempts");
+    let why = host
+        .live_chunks
+        .take_refusal()
+        .expect("the refusal is kept for the log");
+    assert!(why.0.contains("not authorized"), "{why:?}");
+    assert!(host.live_chunks.take_refusal().is_none(), "logged once");
     assert_eq!(chunk_rows(&host), 3, "the chunks were logged");
     assert_eq!(replay(&host, 1).frames.len(), 3);
 }

@@ -75,8 +75,9 @@ impl FlowHost for ShellHost {
         &self.live_chunks
     }
 
-    /// The text goes to every socket of the object (the framework numbered and logged it; a
-    /// closing socket just misses it) and to every open AI SDK answer.
+    /// The text goes to every socket of the object (the framework numbered it and logged it or
+    /// kept it, a streamed chunk, in `live_chunks`; a closing socket just misses it) and to
+    /// every open AI SDK answer.
     fn send_to_sockets(&self, text: &str, frame: &ServerFrame) {
         if matches!(frame, ServerFrame::Status { .. }) {
             crate::thread_object::close_expired_client_sockets(&self.state);

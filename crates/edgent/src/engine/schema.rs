@@ -132,7 +132,10 @@ const TRIGGER_ATTEMPT_FINISHED: &str =
 // reused even after the newest rows are pruned. `message_id` is set on `message` and
 // `message_chunk` frames, `settled` on a `message` frame whose status is not pending; `bytes`
 // is the body's length (kept apart so the bound is summed without reading bodies). A NULL
-// body is a frame too large to keep: a replay that reaches it is a reset.
+// body is a frame too large to keep: a replay that reaches it is a reset. The table's
+// AUTOINCREMENT counter (`sqlite_sequence`) also holds the seqs reserved for streamed chunks,
+// which are never rows (`engine::frame_log::LiveChunks`): a migration that rebuilds this table
+// must carry the counter over, or seqs already sent would be handed out again.
 const TABLE_FRAME_LOG: &str = "CREATE TABLE frame_log (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,
             message_id TEXT,

@@ -352,6 +352,11 @@ impl ThreadRuntime {
             self.platform
                 .log_error(&format!("frames sent without seq, not logged: {e}"));
         }
+        if let Some(e) = self.tool_host.live_chunks().take_refusal() {
+            self.platform.log_error(&format!(
+                "reserving seqs for streamed chunks failed, so this instance logs every chunk: {e}"
+            ));
+        }
         if index_changed {
             self.schedule_index_write();
         }

@@ -43,14 +43,21 @@ struct Live {
     bytes: usize,
     /// The highest seq given to a chunk in this instance (0: none).
     newest: i64,
-    /// The message and seq of the newest chunk dropped for the memory bound, until that
-    /// message settles.
-    dropped: Option<(String, i64)>,
+    /// Per message still pending, the newest seq of its chunks dropped for the memory bound
+    /// (a resume from before it is a reset until that message settles).
+    dropped: Vec<(String, i64)>,
     /// The highest seq this instance logged (for the pruning check).
     last_logged: Option<i64>,
     /// A reservation failed: this instance logs its chunks as other frames from now on, rather
     /// than try (and fail) again for every piece of every reply.
     refused: bool,
+    /// Why it failed, until the host has logged it once.
+    refusal: Option<SqlError>,
+}
+
+/// What a kept chunk counts against the bound: its text and its message id.
+fn kept_bytes(message_id: &str, text: &str) -> usize {
+    message_id.len() + text.len()
 }
 
 #[derive(Debug)]
@@ -78,7 +85,10 @@ impl LiveChunks {
                     "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'frame_log' RETURNING seq",
                     &[size.into()],
                 )
-                .inspect_err(|_| live.refused = true)?;
+                .inspect_err(|e| {
+                    live.refused = true;
+                    live.refusal = Some(e.clone());
+                })?;
             let Some(last) = rows.first().map(|row| row.int(0)).transpose()? else {
                 return Ok(None);
             };
@@ -95,7 +105,7 @@ impl LiveChunks {
     /// Keeps a chunk frame sent with `seq`, for sockets that resume.
     pub(super) fn keep(&self, seq: i64, message_id: &str, text: &str) {
         let mut live = self.0.borrow_mut();
-        live.bytes += text.len();
+        live.bytes += kept_bytes(message_id, text);
         live.newest = live.newest.max(seq);
         live.chunks.push(LiveChunk {
             seq,
@@ -106,12 +116,20 @@ impl LiveChunks {
             // The oldest go, down to three quarters of the bound (not one per chunk from now).
             let mut cut = 0;
             while live.bytes > LIVE_CHUNKS_MAX_BYTES / 4 * 3 && cut < live.chunks.len() {
-                live.bytes -= live.chunks[cut].text.len();
+                let c = &live.chunks[cut];
+                live.bytes -= kept_bytes(&c.message_id, &c.text);
                 cut += 1;
             }
-            let newest_dropped = live.chunks.drain(..cut).next_back();
-            if let Some(chunk) = newest_dropped {
-                live.dropped = Some((chunk.message_id, chunk.seq));
+            let gone: Vec<LiveChunk> = live.chunks.drain(..cut).collect();
+            for chunk in gone {
+                match live
+                    .dropped
+                    .iter_mut()
+                    .find(|(id, _)| *id == chunk.message_id)
+                {
+                    Some(entry) => entry.1 = entry.1.max(chunk.seq),
+                    None => live.dropped.push((chunk.message_id, chunk.seq)),
+                }
             }
         }
     }
@@ -137,19 +155,28 @@ impl LiveChunks {
         live.chunks.retain(|c| {
             let keep = c.message_id != message_id;
             if !keep {
-                freed += c.text.len();
+                freed += kept_bytes(&c.message_id, &c.text);
             }
             keep
         });
         live.bytes -= freed;
-        live.next_block = RESERVE_FIRST;
-        if live
-            .dropped
-            .as_ref()
-            .is_some_and(|(id, _)| id == message_id)
-        {
-            live.dropped = None;
+        if live.chunks.is_empty() {
+            // A long reply's buffer is not kept between replies.
+            live.chunks = Vec::new();
         }
+        live.next_block = RESERVE_FIRST;
+        live.dropped.retain(|(id, _)| id != message_id);
+    }
+
+    /// Why reserving seqs failed, once (the host logs it; the chunks were logged instead).
+    pub fn take_refusal(&self) -> Option<SqlError> {
+        self.0.borrow_mut().refusal.take()
+    }
+
+    /// Whether seqs reserved in this instance are still to be used: until they are, the
+    /// counter in storage is ahead of every seq sent, and is not the newest.
+    pub(super) fn holds_block(&self) -> bool {
+        self.0.borrow().block.is_some()
     }
 
     /// The thread's storage was erased (its frame log and seq counter with it): nothing kept
@@ -167,7 +194,7 @@ impl LiveChunks {
     /// bound, so the replay must be a reset).
     pub(super) fn after(&self, after: i64) -> Option<Vec<(i64, String)>> {
         let live = self.0.borrow();
-        if live.dropped.as_ref().is_some_and(|(_, seq)| after < *seq) {
+        if live.dropped.iter().any(|(_, seq)| after < *seq) {
             return None;
         }
         Some(

@@ -91,10 +91,11 @@ pub fn append(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Appen
             }
         }
     }
-    if let Some(first) = first {
-        // Seqs reserved for chunks and never used leave gaps: the last seq logged before this
-        // flush (in this instance) says whether a multiple of PRUNE_EVERY was crossed.
-        let before = live.last_logged().unwrap_or(first - 1);
+    if first.is_some() {
+        // Seqs reserved for chunks and never used leave gaps, so the seqs of one flush do not
+        // show every multiple of PRUNE_EVERY passed: the last seq this instance logged does.
+        // An instance's first flush checks once (a previous instance's last gap is unknown).
+        let before = live.last_logged().unwrap_or(0);
         live.logged(last);
         let crossed = last / PRUNE_EVERY > before / PRUNE_EVERY;
         if error.is_none() && (crossed || bytes >= PRUNE_AFTER_BYTES) {
@@ -248,19 +249,27 @@ fn prune(sql: &dyn Sql) -> Result<(), SqlError> {
 
 /// The newest seq in the log (0: none yet) and the floor (the highest seq pruned, 0: none).
 pub fn newest_and_floor(sql: &dyn Sql) -> Result<(i64, i64), SqlError> {
+    let (newest, _, floor) = seqs_now(sql)?;
+    Ok((newest, floor))
+}
+
+/// The newest seq in the log, the log's counter (the last seq handed out or reserved) and the
+/// floor, in one read.
+fn seqs_now(sql: &dyn Sql) -> Result<(i64, i64, i64), SqlError> {
     let rows = sql.exec(
         "SELECT (SELECT MAX(seq) FROM frame_log),
+                (SELECT seq FROM sqlite_sequence WHERE name = 'frame_log'),
                 (SELECT value FROM edgent_meta WHERE key = ?)",
         &[FLOOR_KEY.into()],
     )?;
     let Some(row) = rows.first() else {
-        return Ok((0, 0));
+        return Ok((0, 0, 0));
     };
-    let floor = row.opt_int(1)?.unwrap_or(0);
+    let floor = row.opt_int(2)?.unwrap_or(0);
     // The newest frame is never pruned or compacted away; the floor covers a log emptied by
     // some future rule all the same.
     let newest = row.opt_int(0)?.unwrap_or(0).max(floor);
-    Ok((newest, floor))
+    Ok((newest, row.opt_int(1)?.unwrap_or(0), floor))
 }
 
 const RUNNING_STATUS: &str = "{\"type\":\"status\",\"state\":\"running\"%";
@@ -300,9 +309,13 @@ pub struct Replay {
 /// at or past the newest seq gets nothing; one below the floor (or before chunks dropped for
 /// the memory bound) a reset.
 pub fn replay(live: &LiveChunks, sql: &dyn Sql, after: Option<i64>) -> Result<Replay, SqlError> {
-    let (logged, floor) = newest_and_floor(sql)?;
+    let (logged, counter, floor) = seqs_now(sql)?;
+    // The counter is ahead of the log by chunks a previous instance sent (their seqs are not
+    // in the log but were seen), and by seqs this instance reserved and has not sent yet: only
+    // the former count as sent.
+    let counted = if live.holds_block() { 0 } else { counter };
     let nothing = Replay {
-        newest: logged.max(live.newest()),
+        newest: logged.max(live.newest()).max(counted),
         frames: Vec::new(),
         reset: false,
     };
