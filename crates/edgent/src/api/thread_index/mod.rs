@@ -6,8 +6,8 @@
 //! This module is the contract and the decisions, with no I/O: the D1 schema
 //! (`migrations/0007_thread_index.sql` holds the same statements), what a thread's row is and
 //! which of its frames change it ([`IndexRow::note`]), the statements that write and delete a
-//! row, and `GET /api/threads` (`list`: query validation, the opaque cursor, the page's SQL and its
-//! answer). The runtime (`runtime::thread_index`) performs the writes and queries.
+//! row, and `GET /api/threads` (`list`: query validation, the opaque cursor, the page's SQL
+//! and its answer). The runtime (`runtime::thread_index`) performs the writes and queries.
 //!
 //! Threads are listed newest first by `created_at` (then `thread_id`): a key that never
 //! changes, so paging with a cursor neither skips nor repeats a thread that is updated
