@@ -5,9 +5,6 @@
 //! stop, and hooks seeing depth-1 messages. What it does not prove: the model chain's I/O
 //! (tests/e2e/engine.test.mjs runs sub-prompts against the scripted model server).
 
-use std::cell::Cell;
-use std::rc::Rc;
-
 use edgent::config::PromptConfig;
 use edgent::engine::store::{Store, StoredToolCall};
 use edgent::engine::thread::{
@@ -50,15 +47,9 @@ fn refusal(call: &SubToolCall) -> String {
     }
 }
 
-fn registry(runs: &Rc<Cell<u32>>) -> Registry {
-    let runs = runs.clone();
-    let count = Tool::new("Counts words.").handler(move |_f: FlowState| {
-        let runs = runs.clone();
-        async move {
-            runs.set(runs.get() + 1);
-            CallToolResult::text("3 words")
-        }
-    });
+fn registry() -> Registry {
+    let count = Tool::new("Counts words.")
+        .handler(|_f: FlowState| async { CallToolResult::text("3 words") });
     let refund = Tool::new("Refunds.")
         .handler(|_f: FlowState| async { CallToolResult::text("refunded") })
         .needs_approval();
@@ -126,6 +117,15 @@ fn delegated(db: &Sqlite, arguments: &str) -> StoredToolCall {
     Store::new(db).tool_call("call_sum").unwrap().unwrap()
 }
 
+/// The app installed and a thread whose model called `summarize` with `arguments`: its
+/// database, the stored call and the tools a sub-prompt may run.
+fn delegation(arguments: &str) -> (Sqlite, StoredToolCall, Registry) {
+    crate::install_app();
+    let db = Sqlite::memory();
+    let call = delegated(&db, arguments);
+    (db, call, registry())
+}
+
 fn done(step: SubStep) -> CallToolResult {
     match step {
         SubStep::Done(r) => r,
@@ -139,11 +139,7 @@ fn depth_1(db: &Sqlite) -> Vec<Message> {
 
 #[test]
 fn a_reply_without_tool_calls_is_the_answer_stored_at_depth_1() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"the chat"}"#);
-    let runs = Rc::new(Cell::new(0));
-    let tools = registry(&runs);
+    let (db, call, tools) = delegation(r#"{"input":"the chat"}"#);
     let mut t = Thread::open_migrated(&db);
     let (mut sub, step) = t
         .start_sub_prompt(T0, &call, spec(&prompt(&[], true), true))
@@ -174,11 +170,7 @@ fn a_reply_without_tool_calls_is_the_answer_stored_at_depth_1() {
 
 #[test]
 fn listed_tools_run_and_others_are_refused_with_a_reason() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"count"}"#);
-    let runs = Rc::new(Cell::new(0));
-    let tools = registry(&runs);
+    let (db, call, tools) = delegation(r#"{"input":"count"}"#);
     let mut t = Thread::open_migrated(&db);
     let p = prompt(&["count_words", "refund"], false);
     let (mut sub, _) = t.start_sub_prompt(T0, &call, spec(&p, true)).unwrap();
@@ -226,11 +218,7 @@ fn listed_tools_run_and_others_are_refused_with_a_reason() {
 /// not go to another provider. The calls now get ids of ours.
 #[test]
 fn a_sub_prompt_reply_with_repeated_or_odd_ids_keeps_every_result() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"count"}"#);
-    let runs = Rc::new(Cell::new(0));
-    let tools = registry(&runs);
+    let (db, call, tools) = delegation(r#"{"input":"count"}"#);
     let mut t = Thread::open_migrated(&db);
     let p = prompt(&["count_words"], false);
     let (mut sub, _) = t.start_sub_prompt(T0, &call, spec(&p, true)).unwrap();
@@ -263,10 +251,7 @@ fn a_sub_prompt_reply_with_repeated_or_odd_ids_keeps_every_result() {
 
 #[test]
 fn a_rerun_after_a_restart_returns_the_stored_answer_without_the_model() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"x"}"#);
-    let tools = registry(&Rc::new(Cell::new(0)));
+    let (db, call, tools) = delegation(r#"{"input":"x"}"#);
     {
         let mut t = Thread::open_migrated(&db);
         let (mut sub, _) = t
@@ -288,10 +273,7 @@ fn a_rerun_after_a_restart_returns_the_stored_answer_without_the_model() {
 
 #[test]
 fn bad_input_a_missing_model_a_failed_chain_and_a_stop_end_it_with_an_error() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"question":"x"}"#);
-    let tools = registry(&Rc::new(Cell::new(0)));
+    let (db, call, tools) = delegation(r#"{"question":"x"}"#);
     let mut t = Thread::open_migrated(&db);
     let (_, step) = t
         .start_sub_prompt(T0, &call, spec(&prompt(&[], false), true))
@@ -326,11 +308,7 @@ fn bad_input_a_missing_model_a_failed_chain_and_a_stop_end_it_with_an_error() {
 
 #[test]
 fn a_sub_prompt_that_never_answers_stops_after_its_steps() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"loop"}"#);
-    let runs = Rc::new(Cell::new(0));
-    let tools = registry(&runs);
+    let (db, call, tools) = delegation(r#"{"input":"loop"}"#);
     let mut t = Thread::open_migrated(&db);
     let (mut sub, mut step) = t
         .start_sub_prompt(T0, &call, spec(&prompt(&["count_words"], false), true))
@@ -362,10 +340,7 @@ fn a_sub_prompt_that_never_answers_stops_after_its_steps() {
 
 #[test]
 fn hooks_see_sub_prompt_messages_at_depth_1() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"mail ada@example.com"}"#);
-    let tools = registry(&Rc::new(Cell::new(0)));
+    let (db, call, tools) = delegation(r#"{"input":"mail ada@example.com"}"#);
     let mut t = Thread::open_migrated(&db);
     t.set_hook_config("support", ["redact_emails"]).unwrap();
     let (mut sub, _) = t
@@ -386,11 +361,7 @@ fn hooks_see_sub_prompt_messages_at_depth_1() {
 
 #[test]
 fn a_message_a_tool_injects_inside_a_sub_prompt_reaches_that_sub_prompts_model() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"count"}"#);
-    let runs = Rc::new(Cell::new(0));
-    let tools = registry(&runs);
+    let (db, call, tools) = delegation(r#"{"input":"count"}"#);
     let mut t = Thread::open_migrated(&db);
     let p = prompt(&["count_words"], false);
     let (mut sub, _) = t.start_sub_prompt(T0, &call, spec(&p, true)).unwrap();

@@ -74,10 +74,7 @@ fn history(step: SubStep) -> Vec<Message> {
 /// level asked again). The re-run now takes the stored answer as the call's result.
 #[test]
 fn a_nested_answer_stored_before_a_restart_is_the_calls_result_on_the_rerun() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"dig"}"#);
-    let tools = registry(&Rc::new(Cell::new(0)));
+    let (db, call, tools) = delegation(r#"{"input":"dig"}"#);
     let (outer_p, inner_p) = (outer(false), inner(false));
     {
         let mut t = Thread::open_migrated(&db);
@@ -121,11 +118,8 @@ fn a_nested_answer_stored_before_a_restart_is_the_calls_result_on_the_rerun() {
 /// first, as a top-level call's chat is.
 #[test]
 fn a_nested_levels_inherited_conversation_fits_its_own_budget() {
-    crate::install_app();
-    let db = Sqlite::memory();
     let long = "word ".repeat(400);
-    let call = delegated(&db, &json!({ "input": long }).to_string());
-    let tools = registry(&Rc::new(Cell::new(0)));
+    let (db, call, tools) = delegation(&json!({ "input": long }).to_string());
     let (outer_p, inner_p) = (outer(false), inner(true));
     let mut t = Thread::open_migrated(&db);
     let (mut sub, _) = t
@@ -179,10 +173,7 @@ fn a_nested_levels_inherited_conversation_fits_its_own_budget() {
 /// under one call now draws on one budget.
 #[test]
 fn every_level_under_one_call_shares_one_budget_of_model_calls() {
-    crate::install_app();
-    let db = Sqlite::memory();
-    let call = delegated(&db, r#"{"input":"dig"}"#);
-    let tools = registry(&Rc::new(Cell::new(0)));
+    let (db, call, tools) = delegation(r#"{"input":"dig"}"#);
     let (outer_p, inner_p) = (outer(false), inner(false));
     let mut t = Thread::open_migrated(&db);
     let (mut sub, first) = t
