@@ -18,7 +18,6 @@ fn tools_are_recommended_for_a_task_from_the_registry_or_a_prompt() {
     let db = FakeD1::new();
     let registry = crate::registry().unwrap();
     let tools: Vec<&str> = registry.names().collect();
-    let policy = ModelPolicy::default();
     let rules = admin::WriteRules {
         tools: &tools,
         schemas: &[],

@@ -13,8 +13,8 @@ fn named(description: &'static str, answer: &'static str) -> Tool {
         .handler(move |_flow: FlowState| async move { CallToolResult::text(answer) })
 }
 
-/// Four tools, at most two offered, `notes` pinned.
-fn selecting_host(max: Option<u32>) -> Rc<TestHost> {
+/// Four tools and an agent offering at most `max` of them, `notes` pinned.
+fn selecting(max: Option<u32>) -> (edgent::tool::Registry, edgent::config::AgentConfig) {
     let registry = edgent::tool::Registry::build(vec![
         (
             "clock",
@@ -31,6 +31,12 @@ fn selecting_host(max: Option<u32>) -> Rc<TestHost> {
     let mut agent = edgent::testing::agent(&["clock", "weather", "refund", "notes"]);
     agent.prompt.max_offered_tools = max;
     agent.prompt.pinned_tools = vec!["notes".into()];
+    (registry, agent)
+}
+
+/// Four tools, at most `max` offered, `notes` pinned.
+fn selecting_host(max: Option<u32>) -> Rc<TestHost> {
+    let (registry, agent) = selecting(max);
     TestHost::new(registry, T0).with_agent(agent).into_rc()
 }
 
@@ -115,22 +121,7 @@ fn without_a_maximum_every_tool_is_offered_and_logged_without_scores() {
 /// row, loaded with the configuration as a turn's load leaves it).
 fn embedding_host() -> Rc<TestHost> {
     edgent::runtime::selection::forget_vectors();
-    let registry = edgent::tool::Registry::build(vec![
-        (
-            "clock",
-            named("Returns the current date and time.", "12:00"),
-        ),
-        (
-            "weather",
-            named("Gets the current weather for a city.", "sunny"),
-        ),
-        ("refund", named("Refunds an order.", "refunded")),
-        ("notes", named("Saves a note.", "saved")),
-    ])
-    .unwrap();
-    let mut agent = edgent::testing::agent(&["clock", "weather", "refund", "notes"]);
-    agent.prompt.max_offered_tools = Some(2);
-    agent.prompt.pinned_tools = vec!["notes".into()];
+    let (registry, mut agent) = selecting(Some(2));
     agent.prompt.tool_selection_model = Some("embedder".into());
     agent.selection_models = vec![serde_json::from_value(json!({
         "name": "embedder", "provider": "openai", "model": "toy", "base_url": "https://embeddings.example/v1",
