@@ -137,6 +137,17 @@ export async function startApp({ script = [], fallback, demo = false, vars = {} 
   };
 }
 
+/** Polls `check` (every 100 ms, up to `ms`) until it answers something truthy; that value. */
+export async function until(check, what, ms = 15_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /**
  * `test(name, fn)` that saves a full-page screenshot of `page()` when `fn` throws, under
  * SHOTS, and names the file in the error.

@@ -14,8 +14,7 @@
 // tests/e2e for the API side of both).
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { startApp, uiTest } from './harness.mjs';
+import { startApp, uiTest, until } from './harness.mjs';
 import { startWeatherServer, defaultReply } from '../support/weather-server.mjs';
 
 let app, weather, page;
@@ -65,17 +64,6 @@ after(async () => {
   await app?.stop();
   await weather?.close();
 });
-
-/** Polls `check` until it answers something truthy. */
-async function until(check, what, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 /** Sends a user message and waits until the turn it starts has ended. */
 async function turn(threadId, content) {

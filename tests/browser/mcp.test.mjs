@@ -12,8 +12,7 @@
 // nor a client token's view (the inspector is the server key's).
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { startApp, uiTest } from './harness.mjs';
+import { startApp, uiTest, until } from './harness.mjs';
 import { startMcpServer } from '../support/mcp-server.mjs';
 import { freePort } from '../support/net.mjs';
 
@@ -45,17 +44,6 @@ after(async () => {
   await app?.stop();
   await mcp?.close();
 });
-
-/** Polls `check` until it answers something truthy. */
-async function until(check, what, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 uiTest("the MCP tab shows the thread's servers, their state and their tools", async () => {
   page = await app.page();

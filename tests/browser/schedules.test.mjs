@@ -12,8 +12,7 @@
 // server key's).
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { startApp, uiTest } from './harness.mjs';
+import { startApp, uiTest, until } from './harness.mjs';
 
 const ANSWER = 'Standup noted: nothing blocks.';
 let app, page;
@@ -24,17 +23,6 @@ before(async () => {
 after(async () => {
   await app?.stop();
 });
-
-/** Polls `check` until it answers something truthy. */
-async function until(check, what, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 /** The table's columns, in order. */
 const COLUMNS = ['name', 'when', 'action', 'status', 'next', 'fired', 'last', 'by', 'actions'];
