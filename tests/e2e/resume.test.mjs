@@ -73,6 +73,18 @@ function refusal(w, id, after) {
   });
 }
 
+/** A directory for a Worker's state that outlives the Worker (removed after the file). */
+function stateDir() {
+  const dir = fs.mkdtempSync(os.tmpdir() + '/edgent-resume-');
+  dirs.push(dir);
+  return dir;
+}
+
+/** The Worker over the state kept in `dir` (start it again on the same `dir` for a restart). */
+function startPersistent(dir) {
+  return startWorker({ modelUrl: `${model.url}/v1`, persistDir: dir });
+}
+
 /** Cuts the socket at once (no closing handshake), as a dropped connection would; the frames seen. */
 function cut(sock) {
   const seen = [...sock.frames];
@@ -234,9 +246,8 @@ test('a socket cut while a tool runs resumes with the frames of the call and its
 });
 
 test('the log survives a restart of the Worker: a resume gets the frames as first sent, seqs go on', async () => {
-  const dir = fs.mkdtempSync(os.tmpdir() + '/edgent-resume-');
-  dirs.push(dir);
-  let w = await startWorker({ modelUrl: `${model.url}/v1`, persistDir: dir });
+  const dir = stateDir();
+  let w = await startPersistent(dir);
   try {
     const id = await w.client.createThread();
     const sock = await open(w, id);
@@ -250,7 +261,7 @@ test('the log survives a restart of the Worker: a resume gets the frames as firs
     sock.close();
     await w.dispose();
 
-    w = await startWorker({ modelUrl: `${model.url}/v1`, persistDir: dir });
+    w = await startPersistent(dir);
     const again = await open(w, id, lastSeen);
     await again.waitFor((f) => f.seq === newest, { from: 2 });
     assert.equal(again.frames[0].seq, newest, `hello: the newest seq before the restart; ${JSON.stringify(again.frames)} ${JSON.stringify(seen)}`);
@@ -278,9 +289,8 @@ test('a restart of the Worker mid-answer: the chunks sent before it are not repl
   // A reply's chunks live in the thread object's memory while it streams (only their seqs are
   // reserved in storage): a restart loses them, the interrupted message is marked failed and
   // answered again, and every frame after the restart has a seq above the last chunk seen.
-  const dir = fs.mkdtempSync(os.tmpdir() + '/edgent-resume-');
-  dirs.push(dir);
-  let w = await startWorker({ modelUrl: `${model.url}/v1`, persistDir: dir });
+  const dir = stateDir();
+  let w = await startPersistent(dir);
   try {
     const id = await w.client.createThread();
     const sock = await open(w, id);
@@ -295,7 +305,7 @@ test('a restart of the Worker mid-answer: the chunks sent before it are not repl
     await w.dispose();
 
     model.push({ text: 'Told again after the restart.' });
-    w = await startWorker({ modelUrl: `${model.url}/v1`, persistDir: dir });
+    w = await startPersistent(dir);
     // Resumed from before the first chunk: whatever is replayed or sent live is above every
     // seq the old instance sent (the chunks are gone, their seqs never handed out again).
     const again = await open(w, id, chunks[0].seq - 1);

@@ -10,7 +10,6 @@ use std::rc::Rc;
 use serde_json::{json, Value};
 
 use crate::flow_host::WithThread;
-use edgent::api::ops::ThreadOp;
 use edgent::engine::frame_log::{self, Replay, LIVE_CHUNKS_MAX_BYTES, PRUNE_EVERY, RESERVE_FIRST};
 use edgent::engine::thread::{Action, ModelCall};
 use edgent::llm::stream::{FinishReason, StreamEvent};
@@ -90,16 +89,7 @@ fn a_streamed_reply_costs_a_reservation_per_block_not_a_statement_per_chunk() {
     let rt = host.runtime();
     let turn = |events: Vec<StreamEvent>| {
         host.script_streamed(events);
-        let op = ThreadOp::from_rpc("send_message", &json!({ "content": "hi" })).unwrap();
-        host.db.record();
-        host.run(rt.apply(op)).unwrap();
-        host.run_spawned();
-        assert!(
-            host.logged_errors().is_empty(),
-            "{:?}",
-            host.logged_errors()
-        );
-        host.db.recorded()
+        crate::statements::statements_of_turn(&host, &rt)
     };
     turn(reply_events("warm-up", &[])); // an instance's first turn has one-time costs
     let one = turn(reply_events("Noon.", &[]));

@@ -21,6 +21,12 @@ fn turn(host: &Rc<TestHost>, rt: &Rc<ThreadRuntime>, calls: &[(&str, &str, &str)
         host.script(Ok(reply_events("", calls)));
     }
     host.script(Ok(reply_events("It is noon.", &[])));
+    statements_of_turn(host, rt)
+}
+
+/// Sends a user message and runs the turn it starts to idle, as the Worker does (the model's
+/// replies already scripted). Returns the statements run, in order.
+pub(crate) fn statements_of_turn(host: &Rc<TestHost>, rt: &Rc<ThreadRuntime>) -> Vec<String> {
     let send = serde_json::json!({ "content": "what time is it?" });
     let op = ThreadOp::from_rpc("send_message", &send).unwrap();
     host.db.record();
