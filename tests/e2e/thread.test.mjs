@@ -408,7 +408,10 @@ test('bad input is refused with precise errors', async () => {
   assertApiError(await client.request('POST', '/api/threads', { body: { agent_id: '' } }), 400, 'invalid_request');
   assertApiError(await client.request('POST', '/api/threads', { body: { agent_id: 42 } }), 400, 'invalid_request');
   assertApiError(await client.request('POST', '/api/threads', { body: { agent_id: 'support', tags: [1] } }), 400, 'invalid_request');
-  assertApiError(await client.request('POST', '/api/threads', { body: { agent_id: 'no-such-agent' } }), 404, 'not_found');
+  // The thread's object checks the agent: its answer reaches the caller unchanged.
+  const noAgent = await client.request('POST', '/api/threads', { body: { agent_id: 'no-such-agent' } });
+  assertApiError(noAgent, 404, 'not_found');
+  assert.equal(noAgent.body.error.message, 'agent "no-such-agent" does not exist');
 
   const messages = `/api/threads/${id}/messages`;
   assertApiError(await post(messages, '{"content":'), 400, 'bad_json');

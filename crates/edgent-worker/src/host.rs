@@ -186,6 +186,11 @@ impl Platform for ShellHost {
         })
     }
 
+    fn agent_exists(&self, agent_id: &str) -> BoxFuture<'static, Result<bool, String>> {
+        let (db, agent_id) = (D1(self.env.clone()), agent_id.to_owned());
+        Box::pin(async move { agents::agent_exists(&db, &agent_id, now()).await })
+    }
+
     fn agent_has_side(
         &self,
         agent_id: &str,

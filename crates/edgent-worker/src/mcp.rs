@@ -13,7 +13,7 @@ use worker::{Env, Headers, Method, Request, Response};
 
 use super::d1::D1;
 use super::http::{logged, origin, read_body, registry_error};
-use super::router::{check_agent, internal_request, send_to, set_principal};
+use super::router::{internal_request, send_to, set_principal};
 use edgent::api::access::Principal;
 use edgent::api::mcp::{self, code, Call, Incoming, Target, SESSION_HEADER};
 use edgent::api::{ApiError, CreateThread};
@@ -223,7 +223,6 @@ impl Endpoint<'_> {
     }
 
     async fn new_thread(&self, agent: &str) -> Result<String, ApiError> {
-        check_agent(self.env, agent).await?;
         let thread_id = new_id();
         let create = CreateThread {
             agent_id: agent.to_owned(),
@@ -235,13 +234,21 @@ impl Endpoint<'_> {
         if let Some(origin) = &self.origin {
             let _ = internal.headers().set("x-edgent-origin", origin);
         }
-        let created = send_to(self.env, &thread_id, internal).await?;
-        if created.status_code() != 201 {
-            return Err(ApiError::internal(
+        let mut created = send_to(self.env, &thread_id, internal).await?;
+        match created.status_code() {
+            201 => Ok(thread_id),
+            // The object checks the agent: its 404 is the caller's answer.
+            404 => {
+                let answer: Value = created.json().await.unwrap_or_default();
+                let message = answer["error"]["message"]
+                    .as_str()
+                    .unwrap_or("no such agent");
+                Err(ApiError::not_found(message))
+            }
+            _ => Err(ApiError::internal(
                 "could not create the MCP session's thread",
-            ));
+            )),
         }
-        Ok(thread_id)
     }
 
     /// Every tool this endpoint offers the caller.

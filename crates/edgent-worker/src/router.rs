@@ -17,7 +17,7 @@ use edgent::api::tools::{deployment_limit, tool_entry, RecommendQuery};
 use edgent::api::{ApiError, CreateThread};
 use edgent::config::admin::Kind;
 use edgent::config::policy::ModelPolicy;
-use edgent::runtime::{admin, agents, recommend, thread_index};
+use edgent::runtime::{admin, recommend, thread_index};
 use edgent::tool::policy::policy_for;
 use edgent::values::ids::new_id;
 use edgent::values::limits::{MAX_BODY_BYTES, MAX_CHAT_BODY_BYTES};
@@ -237,17 +237,6 @@ async fn configure(
     })
 }
 
-/// Refuses an agent that does not exist (404) before any thread object is touched.
-pub(crate) async fn check_agent(env: &Env, agent_id: &str) -> std::result::Result<(), ApiError> {
-    match agents::agent_exists(&D1(env.clone()), agent_id, now()).await {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(ApiError::not_found(format!(
-            "agent {agent_id:?} does not exist"
-        ))),
-        Err(e) => Err(logged("agent configuration is unavailable", e)),
-    }
-}
-
 /// Tells a new thread where clients reach us (for webhook URLs).
 fn set_origin(internal: &Request, req: &Request) {
     if let Some(origin) = origin(req) {
@@ -257,8 +246,9 @@ fn set_origin(internal: &Request, req: &Request) {
 
 async fn create_thread(req: &mut Request, env: &Env) -> std::result::Result<Response, ApiError> {
     let body = read_body(req).await?;
-    let create = CreateThread::parse(&body)?;
-    check_agent(env, &create.agent_id).await?;
+    // Parsed here only to refuse a malformed body before an object exists; the thread's
+    // object checks the agent (one configuration read, where the thread is made).
+    CreateThread::parse(&body)?;
     let thread_id = new_id();
     let internal = internal_request(Method::Post, "/create", &thread_id, Some(body))?;
     set_origin(&internal, req);
@@ -383,8 +373,8 @@ async fn stream(
     let (thread_id, create) = match thread {
         Some(id) => (id.to_owned(), None),
         None => {
+            // The object checks the agent before it accepts the socket.
             let create = CreateThread::from_query(&query_pairs(req))?;
-            check_agent(env, &create.agent_id).await?;
             (new_id(), Some(create))
         }
     };

@@ -71,6 +71,10 @@ pub trait Platform: FlowHost + Embedder {
         agent_id: &str,
         side: Side,
     ) -> BoxFuture<'static, Result<Result<Rc<AgentConfig>, String>, String>>;
+    /// Whether an agent with this id exists (it may exist with a configuration that does not
+    /// resolve). When it resolves, its side A is left where [`Platform::load_agent`] finds it
+    /// without another round trip.
+    fn agent_exists(&self, agent_id: &str) -> BoxFuture<'static, Result<bool, String>>;
     /// Whether the agent configures a prompt for `side`.
     fn agent_has_side(
         &self,

@@ -25,11 +25,27 @@ impl ThreadRuntime {
         parent: Option<ParentLink<'_>>,
         origin: Option<&str>,
     ) -> Result<Value, ApiError> {
+        // The agent is checked here and nowhere before: in production the router and this
+        // object usually run in different isolates, so a check in the router was a second
+        // configuration read (a D1 round trip) on the way to a new thread's first frame.
+        // Nothing is written for an agent that does not exist.
+        let exists = self
+            .platform
+            .agent_exists(&create.agent_id)
+            .await
+            .map_err(|e| self.logged("agent configuration is unavailable", e))?;
+        if !exists {
+            return Err(ApiError::not_found(format!(
+                "agent {:?} does not exist",
+                create.agent_id
+            )));
+        }
         if create.token.is_some() {
             let secret = self.platform.secret(crate::api::access::TOKEN_SECRET);
             crate::api::access::signing_ready(secret.as_deref())?;
         }
-        // The first message may need the agent's hooks before any turn has loaded them.
+        // The first message may need the agent's hooks before any turn has loaded them (the
+        // check above left a configuration that resolves in the cache).
         let config = self
             .platform
             .load_agent(&create.agent_id, Side::A)

@@ -80,6 +80,8 @@ pub struct TestHost {
     pub embedder: super::ToyEmbedder,
     /// The chunks of replies streaming in this instance (a restart starts without them).
     pub live_chunks: crate::engine::frame_log::LiveChunks,
+    /// Set to make the configuration database fail: looking an agent up answers this fault.
+    pub config_fault: RefCell<Option<String>>,
 }
 
 impl TestHost {
@@ -155,6 +157,7 @@ impl TestHost {
             index: Rc::new(super::SqliteD1::thread_index()),
             embedder: super::ToyEmbedder::default(),
             live_chunks: Default::default(),
+            config_fault: RefCell::default(),
         }
     }
 

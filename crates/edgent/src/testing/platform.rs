@@ -120,10 +120,17 @@ impl Platform for TestHost {
         agent_id: &str,
         side: Side,
     ) -> BoxFuture<'static, Result<Result<Rc<AgentConfig>, String>, String>> {
+        let fault = self.config_fault.borrow().clone();
         let found = self
             .fresh_agent(agent_id, side)
             .ok_or_else(|| format!("no agent {agent_id:?} with side {}", side.as_str()));
-        Box::pin(async move { Ok(found) })
+        Box::pin(async move { fault.map_or(Ok(found), Err) })
+    }
+
+    fn agent_exists(&self, agent_id: &str) -> BoxFuture<'static, Result<bool, String>> {
+        let fault = self.config_fault.borrow().clone();
+        let exists = agent_id == self.agent.agent_id();
+        Box::pin(async move { fault.map_or(Ok(exists), Err) })
     }
 
     fn agent_has_side(
