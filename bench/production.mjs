@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 // A production-like turn: D1 a network hop away (every D1 round trip delayed by D1_MS, default
-// 20) and a model that streams with realistic pacing (CHUNKS chunks, CHUNK_MS apart, default
-// 10 x 20 ms). Prints the turn latency, the model's own time for the same reply (measured
-// against the scripted server directly) and the difference: what edgent adds per turn. The
-// first turn of a thread is shown apart (it resolves the agent's configuration from D1; later
-// turns use the isolate's cache).
+// 20), a model that streams with realistic pacing (CHUNKS chunks, CHUNK_MS apart, default
+// 10 x 20 ms), and the router and the thread objects in separate isolates (each with its own
+// configuration cache, as in production). Prints the turn latency, the model's own time for the
+// same reply (measured against the scripted server directly) and the difference: what edgent
+// adds per turn. The first turn of a thread is shown apart (it resolves the agent's
+// configuration from D1; later turns use the isolate's cache), and so is creating a thread:
+// with nothing cached, with the configuration fresh in the objects' isolate, and once every
+// cached copy is older than the cache's 5 s (only its version is read again).
 // Usage: npm run build && node bench/production.mjs [turns]
 import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -46,12 +49,17 @@ const worker = await startWorker({
   modelUrl: `${model.url}/v1`,
   entry: 'bench-d1-delay.mjs',
   bindings: { D1_DELAY_MS: String(D1_MS) },
+  objectsApart: true,
 });
-try {
-  await seedBench(worker.db);
+/** `POST /api/threads`: the new thread's id and how long the answer took. */
+async function create() {
   const t0 = performance.now();
   const id = await worker.client.createThread('bench_support');
-  const createMs = performance.now() - t0;
+  return [id, performance.now() - t0];
+}
+try {
+  await seedBench(worker.db);
+  const [id, createMs] = await create();
   const sock = await worker.client.connect(id);
   const times = [];
   for (let i = 0; i < TURNS + 1; i++) {
@@ -62,11 +70,15 @@ try {
     times.push(performance.now() - start);
   }
   sock.close();
+  const [, freshMs] = await create();
+  await new Promise((resolve) => setTimeout(resolve, 5_500));
+  const [, staleMs] = await create();
   const sorted = times.slice(1).sort((a, b) => a - b);
   const median = sorted[Math.floor(sorted.length / 2)];
   console.log(`D1 round trip +${D1_MS} ms; model streams ${CHUNKS} chunks ${CHUNK_MS} ms apart`);
   console.log(`model alone (the same reply, read by a plain client): median ${modelMedian.toFixed(2)} ms`);
-  console.log(`create thread: ${createMs.toFixed(2)} ms; first turn: ${times[0].toFixed(2)} ms`);
+  console.log(`create thread (POST /api/threads): nothing cached ${createMs.toFixed(2)} ms, configuration fresh ${freshMs.toFixed(2)} ms, cache older than 5 s ${staleMs.toFixed(2)} ms`);
+  console.log(`first turn: ${times[0].toFixed(2)} ms`);
   summary(`turns 2..${TURNS + 1}`, times.slice(1));
   console.log(`edgent adds per turn (median turn - model alone): ${(median - modelMedian).toFixed(2)} ms`);
 } finally {

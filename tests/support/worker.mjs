@@ -30,11 +30,21 @@ export async function startWorker(options = {}) {
   }
 }
 
-async function startOnce({ modelUrl, persistDir, bindings = {}, appDir = ROOT, inspectorPort, entry = 'index.js' } = {}) {
+/**
+ * `objectsApart`: the Durable Objects run in a second copy of the Worker, so the router and the
+ * objects have an isolate each (separate module state, such as the configuration cache), as
+ * in production, where a request's isolate is rarely the one its object lives in.
+ */
+async function startOnce({ modelUrl, persistDir, bindings = {}, appDir = ROOT, inspectorPort, entry = 'index.js', objectsApart = false } = {}) {
   const script = join(appDir, 'build', entry);
   if (!existsSync(script)) throw new Error(`${script} is missing: run \`npm run build\` (npm test does it)`);
   const persist = persistDir ?? false;
-  const mf = new Miniflare({
+  const objects = (scriptName) => ({
+    THREADS: { className: 'DurableThread', useSQLite: true, scriptName },
+    RATE_LIMITER: { className: 'RateLimiter', useSQLite: true, scriptName },
+  });
+  const worker = (name, durableObjects) => ({
+    name,
     scriptPath: script,
     modules: true,
     modulesRoot: join(appDir, 'build'),
@@ -43,10 +53,7 @@ async function startOnce({ modelUrl, persistDir, bindings = {}, appDir = ROOT, i
       { type: 'CompiledWasm', include: ['**/*.wasm'] },
     ],
     compatibilityDate: '2026-04-20',
-    durableObjects: {
-      THREADS: { className: 'DurableThread', useSQLite: true },
-      RATE_LIMITER: { className: 'RateLimiter', useSQLite: true },
-    },
+    durableObjects,
     d1Databases: { DB: 'edgent-test-db' },
     // The model servers of the tests are plain http on loopback (allowed as in `npm run dev`);
     // the model secrets the tests name are the operator's allow-list.
@@ -58,6 +65,12 @@ async function startOnce({ modelUrl, persistDir, bindings = {}, appDir = ROOT, i
       MODEL_SECRETS: 'OPENAI_API_KEY,ANTHROPIC_API_KEY,LOG_API_KEY,NOT_A_SET_SECRET',
       ...bindings,
     },
+  });
+  const workers = objectsApart
+    ? [worker('edgent', objects('edgent-objects')), worker('edgent-objects', objects(undefined))]
+    : [worker('edgent', objects(undefined))];
+  const mf = new Miniflare({
+    workers,
     durableObjectsPersist: persist,
     d1Persist: persist,
     port: 0,
