@@ -322,6 +322,16 @@ test('one request creates a thread and opens its socket: hello names it, a messa
   const plain = await client.request('GET', '/api/threads/new/stream?agent_id=support');
   assertApiError(plain, 426, 'upgrade_required');
   assert.equal(model.requests.length, 1, 'only the one message reached the model');
+
+  // The unknown agent reached a thread object (which checks the agent) and left nothing: once a
+  // thread made after it is in the index (written in the background), no row names that agent.
+  const later = await client.createThread();
+  const listed = async (agent) => (await client.request('GET', `/api/threads?agent=${agent}&limit=100`)).body.threads.map((r) => r.thread_id);
+  for (let i = 0; !(await listed('support')).includes(later); i++) {
+    assert.ok(i < 100, 'the new thread reached the index');
+    await sleep(50);
+  }
+  assert.deepEqual(await listed('no_such_agent'), []);
 });
 
 test('auth: a missing or wrong key is refused; the socket takes a header or ?token=', async (t) => {

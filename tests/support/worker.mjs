@@ -44,7 +44,8 @@ async function startOnce({ modelUrl, persistDir, bindings = {}, appDir = ROOT, i
     RATE_LIMITER: { className: 'RateLimiter', useSQLite: true, scriptName },
   });
   const worker = (name, durableObjects) => ({
-    name,
+    // Named only when there are two (a name changes Miniflare's object ids and storage paths).
+    ...(objectsApart ? { name } : {}),
     scriptPath: script,
     modules: true,
     modulesRoot: join(appDir, 'build'),

@@ -235,20 +235,22 @@ impl Endpoint<'_> {
             let _ = internal.headers().set("x-edgent-origin", origin);
         }
         let mut created = send_to(self.env, &thread_id, internal).await?;
-        match created.status_code() {
-            201 => Ok(thread_id),
-            // The object checks the agent: its 404 is the caller's answer.
-            404 => {
-                let answer: Value = created.json().await.unwrap_or_default();
-                let message = answer["error"]["message"]
-                    .as_str()
-                    .unwrap_or("no such agent");
-                Err(ApiError::not_found(message))
-            }
-            _ => Err(ApiError::internal(
-                "could not create the MCP session's thread",
-            )),
+        let status = created.status_code();
+        if status == 201 {
+            return Ok(thread_id);
         }
+        // The object checks the agent: its refusal (404 for an agent that does not exist, 500
+        // when the configuration cannot be read) is the caller's answer.
+        let answer: Value = created.json().await.unwrap_or_default();
+        let message = answer["error"]["message"].as_str();
+        Err(match status {
+            404 => ApiError::not_found(message.unwrap_or("no such agent")),
+            _ => ApiError::new(
+                status,
+                "internal",
+                message.unwrap_or("could not create the thread"),
+            ),
+        })
     }
 
     /// Every tool this endpoint offers the caller.

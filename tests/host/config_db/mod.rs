@@ -403,3 +403,44 @@ fn a_model_timeout_past_an_hour_is_refused() {
         assert_eq!(e.status, 400, "{field}: {}", e.message);
     }
 }
+
+/// What `ThreadRuntime::create` asks of the configuration: the agent check, then the load for
+/// the new thread's hooks. The check's load is the only round trip.
+#[test]
+fn creating_a_thread_reads_the_configuration_once() {
+    agents::forget_cached();
+    let db = FakeD1::new();
+    let policy = ModelPolicy::default();
+    let stored = block_on(admin::put_config(
+        &db,
+        &config("Be brief."),
+        rules(&policy),
+        T0,
+    ));
+    assert_eq!(stored.unwrap().0, 200);
+    agents::forget_cached();
+    let (checked, n) = trips(&db, || {
+        let exists = block_on(agents::agent_exists(&db, "desk", T0)).unwrap();
+        let loaded = block_on(agents::load_agent(&db, "desk", Side::A, T0)).unwrap();
+        (exists, loaded.is_ok())
+    });
+    assert_eq!(
+        (checked, n),
+        ((true, true), 1),
+        "the check's load serves the hooks"
+    );
+    let (exists, n) = trips(&db, || block_on(agents::agent_exists(&db, "desk", T0 + 1)));
+    assert_eq!(
+        (exists.unwrap(), n),
+        (true, 0),
+        "the next thread: no round trip"
+    );
+    let (exists, n) = trips(&db, || {
+        block_on(agents::agent_exists(&db, "nobody", T0 + 1))
+    });
+    assert_eq!(
+        (exists.unwrap(), n),
+        (false, 1),
+        "an unknown agent: one load, not cached"
+    );
+}

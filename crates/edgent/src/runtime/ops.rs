@@ -11,7 +11,7 @@ use crate::api::ops::ThreadOp;
 use crate::api::{ApiError, CreateThread};
 use crate::engine::durable::WebhookRefusal;
 use crate::engine::store::Side;
-use crate::engine::thread::ParentLink;
+use crate::engine::thread::{ParentLink, ThreadError};
 use crate::tool::policy::policy_for;
 
 impl ThreadRuntime {
@@ -25,6 +25,11 @@ impl ThreadRuntime {
         parent: Option<ParentLink<'_>>,
         origin: Option<&str>,
     ) -> Result<Value, ApiError> {
+        // A parent re-sends its child's creation to resume it (the call was retried): the
+        // child's 409 needs no configuration read, and must not fail while D1 does.
+        if parent.is_some() && self.with_thread(|_| Ok(())).is_ok() {
+            return Err(self.thread_error(&ThreadError::AlreadyExists));
+        }
         // The agent is checked here and nowhere before: in production the router and this
         // object usually run in different isolates, so a check in the router was a second
         // configuration read (a D1 round trip) on the way to a new thread's first frame.
