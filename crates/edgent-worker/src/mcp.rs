@@ -247,7 +247,11 @@ impl Endpoint<'_> {
             404 => ApiError::not_found(message.unwrap_or("no such agent")),
             _ => ApiError::new(
                 status,
-                "internal",
+                if status >= 500 {
+                    "internal"
+                } else {
+                    "thread_error"
+                },
                 message.unwrap_or("could not create the thread"),
             ),
         })
