@@ -182,7 +182,7 @@ fn the_bound_prunes_the_oldest_frames_and_a_resume_below_the_floor_is_a_reset() 
         let out = frame_log::append(&host.live_chunks, &host.db, batch);
         assert!(out.error.is_none(), "{:?}", out.error);
     }
-    // Pruned when the seqs crossed 2,304 (a multiple of 256): the newest 2,000 stay.
+    // Checked with every 256th frame logged, the last flush's included: the newest 2,000 stay.
     assert_eq!(rows(&host), FRAME_LOG_MAX_FRAMES);
     let floor = 2_304 - FRAME_LOG_MAX_FRAMES;
     let (newest, found_floor) = frame_log::newest_and_floor(&host.db).unwrap();

@@ -3,14 +3,14 @@
 //! object's memory, so a streamed reply costs no statement per chunk; a socket resuming in the
 //! same instance gets them merged in seq order with the logged frames; a restart loses them
 //! without ever reusing their seqs; the memory bound turns a resume from before dropped chunks
-//! into a reset; pruning is still checked when the seqs jump over a multiple of 256.
+//! into a reset; pruning is checked per 256 frames logged, whatever gaps the reserved seqs leave.
 
 use std::rc::Rc;
 
 use serde_json::{json, Value};
 
 use crate::flow_host::WithThread;
-use edgent::engine::frame_log::{self, Replay, LIVE_CHUNKS_MAX_BYTES, PRUNE_EVERY, RESERVE_FIRST};
+use edgent::engine::frame_log::{self, Replay, LIVE_CHUNKS_MAX_BYTES, PRUNE_EVERY};
 use edgent::engine::thread::{Action, ModelCall};
 use edgent::llm::stream::{FinishReason, StreamEvent};
 use edgent::testing::{reply_events, TestHost};
@@ -262,48 +262,54 @@ fn chunks_past_the_memory_bound_make_a_resume_from_before_them_a_reset_until_set
     assert_eq!(content, piece.len() * pieces.len());
 }
 
-#[test]
-fn pruning_is_checked_when_a_multiple_of_256_falls_in_a_reserved_gap() {
-    let host = TestHost::with_thread(T0);
-    let mut call = streaming(&host);
-    // Log events up to just below a multiple of PRUNE_EVERY…
-    loop {
-        let out = frame_log::append(&host.live_chunks, &host.db, &[event("e")]);
-        if seq_of(&out.texts[0]) >= PRUNE_EVERY - 4 {
-            break;
-        }
-    }
-    // …then stream: the block reserved for the chunks takes the multiple.
-    stream(&host, &mut call, &["a"]);
-    let chunk = seq_of(host.take_sent().last().unwrap());
-    assert!(chunk <= PRUNE_EVERY && chunk + RESERVE_FIRST > PRUNE_EVERY);
-    host.db.record();
-    let out = frame_log::append(&host.live_chunks, &host.db, &[event("next")]);
-    assert!(seq_of(&out.texts[0]) > PRUNE_EVERY);
-    let statements = host.db.recorded();
-    assert!(
-        statements.iter().any(|s| s.starts_with("SELECT MAX(seq)")),
-        "the prune check ran: {statements:#?}"
-    );
-    // A new instance does not know the gap its predecessor left: its first logged flush
-    // checks once, its second does not.
-    host.db.record();
-    frame_log::append(&host.live_chunks, &host.db, &[event("more")]);
-    assert!(!host
-        .db
+/// Whether the last recorded statements include the prune check (a scan of the log).
+fn prune_checked(host: &TestHost) -> bool {
+    host.db
         .recorded()
         .iter()
-        .any(|s| s.starts_with("SELECT MAX(seq)")));
+        .any(|s| s.starts_with("SELECT MAX(seq)"))
+}
+
+#[test]
+fn pruning_is_checked_once_per_256_logged_frames_whatever_gaps_reserved_seqs_leave() {
+    let host = TestHost::with_thread(T0);
+    let mut call = streaming(&host);
+    let logged_before = host
+        .take_sent()
+        .iter()
+        .filter(|t| parse(t)["seq"].is_i64())
+        .count();
+    // A long streamed reply: chunks kept in memory, seqs jumping by reserved blocks of up to
+    // 256 (several multiples of 256 passed), and no check, since nothing reached the log.
+    let pieces: Vec<String> = (0..600).map(|i| format!("p{i} ")).collect();
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    host.db.record();
+    stream(&host, &mut call, &pieces);
+    let chunk = seq_of(host.take_sent().last().unwrap());
+    assert!(
+        chunk > 2 * PRUNE_EVERY,
+        "the seqs passed multiples of 256: {chunk}"
+    );
+    assert!(!prune_checked(&host));
+    // Logged frames are counted, not seqs: the check comes with this instance's 256th.
+    let mut logged = logged_before;
+    loop {
+        host.db.record();
+        frame_log::append(&host.live_chunks, &host.db, &[event("e")]);
+        logged += 1;
+        if prune_checked(&host) {
+            break;
+        }
+        assert!(logged < 1_000, "the check never ran");
+    }
+    assert_eq!(i64::try_from(logged).unwrap(), PRUNE_EVERY);
+    // A new instance counts from the newest seq (its predecessor's unchecked frames are
+    // fewer): past 256 it checks at its first logged flush, then not at its second.
     let host = host.restarted(crate::registry().unwrap());
     for check in [true, false] {
         host.db.record();
         frame_log::append(&host.live_chunks, &host.db, &[event("after")]);
-        let ran = host
-            .db
-            .recorded()
-            .iter()
-            .any(|s| s.starts_with("SELECT MAX(seq)"));
-        assert_eq!(ran, check);
+        assert_eq!(prune_checked(&host), check);
     }
 }
 

@@ -16,6 +16,7 @@
 
 use std::cell::RefCell;
 
+use super::PRUNE_EVERY;
 use crate::values::sql::{Sql, SqlError};
 
 /// The first block of seqs reserved for a stream of chunks; each further block while chunks
@@ -46,8 +47,9 @@ struct Live {
     /// Per message still pending, the newest seq of its chunks dropped for the memory bound
     /// (a resume from before it is a reset until that message settles).
     dropped: Vec<(String, i64)>,
-    /// The highest seq this instance logged (for the pruning check).
-    last_logged: Option<i64>,
+    /// Frames logged since pruning was last checked (`None`: this instance has logged none;
+    /// see [`LiveChunks::logged`]).
+    unchecked: Option<i64>,
     /// A reservation failed: this instance logs its chunks as other frames from now on, rather
     /// than try (and fail) again for every piece of every reply.
     refused: bool,
@@ -134,17 +136,24 @@ impl LiveChunks {
         }
     }
 
-    /// Frames up to `last` were logged: seqs reserved before them can no longer be used (a
-    /// chunk after a logged frame must have a greater seq).
-    pub(super) fn logged(&self, last: i64) {
+    /// `frames` frames were logged, the last with seq `last`: seqs reserved before them can no
+    /// longer be used (a chunk after a logged frame must have a greater seq). Whether pruning
+    /// is due: once per [`PRUNE_EVERY`] frames logged. Frames are counted, not seqs: reserved
+    /// blocks leave gaps of up to 256 seqs, and a check per gap was a scan of the whole log
+    /// every other turn of a long streamed reply. An instance's first count starts at `last`
+    /// (its predecessors may have logged that many frames unchecked), so a young log is not
+    /// scanned and an old one is checked at once.
+    pub(super) fn logged(&self, last: i64, frames: usize) -> bool {
         let mut live = self.0.borrow_mut();
         live.block = None;
-        live.last_logged = Some(last);
-    }
-
-    /// The seq this instance logged last (`None`: none yet).
-    pub(super) fn last_logged(&self) -> Option<i64> {
-        self.0.borrow().last_logged
+        let frames = i64::try_from(frames).unwrap_or(i64::MAX);
+        let count = match live.unchecked {
+            Some(n) => n.saturating_add(frames),
+            None => last.max(frames),
+        };
+        let due = count >= PRUNE_EVERY;
+        live.unchecked = Some(if due { 0 } else { count });
+        due
     }
 
     /// `message_id` settled: its final `message` frame replaces its chunks (as the log's

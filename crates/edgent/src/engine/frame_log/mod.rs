@@ -14,9 +14,10 @@
 //! a flush of chunks nothing but, now and then, one `UPDATE` reserving a block of seqs.
 //! Compaction runs inside that insert (the `frame_log_compacted` trigger: a settled `message`
 //! frame drops its chunks and earlier `message` frames). Pruning to the bound
-//! ([`FRAME_LOG_MAX_FRAMES`], [`FRAME_LOG_MAX_BYTES`]) runs only when the logged seqs cross a
-//! multiple of [`PRUNE_EVERY`] or a flush brings [`PRUNE_AFTER_BYTES`] or more: one read, plus
-//! one transaction when there is something to prune.
+//! ([`FRAME_LOG_MAX_FRAMES`], [`FRAME_LOG_MAX_BYTES`]) is checked once per [`PRUNE_EVERY`]
+//! frames logged (an object instance starts counting at the newest seq, which its
+//! predecessors' unchecked frames cannot exceed) and after a flush of [`PRUNE_AFTER_BYTES`] or
+//! more: one read (a scan of the log), plus one transaction when there is something to prune.
 
 mod live;
 
@@ -30,7 +31,7 @@ use crate::values::sql::{Sql, SqlError, SqlValue};
 /// Frames per `INSERT`: four bound parameters each, and a Durable Object statement takes at
 /// most 100.
 pub const ROWS_PER_INSERT: usize = 25;
-/// Pruning is checked when a flush's seqs cross a multiple of this (so the log holds at most
+/// Pruning is checked once per this many frames an instance logs (so the log holds at most
 /// this many frames over [`FRAME_LOG_MAX_FRAMES`] between checks).
 pub const PRUNE_EVERY: i64 = 256;
 /// Pruning is also checked after a flush of this many bytes or more (large messages), so the
@@ -63,7 +64,7 @@ pub fn append(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Appen
         return kept;
     }
     let mut texts = Vec::with_capacity(frames.len());
-    let (mut first, mut last, mut bytes) = (None, 0, 0usize);
+    let (mut logged, mut last, mut bytes) = (0, 0, 0usize);
     let mut error = None;
     for batch in frames.chunks(ROWS_PER_INSERT) {
         let bodies: Vec<String> = batch.iter().map(ServerFrame::to_json).collect();
@@ -74,7 +75,7 @@ pub fn append(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Appen
         bytes += bodies.iter().map(String::len).sum::<usize>();
         match insert(sql, batch, bodies) {
             Ok(numbered) => {
-                first.get_or_insert(numbered.first().map_or(0, |(seq, _)| *seq));
+                logged += numbered.len();
                 last = numbered.last().map_or(last, |(seq, _)| *seq);
                 texts.extend(numbered.into_iter().map(|(seq, body)| with_seq(body, seq)));
             }
@@ -91,14 +92,9 @@ pub fn append(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Appen
             }
         }
     }
-    if first.is_some() {
-        // Seqs reserved for chunks and never used leave gaps, so the seqs of one flush do not
-        // show every multiple of PRUNE_EVERY passed: the last seq this instance logged does.
-        // An instance's first flush checks once (a previous instance's last gap is unknown).
-        let before = live.last_logged().unwrap_or(0);
-        live.logged(last);
-        let crossed = last / PRUNE_EVERY > before / PRUNE_EVERY;
-        if error.is_none() && (crossed || bytes >= PRUNE_AFTER_BYTES) {
+    if logged > 0 {
+        let due = live.logged(last, logged);
+        if error.is_none() && (due || bytes >= PRUNE_AFTER_BYTES) {
             error = prune(sql).err();
         }
     }
