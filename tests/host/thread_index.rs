@@ -5,8 +5,8 @@
 //! by the shipped runtime without a thread statement per turn; no write when nothing changed;
 //! a failed write marks the thread dirty and is retried at the next change or the next
 //! instance's first contact; the listing's paging, filters, bad queries and D1 failing, each
-//! filter on an index (in `listing`); a deleted thread is forgotten. Does not prove: D1 itself, or the
-//! Worker's routes and sockets (`tests/e2e/thread_index.test.mjs`).
+//! filter on an index (in `listing`); a deleted thread is forgotten. Does not prove: D1
+//! itself, or the Worker's routes and sockets (`tests/e2e/thread_index.test.mjs`).
 
 use std::rc::Rc;
 
