@@ -14,7 +14,8 @@ export const TOKEN_SECRET = 'test-token-secret-0123456789abcdef';
 
 /**
  * Starts an app's built Worker: the example app at the repository root, or the app in
- * `appDir` (examples/hello). Its D1 gets the app's migrations and `agents/` definitions.
+ * `appDir` (examples/hello). Its D1 gets the app's migrations and `agents/` definitions. With
+ * `objectsApart`, the Durable Objects run in a second copy of the Worker (see `startOnce`).
  */
 export async function startWorker(options = {}) {
   try {
