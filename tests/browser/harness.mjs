@@ -17,6 +17,7 @@ import { parse as parseToml } from 'smol-toml';
 import { chromium } from 'playwright-core';
 import { ROOT } from '../support/worker.mjs';
 import { freePort } from '../support/net.mjs';
+import { until as pollUntil } from '../support/until.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { loadDefinitions, seedLocal } from '../../scripts/lib/d1.mjs';
 
@@ -138,15 +139,7 @@ export async function startApp({ script = [], fallback, demo = false, vars = {} 
 }
 
 /** Polls `check` (every 100 ms, up to `ms`) until it answers something truthy; that value. */
-export async function until(check, what, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+export const until = (check, what, ms = 15_000) => pollUntil(check, what, ms, 100);
 
 /**
  * `test(name, fn)` that saves a full-page screenshot of `page()` when `fn` throws, under

@@ -17,6 +17,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { API_KEY } from '../support/worker.mjs';
 import { withWorker } from '../support/setup.mjs';
+import { until } from '../support/until.mjs';
 
 let model;
 let worker;
@@ -48,12 +49,10 @@ test('a conversation created in one request runs a tool turn and is listed', asy
   assert.equal(model.requests.length, 2);
 
   // The index row is written in the background by the object, read by the router.
-  for (let i = 0; ; i++) {
+  await until(async () => {
     const listed = await api('GET', '/api/threads?agent=support&limit=100');
-    if (listed.body.threads.some((r) => r.thread_id === sock.threadId && r.turn_count === 1)) break;
-    assert.ok(i < 100, 'the thread reached the index');
-    await sleep(50);
-  }
+    return listed.body.threads.some((r) => r.thread_id === sock.threadId && r.turn_count === 1);
+  }, 'the thread in the index', 5_000, 50);
 });
 
 test('the object refuses an unknown agent; an agent added through the API serves a thread at once', async (t) => {

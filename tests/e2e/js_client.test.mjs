@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import { startWorker, API_KEY, ROOT } from '../support/worker.mjs';
 import { startModelServer } from '../support/model-server.mjs';
+import { until } from '../support/until.mjs';
 
 const DIST = join(ROOT, 'clients', 'js', 'client', 'dist', 'index.js');
 const built = existsSync(DIST);
@@ -76,17 +77,6 @@ function open(t, threadId, token, options = {}) {
   const store = new js.ThreadStore(conn);
   t.after(() => store.close());
   return { conn, store, sockets };
-}
-
-/** Waits until `pred()` (which may be async) gives a truthy value, and resolves with it. */
-async function until(pred, what, timeout = 10000) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    const v = await pred();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 const finalAssistant = (store) =>

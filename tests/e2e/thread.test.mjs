@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API_KEY } from '../support/worker.mjs';
 import { withWorker } from '../support/setup.mjs';
+import { until } from '../support/until.mjs';
 
 const MODEL_SECRET = 'sk-test-secret'; // OPENAI_API_KEY in worker.mjs's bindings
 const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -327,10 +328,7 @@ test('one request creates a thread and opens its socket: hello names it, a messa
   // thread made after it is in the index (written in the background), no row names that agent.
   const later = await client.createThread();
   const listed = async (agent) => (await client.request('GET', `/api/threads?agent=${agent}&limit=100`)).body.threads.map((r) => r.thread_id);
-  for (let i = 0; !(await listed('support')).includes(later); i++) {
-    assert.ok(i < 100, 'the new thread reached the index');
-    await sleep(50);
-  }
+  await until(async () => (await listed('support')).includes(later), 'the new thread in the index', 5_000, 50);
   assert.deepEqual(await listed('no_such_agent'), []);
 });
 
