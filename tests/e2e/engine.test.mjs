@@ -1652,10 +1652,12 @@ test('a prompt changed in D1 by hand reaches the thread within the cache bound (
   await define({ prompts: [promptRow(d.prompt, d.model, { system: 'Version two.', tools: ['get_current_time'] })] });
   model.push({ text: 'v1 again' });
   await turn(sock, 'two', 2);
-  // ...until the cache's 5 s are over and the version stamp says it moved.
+  // ...until the cache's 5 s are over and the version stamp says it moved: the request that
+  // went out with the old copy while the version was checked is cancelled unread, and sent again.
   await new Promise((r) => setTimeout(r, 5_100));
-  model.push({ text: 'v2' });
-  await turn(sock, 'three', 3);
+  model.push({ text: 'never read' }, { text: 'v2' });
+  const third = await turn(sock, 'three', 3);
+  assert.ok(JSON.stringify(third).includes('"v2"') && !JSON.stringify(third).includes('never read'));
   // Through the API: this isolate forgets its cache, so the next turn sees it.
   const put = await worker.client.request('PUT', `/api/prompts/${d.prompt}`, {
     body: { model: d.model, system: 'Version three.' },
@@ -1663,10 +1665,10 @@ test('a prompt changed in D1 by hand reaches the thread within the cache bound (
   assert.equal(put.status, 200, JSON.stringify(put.body));
   model.push({ text: 'v3' });
   await turn(sock, 'four', 4);
-  await noMoreRequests(4);
-  assert.deepEqual(model.requests.map(systemOf), ['Version one.', 'Version one.', 'Version two.', 'Version three.']);
-  assert.equal(model.requests[1].body.tools, undefined);
-  assert.deepEqual(model.requests[2].body.tools.map((x) => x.function.name), ['get_current_time']);
+  await noMoreRequests(5);
+  assert.deepEqual(model.requests.map(systemOf), ['Version one.', 'Version one.', 'Version one.', 'Version two.', 'Version three.']);
+  assert.equal(model.requests[2].body.tools, undefined);
+  assert.deepEqual(model.requests[3].body.tools.map((x) => x.function.name), ['get_current_time']);
 });
 
 test('a missing prompt fails the turn with model_config and the thread works once it is defined', async (t) => {

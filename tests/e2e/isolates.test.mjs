@@ -87,11 +87,15 @@ test('a prompt changed through the API reaches a thread in the objects\' isolate
   await turn(sock, 'second');
   if (Date.now() - loadedBy < 4_000) assert.equal(systemOf(1), original.system, 'within the bound');
 
-  // ...then the version stamp, bumped by the API's write, says it moved.
+  // ...then the version stamp, bumped by the API's write, says it moved. The request went out
+  // with the old copy while the version was checked: it is cancelled unread and sent again.
   await sleep(Math.max(0, loadedBy + 5_100 - Date.now()));
-  model.push({ text: 'three' });
-  await turn(sock, 'third');
-  assert.equal(systemOf(2), 'Answer in haiku.');
+  model.push({ text: 'never read' }, { text: 'three' });
+  const frames = await turn(sock, 'third');
+  assert.deepEqual([systemOf(2), systemOf(3)], [original.system, 'Answer in haiku.']);
+  assert.equal(model.requests.length, 4);
+  const said = JSON.stringify(frames);
+  assert.ok(said.includes('three') && !said.includes('never read'), said);
 });
 
 test('an MCP session is a thread in the objects\' isolate; an unknown agent is 404', async () => {

@@ -174,6 +174,10 @@ impl Platform for ShellHost {
         agents::fresh_agent(agent_id, side, now())
     }
 
+    fn cached_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
+        agents::cached_agent(agent_id, side)
+    }
+
     fn load_agent(
         &self,
         agent_id: &str,

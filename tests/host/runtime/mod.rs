@@ -20,6 +20,7 @@ const T0: i64 = 1_700_000_000_000;
 
 mod budgets;
 mod calls;
+mod config_check;
 mod create;
 mod mcp_state;
 mod nested_prompts;

@@ -53,6 +53,14 @@ impl ConfigCache {
         }
     }
 
+    /// The cached configuration of `agent_id`'s `side`, however old: a step may be planned
+    /// with it while its version is checked (see `runtime::config_check`).
+    pub fn cached(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
+        self.entries
+            .get(&(agent_id.to_owned(), side))
+            .map(|e| e.config.clone())
+    }
+
     /// D1's version stamp after [`Lookup::CheckVersion`]: the cached configuration when it is
     /// unchanged (good for another `CONFIG_TTL_MS`), `None` when it must be reloaded.
     pub fn handle_version(

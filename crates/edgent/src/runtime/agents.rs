@@ -33,6 +33,12 @@ pub fn fresh_agent(agent_id: &str, side: Side, now: i64) -> Option<Rc<AgentConfi
     }
 }
 
+/// The cached configuration of `agent_id`'s `side`, however old (no I/O): a step is planned
+/// with it while [`load_agent`] confirms it (see `runtime::config_check`).
+pub fn cached_agent(agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
+    CACHE.with(|c| c.borrow().cached(agent_id, side))
+}
+
 /// Everything a turn needs for one side of `agent_id`; the inner `Err` says what is missing
 /// (a row that does not read, or a database fault, is the outer error).
 ///

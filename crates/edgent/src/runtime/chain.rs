@@ -1,6 +1,7 @@
 //! One model call: the attempts the engine's [`ModelChain`] asks for (retries after their
 //! delay, fallbacks to the next model), each streamed from the platform into a sink.
 
+use futures_util::future::join;
 use serde_json::Value;
 
 use crate::config::policy::ModelPolicy;
@@ -15,6 +16,7 @@ use crate::tool::nested::with_timeout;
 use crate::tool::offer::Offer;
 use crate::values::message::Message;
 
+use super::config_check::ConfigCheck;
 use super::{Platform, ThreadRuntime};
 
 /// The request body for a model, from what every provider needs.
@@ -70,6 +72,12 @@ pub(super) trait ChainSink {
     /// The answer does not fit the prompt's `response_format` (`why`); the model is asked
     /// again (a [`ChainSink::reset`] follows).
     fn correcting(&mut self, format_name: &str, why: &str);
+    /// The check of the configuration this call was planned with, while it may still
+    /// overrule it: an attempt's reply is read only once it answered (see
+    /// [`super::config_check`]).
+    fn config_check(&mut self) -> Option<&mut ConfigCheck> {
+        None
+    }
 }
 
 /// Collects a reply that is not streamed to clients: a sub-prompt's (depth-0 clients do not
@@ -193,6 +201,13 @@ pub(super) async fn run_chain(
         let mut first_chunk_at = None;
         let body = parts.body(model);
         let outcome = attempt_once(platform, &policy, model, body, sink, &mut first_chunk_at).await;
+        if sink.config_check().is_some_and(|check| check.overruled()) {
+            // Sent with a configuration that changed meanwhile, and cancelled unread: not an
+            // attempt of this chain (nothing logged); the caller sends the call again.
+            return Err(ProviderError::Config(
+                "the agent's configuration changed while the request was sent".into(),
+            ));
+        }
         // The key is read only to redact it from an error text the provider may echo.
         let secret = match &outcome {
             Ok(_) => None,
@@ -266,7 +281,21 @@ async fn attempt_once(
     // that drips a byte at a time.
     let total = model.total_timeout_ms.unwrap_or(DEFAULT_TOTAL_TIMEOUT_MS);
     let stream = async {
-        let mut reply = platform.open_model(model, body).await?;
+        let opening = platform.open_model(model, body);
+        let mut reply = match sink.config_check() {
+            // The request goes out while the configuration is confirmed.
+            Some(check) => {
+                let (opened, _) = join(opening, check.settle()).await;
+                if check.overruled() {
+                    if let Ok(mut reply) = opened {
+                        reply.cancel();
+                    }
+                    return Ok(0);
+                }
+                opened?
+            }
+            None => opening.await?,
+        };
         while let Some(events) = reply.next_events().await? {
             if first_chunk_at.is_none() {
                 *first_chunk_at = Some(platform.now_ms());

@@ -30,6 +30,7 @@ pub mod admin;
 pub mod agents;
 mod chain;
 mod compaction;
+mod config_check;
 mod delegate;
 mod mcp;
 mod ops;
@@ -64,6 +65,12 @@ pub trait Platform: FlowHost + Embedder {
     /// The agent's configuration for `side` when the host holds a fresh copy: no I/O, so a
     /// caller that gets one has not yielded.
     fn fresh_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>>;
+    /// The agent's configuration for `side` as the host last loaded it, however old (no
+    /// I/O): the turn loop plans a step with it while [`Platform::load_agent`] confirms it,
+    /// and a model request waits for that answer only before it reads the reply (see
+    /// `runtime::config_check`). When `load_agent` finds the same configuration it answers this
+    /// same `Rc`.
+    fn cached_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>>;
     /// Loads the agent's configuration for `side`. The outer error is a storage fault, the
     /// inner one what the configuration lacks; both are shown as the turn's failure.
     fn load_agent(

@@ -4,7 +4,10 @@
 
 use std::rc::Rc;
 
+use serde_json::Value;
+
 use super::chain::{run_checked_chain, ChainSink, RequestParts};
+use super::config_check::{ConfigCheck, Verdict};
 use super::ThreadRuntime;
 use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
@@ -13,6 +16,7 @@ use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::OutputFormat;
+use crate::values::message::Message;
 use crate::values::sql::Sql;
 
 /// Receives one top-level model call's stream: chunks go to clients as they arrive.
@@ -23,6 +27,8 @@ struct MainSink<'t, 'a> {
     models: &'t [ModelConfig],
     /// The attempt's end marker arrived: later batches are not flushed on their own.
     ended: bool,
+    /// The check of the configuration the call was planned with, while it runs.
+    check: Option<&'t mut ConfigCheck>,
 }
 
 impl ChainSink for MainSink<'_, '_> {
@@ -73,6 +79,10 @@ impl ChainSink for MainSink<'_, '_> {
 
     fn correcting(&mut self, format_name: &str, why: &str) {
         self.thread.report_correction(format_name, why);
+    }
+
+    fn config_check(&mut self) -> Option<&mut ConfigCheck> {
+        self.check.as_deref_mut()
     }
 }
 
@@ -137,6 +147,8 @@ impl ThreadRuntime {
     /// thread must wake next if the last step knew it (else the caller asks `poll_timeout`).
     async fn drive_steps(&self, sql: &dyn Sql) -> Option<Option<i64>> {
         let mut agent: Option<Rc<AgentConfig>> = None;
+        // The check of a copy older than its bound, until a step waited for it.
+        let mut check: Option<ConfigCheck> = None;
         let handed = self.handed_row.take();
         let mut thread = match self.open(sql, false) {
             Ok(t) => {
@@ -201,8 +213,16 @@ impl ThreadRuntime {
                 .as_ref()
                 .is_none_or(|a| a.agent_id() != agent_id || a.side != side);
             if stale {
-                // From the host's cache without yielding, when it is fresh.
-                if let Some(a) = self.platform.fresh_agent(agent_id, side) {
+                // From the host's cache without yielding: the copy itself when it is fresh,
+                // else the copy to plan with while it is confirmed (see `config_check`).
+                let cached = match self.platform.fresh_agent(agent_id, side) {
+                    Some(a) => Some(a),
+                    None => self.platform.cached_agent(agent_id, side).inspect(|a| {
+                        let confirm = self.platform.load_agent(agent_id, side);
+                        check = Some(ConfigCheck::new(a.clone(), confirm));
+                    }),
+                };
+                if let Some(a) = cached {
                     self.record_hooks(&mut thread, &a);
                     agent = Some(a);
                     stale = false;
@@ -248,6 +268,33 @@ impl ThreadRuntime {
             if !matches!(action, Ok(Action::RunTool(_) | Action::RunTools(_))) {
                 self.flush(&mut thread);
             }
+            // A step that makes no model request waits for the check before it starts.
+            let config = match (&action, check.as_mut()) {
+                (Ok(Action::RunTool(_) | Action::RunTools(_) | Action::Compact(_)), Some(c)) => {
+                    thread.forget_row_hint();
+                    self.flush(&mut thread);
+                    let verdict = c.settle().await;
+                    check = None;
+                    match verdict {
+                        Verdict::Held => config,
+                        Verdict::Moved(new) => {
+                            self.record_hooks(&mut thread, &new);
+                            agent = Some(new.clone());
+                            new
+                        }
+                        Verdict::Failed(why) => {
+                            if let Err(e) = thread.handle_config_failure(self.now(), why) {
+                                self.platform.log_error(&format!(
+                                    "could not record a configuration failure: {e}"
+                                ));
+                            }
+                            self.flush(&mut thread);
+                            break None;
+                        }
+                    }
+                }
+                _ => config,
+            };
             match action {
                 Ok(Action::Idle | Action::Wait) => return wake,
                 Ok(Action::Continue) => {}
@@ -255,7 +302,22 @@ impl ThreadRuntime {
                     self.platform.log_error(&format!("turn loop error: {e}"));
                     break None;
                 }
-                Ok(Action::CallModel(call)) => self.call_model(&mut thread, &config, call).await,
+                Ok(Action::CallModel(call)) => {
+                    match self
+                        .call_model(&mut thread, &config, call, check.take())
+                        .await
+                    {
+                        Verdict::Held => {}
+                        Verdict::Moved(new) => {
+                            self.record_hooks(&mut thread, &new);
+                            agent = Some(new);
+                        }
+                        Verdict::Failed(_) => {
+                            self.flush(&mut thread);
+                            break None;
+                        }
+                    }
+                }
                 Ok(Action::Compact(job)) => self.compact(&mut thread, &config, job).await,
                 Ok(Action::RunTool(call)) => {
                     self.run_tool_calls(&mut thread, &config, &summary, vec![call])
@@ -304,47 +366,44 @@ impl ThreadRuntime {
         }
     }
 
-    async fn call_model(&self, thread: &mut Thread<'_>, config: &AgentConfig, mut call: ModelCall) {
-        let output = match self.output_format(&config.prompt) {
-            Ok(output) => output,
-            Err(why) => {
-                let failed = thread.fail_model_call(self.now(), call, &ProviderError::Config(why));
-                if let Err(e) = failed {
-                    self.platform
-                        .log_error(&format!("could not store the model reply: {e}"));
-                }
-                return;
-            }
-        };
-        let mcp_tools = if config.prompt.mcp_servers.is_empty() {
-            Vec::new()
-        } else {
-            // Frames never wait behind an await.
-            self.flush(thread);
-            self.mcp_tool_specs(&config.prompt).await
-        };
-        let system = thread.system_text(&config.prompt);
+    /// Performs a model call and stores its outcome. With `check`, the call was planned with
+    /// a copy of the configuration that is being confirmed: when it moved, the request goes
+    /// out again with the new copy, which is returned for the steps that follow.
+    async fn call_model(
+        &self,
+        thread: &mut Thread<'_>,
+        planned: &Rc<AgentConfig>,
+        mut call: ModelCall,
+        mut check: Option<ConfigCheck>,
+    ) -> Verdict {
         let history = std::mem::take(&mut call.history);
-        // Chosen from the history this call sends: no message is read for it.
-        let offer = self
-            .offer(Some(&mut *thread), config, &history, mcp_tools)
-            .await;
-        let parts = RequestParts {
-            system: &system,
-            history: &history,
-            offer: &offer,
-            config,
-            output,
-        };
-        let outcome = {
-            let mut sink = MainSink {
-                runtime: self,
-                thread,
-                call: &mut call,
-                models: &config.models,
-                ended: false,
+        let mut config = planned.clone();
+        let mut verdict = Verdict::Held;
+        let outcome = loop {
+            let outcome = self
+                .request_reply(thread, &config, &mut call, &history, check.as_mut())
+                .await;
+            // Settled already, unless the call failed before its request went out.
+            let Some(mut pending) = check.take() else {
+                break outcome;
             };
-            run_checked_chain(&*self.platform, &config.models, &parts, &mut sink).await
+            match pending.settle().await {
+                Verdict::Held => break outcome,
+                Verdict::Moved(new) => {
+                    // Nothing of the cancelled request was read.
+                    call.completion = Completion::default();
+                    config = new.clone();
+                    verdict = Verdict::Moved(new);
+                }
+                Verdict::Failed(why) => {
+                    let failed = ProviderError::Config(why.clone());
+                    if let Err(e) = thread.fail_model_call(self.now(), call, &failed) {
+                        self.platform
+                            .log_error(&format!("could not store the model reply: {e}"));
+                    }
+                    return Verdict::Failed(why);
+                }
+            }
         };
         let stored = match outcome {
             // Also after a stop: it keeps what was streamed so far (see `finish_model_call`).
@@ -367,5 +426,49 @@ impl ThreadRuntime {
         // the turn, or its calls start), and its flush sends the stored reply with that step's
         // frames in one logged insert. The loop flushes before anything it awaits, and when it
         // ends.
+        verdict
+    }
+
+    /// One model call's request and reply, streamed to clients: the answer's value when the
+    /// prompt has a `response_format`.
+    async fn request_reply(
+        &self,
+        thread: &mut Thread<'_>,
+        config: &AgentConfig,
+        call: &mut ModelCall,
+        history: &[Message],
+        check: Option<&mut ConfigCheck>,
+    ) -> Result<Option<Value>, ProviderError> {
+        let output = self
+            .output_format(&config.prompt)
+            .map_err(ProviderError::Config)?;
+        let mcp_tools = if config.prompt.mcp_servers.is_empty() {
+            Vec::new()
+        } else {
+            // Frames never wait behind an await.
+            self.flush(thread);
+            self.mcp_tool_specs(&config.prompt).await
+        };
+        let system = thread.system_text(&config.prompt);
+        // Chosen from the history this call sends: no message is read for it.
+        let offer = self
+            .offer(Some(&mut *thread), config, history, mcp_tools)
+            .await;
+        let parts = RequestParts {
+            system: &system,
+            history,
+            offer: &offer,
+            config,
+            output,
+        };
+        let mut sink = MainSink {
+            runtime: self,
+            thread,
+            call,
+            models: &config.models,
+            ended: false,
+            check,
+        };
+        run_checked_chain(&*self.platform, &config.models, &parts, &mut sink).await
     }
 }

@@ -82,6 +82,23 @@ pub struct TestHost {
     pub live_chunks: crate::engine::frame_log::LiveChunks,
     /// Set to make the configuration database fail: looking an agent up answers this fault.
     pub config_fault: RefCell<Option<String>>,
+    /// Set to make the agent's configuration a copy older than its bound, whose next check
+    /// answers as this says (see [`StaleConfig`]).
+    pub stale_config: RefCell<Option<StaleConfig>>,
+    /// How long opening a model reply takes on the virtual clock (the request's round trip).
+    pub model_open_ms: Cell<u64>,
+}
+
+/// A cached configuration past its freshness bound: the turn loop plans with `cached` and the
+/// next load confirms it, once, after `check_ms` on the virtual clock.
+pub struct StaleConfig {
+    /// The copy the loop plans with.
+    pub cached: Rc<AgentConfig>,
+    /// How long the check takes.
+    pub check_ms: u64,
+    /// What it finds: `None` the same copy, `Some(Ok(_))` a changed configuration,
+    /// `Some(Err(_))` a database fault.
+    pub found: Option<Result<AgentConfig, String>>,
 }
 
 impl TestHost {
@@ -158,6 +175,8 @@ impl TestHost {
             embedder: super::ToyEmbedder::default(),
             live_chunks: Default::default(),
             config_fault: RefCell::default(),
+            stale_config: RefCell::default(),
+            model_open_ms: Cell::new(0),
         }
     }
 

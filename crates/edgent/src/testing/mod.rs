@@ -46,5 +46,5 @@ mod sqlite;
 pub use crate::engine::thread::{Action, ModelCall};
 pub use d1::SqliteD1;
 pub use embedder::{EmbedAnswer, ToyEmbedder};
-pub use host::{agent, block_on, reply_events, Meanwhile, TestHost};
+pub use host::{agent, block_on, reply_events, Meanwhile, StaleConfig, TestHost};
 pub use sqlite::Sqlite;

@@ -83,6 +83,14 @@ impl crate::runtime::Embedder for TestHost {
     }
 }
 
+impl TestHost {
+    /// The agent's configuration for `side`, when the thread's agent has it.
+    fn configured(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
+        (agent_id == self.agent.agent_id() && side == self.agent.side)
+            .then(|| Rc::new(self.agent.clone()))
+    }
+}
+
 impl Platform for TestHost {
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
         self.alarm.set(Some(self.now().saturating_add(in_ms)));
@@ -111,8 +119,18 @@ impl Platform for TestHost {
     }
 
     fn fresh_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
-        (agent_id == self.agent.agent_id() && side == self.agent.side)
-            .then(|| Rc::new(self.agent.clone()))
+        if self.stale_config.borrow().is_some() {
+            return None;
+        }
+        self.configured(agent_id, side)
+    }
+
+    fn cached_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
+        let stale = self.stale_config.borrow();
+        stale
+            .as_ref()
+            .map(|s| s.cached.clone())
+            .filter(|c| c.agent_id() == agent_id && c.side == side)
     }
 
     fn load_agent(
@@ -120,9 +138,19 @@ impl Platform for TestHost {
         agent_id: &str,
         side: Side,
     ) -> BoxFuture<'static, Result<Result<Rc<AgentConfig>, String>, String>> {
+        if let Some(stale) = self.stale_config.take() {
+            let checked = self.sleep(stale.check_ms);
+            return Box::pin(async move {
+                checked.await;
+                match stale.found {
+                    None => Ok(Ok(stale.cached)),
+                    Some(found) => found.map(|c| Ok(Rc::new(c))),
+                }
+            });
+        }
         let fault = self.config_fault.borrow().clone();
         let found = self
-            .fresh_agent(agent_id, side)
+            .configured(agent_id, side)
             .ok_or_else(|| format!("no agent {agent_id:?} with side {}", side.as_str()));
         Box::pin(async move { fault.map_or(Ok(found), Err) })
     }
@@ -138,7 +166,7 @@ impl Platform for TestHost {
         agent_id: &str,
         side: Side,
     ) -> BoxFuture<'static, Result<bool, String>> {
-        let has = self.fresh_agent(agent_id, side).is_some();
+        let has = self.configured(agent_id, side).is_some();
         Box::pin(async move { Ok(has) })
     }
 
@@ -155,7 +183,9 @@ impl Platform for TestHost {
                 "the test scripted no model reply".into(),
             )))
         });
+        let opened = self.sleep(self.model_open_ms.get());
         Box::pin(async move {
+            opened.await;
             match answer {
                 Scripted::Answer(answer) => {
                     answer.map(|events| Box::new(WholeReply::new(events)) as Box<dyn ModelReply>)

@@ -1,0 +1,79 @@
+//! A step planned with a cached configuration older than its freshness bound, confirmed while
+//! the step's model request starts.
+//!
+//! A configuration copy is used without asking D1 for [`CONFIG_TTL_MS`]; after that, one
+//! query for its version stamp confirms it (see [`crate::config::cache`]). A chat at human
+//! pace (a message every few seconds or more) finds its copy older than that at every turn,
+//! so waiting for the check before the model request would put a D1 round trip into every
+//! turn. Instead the turn loop plans the step with the cached copy and starts the check; the
+//! model request is sent at once, and its reply is read only after the check answered. When
+//! the configuration moved, the request is cancelled and sent again with the new copy, so
+//! nothing the model answers, and nothing a client sees, comes from a copy older than the
+//! bound. A step that makes no model request (tool calls, a summary) waits for the check
+//! before it starts.
+//!
+//! [`CONFIG_TTL_MS`]: crate::config::cache::CONFIG_TTL_MS
+
+use std::rc::Rc;
+
+use crate::config::AgentConfig;
+use crate::tool::BoxFuture;
+
+/// What [`super::Platform::load_agent`] answers.
+type Loaded = Result<Result<Rc<AgentConfig>, String>, String>;
+
+/// What the check found.
+#[derive(Clone)]
+pub(super) enum Verdict {
+    /// The copy the step was planned with is current (the same, or reloaded equal).
+    Held,
+    /// The configuration changed: this is the current one.
+    Moved(Rc<AgentConfig>),
+    /// It could not be confirmed (a database fault, or a configuration that no longer
+    /// resolves): the step fails with this.
+    Failed(String),
+}
+
+/// The check of one planned copy: pending until it is awaited to its end (a request that
+/// times out while it waits leaves it pending for the next attempt).
+pub(super) struct ConfigCheck {
+    planned: Rc<AgentConfig>,
+    pending: Option<BoxFuture<'static, Loaded>>,
+    verdict: Option<Verdict>,
+}
+
+impl ConfigCheck {
+    /// Checks `planned` with `check` (the platform's load of the same agent and side).
+    pub(super) fn new(planned: Rc<AgentConfig>, check: BoxFuture<'static, Loaded>) -> Self {
+        ConfigCheck {
+            planned,
+            pending: Some(check),
+            verdict: None,
+        }
+    }
+
+    /// Waits for the answer, at once when it came already.
+    pub(super) async fn settle(&mut self) -> Verdict {
+        if let Some(check) = self.pending.as_mut() {
+            let verdict = match check.await {
+                // The version stamp is the whole configuration's: a change to another agent
+                // reloads this one too, and finds it as it was.
+                Ok(Ok(config)) if Rc::ptr_eq(&config, &self.planned) || config == self.planned => {
+                    Verdict::Held
+                }
+                Ok(Ok(config)) => Verdict::Moved(config),
+                Ok(Err(why)) => Verdict::Failed(why),
+                Err(e) => Verdict::Failed(format!("could not read agent configuration: {e}")),
+            };
+            self.pending = None;
+            self.verdict = Some(verdict);
+        }
+        self.verdict.clone().unwrap_or(Verdict::Held)
+    }
+
+    /// The check answered, and not with the planned copy: a request sent with it must not be
+    /// read.
+    pub(super) fn overruled(&self) -> bool {
+        matches!(self.verdict, Some(Verdict::Moved(_) | Verdict::Failed(_)))
+    }
+}

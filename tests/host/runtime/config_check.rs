@@ -1,0 +1,196 @@
+//! A turn that finds its agent's configuration older than the freshness bound (a chat at
+//! human pace) plans with the cached copy and confirms it while the model request starts
+//! (`runtime::config_check`). Proves: the request goes out before the check answers and the
+//! turn takes the longer of the two, not their sum; a reload that finds the agent unchanged
+//! (the stamp moved for another agent) keeps the request; a configuration that moved meanwhile
+//! cancels the request unread and sends it again with the new copy, which the turn's later
+//! steps keep; a check that fails fails the call with its cause; a step that makes no model
+//! request (a queued tool call) waits for the check. Does not prove: the D1 version query
+//! itself (`tests/host/config_db`), or the latency in a Worker (`bench/production.mjs`).
+
+use std::cell::Cell;
+
+use edgent::testing::{agent, StaleConfig};
+
+use super::*;
+
+/// The system prompt a request body (OpenAI's wire format) carries.
+fn system_of(body: &Value) -> &str {
+    let first = &body["messages"][0];
+    assert_eq!(first["role"], "system", "{body}");
+    first["content"].as_str().unwrap_or_default()
+}
+
+fn systems(h: &TestHost) -> Vec<String> {
+    h.model_requests()
+        .iter()
+        .map(|b| system_of(b).to_owned())
+        .collect()
+}
+
+/// `support`'s configuration with another system prompt.
+fn changed(tools: &[&str], system: &str) -> edgent::config::AgentConfig {
+    let mut config = agent(tools);
+    config.prompt.system = system.to_owned();
+    config
+}
+
+fn stale(
+    h: &TestHost,
+    tools: &[&str],
+    check_ms: u64,
+    found: Option<Result<edgent::config::AgentConfig, String>>,
+) {
+    h.stale_config.replace(Some(StaleConfig {
+        cached: Rc::new(agent(tools)),
+        check_ms,
+        found,
+    }));
+}
+
+#[test]
+fn the_request_goes_out_while_an_old_copy_is_checked() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    h.model_open_ms.set(40);
+    stale(&h, &[], 30, None);
+    h.script(Ok(reply_events("Hello there!", &[])));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    // Side by side, as the object's event loop runs them: the turn starts at T0.
+    h.run_spawned_together();
+
+    assert_eq!(transcript(&h)[1].1, "Hello there!");
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(log.logs.len(), 1);
+    assert_eq!(
+        (log.logs[0].created_at, log.logs[0].latency_ms),
+        (T0, 40),
+        "the request went out at once and was read when it answered: the check (30 ms) ran \
+         meanwhile"
+    );
+    assert_eq!(systems(&h), ["be helpful"]);
+    assert!(h.stale_config.borrow().is_none(), "checked once");
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+
+    // A check slower than the model: the reply is read once it answered.
+    stale(&h, &[], 90, None);
+    h.script(Ok(reply_events("Again.", &[])));
+    h.run(rt.apply(send("Once more"))).unwrap();
+    h.run_spawned_together();
+    assert_eq!(transcript(&h)[3].1, "Again.");
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(log.logs[1].latency_ms, 90);
+}
+
+#[test]
+fn a_reload_that_finds_the_same_configuration_keeps_the_request() {
+    // The version stamp moves with any change (another agent's too): the reload finds this
+    // agent as it was, and the request already out is read.
+    let h = host(vec![]);
+    let rt = h.runtime();
+    stale(&h, &[], 30, Some(Ok(agent(&[]))));
+    h.script(Ok(reply_events("Unchanged.", &[])));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(transcript(&h)[1].1, "Unchanged.");
+    assert_eq!(h.model_requests().len(), 1, "not sent again");
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+#[test]
+fn a_configuration_that_moved_meanwhile_cancels_the_request_and_sends_it_again() {
+    let h = host(vec![("echo", echo())]);
+    let rt = h.runtime();
+    h.model_open_ms.set(40);
+    stale(&h, &["echo"], 30, Some(Ok(changed(&["echo"], "be brief"))));
+    // The first answer is never read: its request went out with the old prompt.
+    h.script(Ok(reply_events("From the old prompt.", &[])));
+    h.script(Ok(reply_events("", &[("call_1", "echo", "{}")])));
+    h.script(Ok(reply_events("Brief.", &[])));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(
+        systems(&h),
+        ["be helpful", "be brief", "be brief"],
+        "sent again with the new prompt, which the turn's next step keeps"
+    );
+    assert_eq!(transcript(&h).last().unwrap().1, "Brief.");
+    let old_seen = h.frames().iter().any(|f| match f {
+        ServerFrame::MessageChunk { delta, .. } => delta.contains("old prompt"),
+        ServerFrame::Message { message } => message.content.contains("old prompt"),
+        _ => false,
+    });
+    assert!(!old_seen, "no client saw the cancelled reply");
+    assert!(errors(&h).is_empty(), "{:?}", errors(&h));
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(log.logs.len(), 2, "the cancelled request is not an attempt");
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+#[test]
+fn a_check_that_fails_fails_the_call_with_its_cause_and_the_next_turn_works() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    let fault = "D1_ERROR: Network connection lost.";
+    stale(&h, &[], 30, Some(Err(fault.to_owned())));
+    h.script(Ok(reply_events("Never read.", &[])));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+
+    let failed = errors(&h);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].0, "model_config");
+    assert!(failed[0].1.contains(fault), "{}", failed[0].1);
+    let page = h.thread().messages(10, 0, Order::Asc, false).unwrap();
+    let reply = page.messages.last().unwrap();
+    assert_eq!(
+        (reply.status.as_str(), reply.content.as_str()),
+        ("failed", "")
+    );
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
+
+    h.script(Ok(reply_events("Back again.", &[])));
+    h.run(rt.apply(send("Hello?"))).unwrap();
+    h.run_spawned();
+    assert_eq!(transcript(&h).last().unwrap().1, "Back again.");
+}
+
+#[test]
+fn a_queued_tool_call_waits_for_the_check() {
+    let clock = Rc::new(Cell::new(T0));
+    let ran_at = Rc::new(Cell::new(0));
+    let (c, r) = (clock.clone(), ran_at.clone());
+    let stamp = Tool::new("Notes when it ran.").handler(move |_flow: FlowState| {
+        r.set(c.get());
+        async { CallToolResult::text("stamped") }
+    });
+    let registry = edgent::tool::Registry::build(vec![("stamp", stamp)]).unwrap();
+    let h = TestHost::with_clock(registry, clock).into_rc();
+    let rt = h.runtime();
+    stale(
+        &h,
+        &["stamp"],
+        30,
+        Some(Ok(changed(&["stamp"], "be brief"))),
+    );
+
+    let op = ThreadOp::from_rpc("queue_tool", &json!({ "name": "stamp" })).unwrap();
+    h.run(rt.apply(op)).unwrap();
+    h.run_spawned_together();
+
+    assert_eq!(
+        ran_at.get(),
+        T0 + 30,
+        "the call started once the check answered"
+    );
+    assert!(h.stale_config.borrow().is_none(), "checked once");
+    assert!(h.model_requests().is_empty());
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
