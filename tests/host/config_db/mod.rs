@@ -444,3 +444,45 @@ fn creating_a_thread_reads_the_configuration_once() {
         "an unknown agent: one load, not cached"
     );
 }
+
+/// A version check that fails forgets the copy: no step is planned with it (so no model request
+/// goes out before the check's answer) until a load succeeds.
+#[test]
+fn a_version_check_that_fails_forgets_the_copy_until_a_load_succeeds() {
+    agents::forget_cached();
+    let db = FakeD1::new();
+    let policy = ModelPolicy::default();
+    let stored = block_on(admin::put_config(
+        &db,
+        &config("Be brief."),
+        rules(&policy),
+        T0,
+    ));
+    assert_eq!(stored.unwrap().0, 200);
+    block_on(agents::load_agent(&db, "desk", Side::A, T0))
+        .unwrap()
+        .unwrap();
+    let later = T0 + CONFIG_TTL_MS + 1;
+    assert!(agents::fresh_agent("desk", Side::A, later).is_none());
+    assert!(
+        agents::cached_agent("desk", Side::A).is_some(),
+        "past its 5 s, a copy to plan with"
+    );
+
+    let rename = |from: &str, to: &str| {
+        let sql = format!("ALTER TABLE {from} RENAME TO {to}");
+        db.conn.borrow().execute_batch(&sql).unwrap();
+    };
+    rename("config_version", "config_version_away");
+    let failed = block_on(agents::load_agent(&db, "desk", Side::A, later));
+    assert!(failed.is_err(), "the check's fault is the load's");
+    assert!(agents::cached_agent("desk", Side::A).is_none(), "forgotten");
+
+    rename("config_version_away", "config_version");
+    let (loaded, n) = trips(&db, || {
+        block_on(agents::load_agent(&db, "desk", Side::A, later + 1))
+    });
+    assert!(loaded.unwrap().is_ok());
+    assert_eq!(n, 1, "one full load");
+    assert!(agents::cached_agent("desk", Side::A).is_some());
+}

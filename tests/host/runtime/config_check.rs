@@ -4,8 +4,9 @@
 //! turn takes the longer of the two, not their sum; a reload that finds the agent unchanged
 //! (the stamp moved for another agent) keeps the request; a configuration that moved meanwhile
 //! cancels the request unread and sends it again with the new copy, which the turn's later
-//! steps keep; a check that fails fails the call with its cause; a step that makes no model
-//! request (a queued tool call) waits for the check. Does not prove: the D1 version query
+//! steps keep, unless the thread was stopped meanwhile; a check that fails fails the call with
+//! its cause; a turn whose next step is not a model request (a queued tool call) waits for the
+//! check before it plans. Does not prove: the D1 version query
 //! itself (`tests/host/config_db`), or the latency in a Worker (`bench/production.mjs`).
 
 use std::cell::Cell;
@@ -131,6 +132,39 @@ fn a_configuration_that_moved_meanwhile_cancels_the_request_and_sends_it_again()
     assert_eq!(log.logs.len(), 2, "the cancelled request is not an attempt");
     assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
     assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+#[test]
+fn a_stop_while_the_check_runs_sends_nothing_again() {
+    use edgent::tool::FlowHost;
+    let h = host(vec![]);
+    let rt = h.runtime();
+    h.model_open_ms.set(40);
+    stale(&h, &[], 30, Some(Ok(changed(&[], "be brief"))));
+    h.script(Ok(reply_events("Never read.", &[])));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    let stop = ThreadOp::from_rpc("stop", &json!({})).unwrap();
+    let later = h.sleep(10);
+    h.run_spawned_with(async {
+        later.await;
+        rt.apply(stop).await
+    })
+    .unwrap();
+
+    assert_eq!(systems(&h), ["be helpful"], "not sent again after the stop");
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Stopped);
+    let page = h.thread().messages(10, 0, Order::Asc, false).unwrap();
+    let reply = page.messages.last().unwrap();
+    assert_eq!(
+        (reply.status.as_str(), reply.content.as_str()),
+        ("failed", "")
+    );
+    assert!(
+        errors(&h).is_empty(),
+        "a stop is no error: {:?}",
+        errors(&h)
+    );
 }
 
 #[test]

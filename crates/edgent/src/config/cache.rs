@@ -104,6 +104,12 @@ impl ConfigCache {
         config
     }
 
+    /// Forgets `agent_id`'s `side`: its version could not be checked, so no step is planned
+    /// with it until a load succeeds.
+    pub fn forget(&mut self, agent_id: &str, side: Side) {
+        self.entries.remove(&(agent_id.to_owned(), side));
+    }
+
     /// Forgets everything: this isolate just changed the configuration.
     pub fn clear(&mut self) {
         self.entries.clear();

@@ -11,7 +11,10 @@
 //!    When a schedule has fallen due ([`Thread::schedules_due`]), fire it
 //!    ([`Thread::fire_due_schedules`]: a message posted or a call queued) and step again;
 //! 3. load configuration if the engine's side or agent changed; on failure
-//!    [`Thread::handle_config_failure`] and end the loop;
+//!    [`Thread::handle_config_failure`] and end the loop. A cached copy past its freshness
+//!    may plan the step instead while it is confirmed, when
+//!    [`Thread::only_a_model_step_next`] says the step is a model request; a copy that
+//!    cannot be confirmed fails that call ([`Thread::fail_unconfirmed_call`]);
 //! 4. [`Thread::next_action_for`] with that summary when nothing yielded since (else
 //!    [`Thread::next_action`]) and perform it;
 //! 5. after the loop: set the alarm to [`Thread::poll_timeout`] (or delete it), then start
@@ -21,7 +24,7 @@
 //!    Worker, which sees every request that stores work, keeps a flag instead of reading.
 
 use crate::engine::store::{ThreadStatus, ThreadSummary};
-use crate::engine::thread::{Thread, ThreadError};
+use crate::engine::thread::{ModelCall, Thread, ThreadError};
 use crate::llm::stream::ProviderError;
 
 /// How long a turn may go without progress before the watchdog alarm resumes it. Short, so a
@@ -73,6 +76,20 @@ impl Thread<'_> {
     /// fails with a `model_config` error, and due parked calls wait [`CONFIG_RETRY_MS`].
     pub fn handle_config_failure(&mut self, now: i64, why: String) -> Result<(), ThreadError> {
         self.fail_turn(now, &ProviderError::Config(why))?;
+        self.store()
+            .defer_due_calls(now, now.saturating_add(CONFIG_RETRY_MS))?;
+        Ok(())
+    }
+
+    /// The model call `call` was planned with a configuration copy that could not be
+    /// confirmed (`why`): it fails as [`Thread::handle_config_failure`] fails a turn.
+    pub fn fail_unconfirmed_call(
+        &mut self,
+        now: i64,
+        call: ModelCall,
+        why: String,
+    ) -> Result<(), ThreadError> {
+        self.fail_model_call(now, call, &ProviderError::Config(why))?;
         self.store()
             .defer_due_calls(now, now.saturating_add(CONFIG_RETRY_MS))?;
         Ok(())

@@ -54,7 +54,11 @@ pub async fn load_agent(
     match CACHE.with(|c| c.borrow().lookup(agent_id, side, now)) {
         Lookup::Fresh(config) => return Ok(Ok(config)),
         Lookup::CheckVersion => {
-            let mut sets = db.batch(vec![(VERSION_SQL.to_owned(), Vec::new())]).await?;
+            let asked = db.batch(vec![(VERSION_SQL.to_owned(), Vec::new())]).await;
+            // A copy that cannot be confirmed plans no step (and sends no model request) until
+            // a load succeeds.
+            let mut sets =
+                asked.inspect_err(|_| CACHE.with(|c| c.borrow_mut().forget(agent_id, side)))?;
             let row = sets.pop().and_then(|rows| rows.into_iter().next());
             let version = version_of(row.as_ref()).map_err(|e| e.to_string())?;
             let kept = CACHE.with(|c| c.borrow_mut().handle_version(agent_id, side, version, now));

@@ -45,6 +45,12 @@ impl RequestParts<'_> {
     }
 }
 
+/// What a chain answers when its configuration check overruled the copy it was sent with
+/// (the caller reads the check, not this).
+pub(super) fn superseded() -> ProviderError {
+    ProviderError::Config("the agent's configuration changed while the request was sent".into())
+}
+
 /// How long the end of a reply's body is awaited once its end marker arrived: a server that
 /// keeps the connection open after `[DONE]` must not hold the stored reply back.
 const TAIL_READ_MS: u64 = 1_000;
@@ -201,12 +207,16 @@ pub(super) async fn run_chain(
         let mut first_chunk_at = None;
         let body = parts.body(model);
         let outcome = attempt_once(platform, &policy, model, body, sink, &mut first_chunk_at).await;
+        if let (Err(_), Some(check)) = (&outcome, sink.config_check()) {
+            // Failed before the check answered (a refused model, the deadline): whether this
+            // attempt is one of the call's depends on the answer.
+            check.settle().await;
+        }
         if sink.config_check().is_some_and(|check| check.overruled()) {
-            // Sent with a configuration that changed meanwhile, and cancelled unread: not an
-            // attempt of this chain (nothing logged); the caller sends the call again.
-            return Err(ProviderError::Config(
-                "the agent's configuration changed while the request was sent".into(),
-            ));
+            // Made with a configuration that changed meanwhile (its reply, if any, cancelled
+            // unread): not an attempt of this chain, nothing logged; the caller sends the call
+            // again.
+            return Err(superseded());
         }
         // The key is read only to redact it from an error text the provider may echo.
         let secret = match &outcome {

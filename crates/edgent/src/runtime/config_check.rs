@@ -5,16 +5,25 @@
 //! query for its version stamp confirms it (see [`crate::config::cache`]). A chat at human
 //! pace (a message every few seconds or more) finds its copy older than that at every turn,
 //! so waiting for the check before the model request would put a D1 round trip into every
-//! turn. Instead the turn loop plans the step with the cached copy and starts the check; the
-//! model request is sent at once, and its reply is read only after the check answered. When
-//! the configuration moved, the request is cancelled and sent again with the new copy, so
-//! nothing the model answers, and nothing a client sees, comes from a copy older than the
-//! bound. A step that makes no model request (tool calls, a summary) waits for the check
-//! before it starts.
+//! turn.
+//!
+//! Instead, when the engine says the next step can only be a model request (the thread owes
+//! the model a call, no tool call is open, the copy's step limit and budget allow it:
+//! `Thread::only_a_model_step_next`), the turn loop plans that step with the cached copy and
+//! sends the check's query at once. The model request goes out at the same time; its reply
+//! is read only after the check answered. When the configuration moved, the request is
+//! cancelled unread and sent again with the new copy (unless the thread was stopped
+//! meanwhile); when the check fails, the call fails with its cause. A request that needs I/O
+//! before it is sent (an MCP server's tool list, tool selection by embeddings) waits for the
+//! check first, and so does a compaction planned instead. Any other step is planned only with
+//! a confirmed copy. So nothing the model answers, and nothing a client sees, comes from a
+//! copy not confirmed within the bound; what the stale copy decided is that this step is a
+//! model request (with its limits and its history window).
 //!
 //! [`CONFIG_TTL_MS`]: crate::config::cache::CONFIG_TTL_MS
 
 use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 
 use crate::config::AgentConfig;
 use crate::tool::BoxFuture;
@@ -45,30 +54,45 @@ pub(super) struct ConfigCheck {
 impl ConfigCheck {
     /// Checks `planned` with `check` (the platform's load of the same agent and side).
     pub(super) fn new(planned: Rc<AgentConfig>, check: BoxFuture<'static, Loaded>) -> Self {
-        ConfigCheck {
+        let mut this = ConfigCheck {
             planned,
             pending: Some(check),
             verdict: None,
+        };
+        // A future does nothing until it is polled: polled once now, its query goes out
+        // before anything else the step does. Its answer is taken when it is awaited (a
+        // future may be polled again with another waker).
+        if let Some(check) = this.pending.as_mut() {
+            let mut cx = Context::from_waker(Waker::noop());
+            if let Poll::Ready(answer) = check.as_mut().poll(&mut cx) {
+                this.pending = None;
+                this.verdict = Some(this.judge(answer));
+            }
         }
+        this
     }
 
     /// Waits for the answer, at once when it came already.
     pub(super) async fn settle(&mut self) -> Verdict {
         if let Some(check) = self.pending.as_mut() {
-            let verdict = match check.await {
-                // The version stamp is the whole configuration's: a change to another agent
-                // reloads this one too, and finds it as it was.
-                Ok(Ok(config)) if Rc::ptr_eq(&config, &self.planned) || config == self.planned => {
-                    Verdict::Held
-                }
-                Ok(Ok(config)) => Verdict::Moved(config),
-                Ok(Err(why)) => Verdict::Failed(why),
-                Err(e) => Verdict::Failed(format!("could not read agent configuration: {e}")),
-            };
+            let answer = check.await;
             self.pending = None;
-            self.verdict = Some(verdict);
+            self.verdict = Some(self.judge(answer));
         }
         self.verdict.clone().unwrap_or(Verdict::Held)
+    }
+
+    fn judge(&self, answer: Loaded) -> Verdict {
+        match answer {
+            // The version stamp is the whole configuration's: a change to another agent
+            // reloads this one too, and finds it as it was.
+            Ok(Ok(config)) if Rc::ptr_eq(&config, &self.planned) || config == self.planned => {
+                Verdict::Held
+            }
+            Ok(Ok(config)) => Verdict::Moved(config),
+            Ok(Err(why)) => Verdict::Failed(why),
+            Err(e) => Verdict::Failed(format!("could not read agent configuration: {e}")),
+        }
     }
 
     /// The check answered, and not with the planned copy: a request sent with it must not be

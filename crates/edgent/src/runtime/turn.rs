@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use super::chain::{run_checked_chain, ChainSink, RequestParts};
+use super::chain::{run_checked_chain, superseded, ChainSink, RequestParts};
 use super::config_check::{ConfigCheck, Verdict};
 use super::ThreadRuntime;
 use crate::config::{AgentConfig, ModelConfig, PromptConfig};
@@ -213,14 +213,24 @@ impl ThreadRuntime {
                 .as_ref()
                 .is_none_or(|a| a.agent_id() != agent_id || a.side != side);
             if stale {
-                // From the host's cache without yielding: the copy itself when it is fresh,
-                // else the copy to plan with while it is confirmed (see `config_check`).
+                // A check still pending was the previous agent's or side's.
+                check = None;
+                // From the host's cache without yielding: the copy itself when it is fresh;
+                // else, when the next step can only be a model request, the copy to plan it
+                // with while it is confirmed (see `config_check`).
                 let cached = match self.platform.fresh_agent(agent_id, side) {
                     Some(a) => Some(a),
-                    None => self.platform.cached_agent(agent_id, side).inspect(|a| {
-                        let confirm = self.platform.load_agent(agent_id, side);
-                        check = Some(ConfigCheck::new(a.clone(), confirm));
-                    }),
+                    None => self
+                        .platform
+                        .cached_agent(agent_id, side)
+                        .filter(|a| {
+                            let rules = TurnRules::from_config(a);
+                            thread.only_a_model_step_next(&summary, &rules, a.max_steps())
+                        })
+                        .inspect(|a| {
+                            let confirm = self.platform.load_agent(agent_id, side);
+                            check = Some(ConfigCheck::new(a.clone(), confirm));
+                        }),
                 };
                 if let Some(a) = cached {
                     self.record_hooks(&mut thread, &a);
@@ -268,33 +278,33 @@ impl ThreadRuntime {
             if !matches!(action, Ok(Action::RunTool(_) | Action::RunTools(_))) {
                 self.flush(&mut thread);
             }
-            // A step that makes no model request waits for the check before it starts.
-            let config = match (&action, check.as_mut()) {
-                (Ok(Action::RunTool(_) | Action::RunTools(_) | Action::Compact(_)), Some(c)) => {
-                    thread.forget_row_hint();
-                    self.flush(&mut thread);
-                    let verdict = c.settle().await;
-                    check = None;
-                    match verdict {
-                        Verdict::Held => config,
-                        Verdict::Moved(new) => {
-                            self.record_hooks(&mut thread, &new);
-                            agent = Some(new.clone());
-                            new
+            if let (Some(c), Ok(Action::Compact(_) | Action::RunTool(_) | Action::RunTools(_))) =
+                (check.as_mut(), &action)
+            {
+                // No model request to overlap the check with (a compaction comes first): wait
+                // for its answer, then plan the step again from a fresh read.
+                thread.forget_row_hint();
+                self.flush(&mut thread);
+                let verdict = c.settle().await;
+                check = None;
+                match verdict {
+                    Verdict::Held => {}
+                    Verdict::Moved(new) => {
+                        self.record_hooks(&mut thread, &new);
+                        agent = Some(new);
+                    }
+                    Verdict::Failed(why) => {
+                        if let Err(e) = thread.handle_config_failure(self.now(), why) {
+                            self.platform.log_error(&format!(
+                                "could not record a configuration failure: {e}"
+                            ));
                         }
-                        Verdict::Failed(why) => {
-                            if let Err(e) = thread.handle_config_failure(self.now(), why) {
-                                self.platform.log_error(&format!(
-                                    "could not record a configuration failure: {e}"
-                                ));
-                            }
-                            self.flush(&mut thread);
-                            break None;
-                        }
+                        self.flush(&mut thread);
+                        break None;
                     }
                 }
-                _ => config,
-            };
+                continue;
+            }
             match action {
                 Ok(Action::Idle | Action::Wait) => return wake,
                 Ok(Action::Continue) => {}
@@ -389,6 +399,11 @@ impl ThreadRuntime {
             };
             match pending.settle().await {
                 Verdict::Held => break outcome,
+                // Stopped meanwhile: nothing is sent again (the call ends as stopped).
+                Verdict::Moved(new) if self.stop_requested.get() => {
+                    verdict = Verdict::Moved(new);
+                    break outcome;
+                }
                 Verdict::Moved(new) => {
                     // Nothing of the cancelled request was read.
                     call.completion = Completion::default();
@@ -396,8 +411,7 @@ impl ThreadRuntime {
                     verdict = Verdict::Moved(new);
                 }
                 Verdict::Failed(why) => {
-                    let failed = ProviderError::Config(why.clone());
-                    if let Err(e) = thread.fail_model_call(self.now(), call, &failed) {
+                    if let Err(e) = thread.fail_unconfirmed_call(self.now(), call, why.clone()) {
                         self.platform
                             .log_error(&format!("could not store the model reply: {e}"));
                     }
@@ -442,6 +456,18 @@ impl ThreadRuntime {
         let output = self
             .output_format(&config.prompt)
             .map_err(ProviderError::Config)?;
+        let mut check = check;
+        let prepares =
+            !config.prompt.mcp_servers.is_empty() || config.prompt.tool_selection_model.is_some();
+        if let Some(c) = check.as_deref_mut().filter(|_| prepares) {
+            // Listing MCP servers' tools and choosing tools by embeddings contact what the
+            // configuration names: only once it is confirmed.
+            self.flush(thread);
+            c.settle().await;
+            if c.overruled() {
+                return Err(superseded());
+            }
+        }
         let mcp_tools = if config.prompt.mcp_servers.is_empty() {
             Vec::new()
         } else {

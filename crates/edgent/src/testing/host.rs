@@ -403,6 +403,18 @@ impl TestHost {
         }
     }
 
+    /// Runs the work spawned so far side by side with `other` (say, another client's
+    /// operation arriving while a turn runs), then whatever they spawned; `other`'s output.
+    pub fn run_spawned_with<F: Future>(&self, other: F) -> F::Output {
+        let spawned = std::mem::take(&mut *self.spawned.borrow_mut());
+        let (_, out) = self.run(futures_util::future::join(
+            futures_util::future::join_all(spawned),
+            other,
+        ));
+        self.run_spawned_together();
+        out
+    }
+
     /// Runs the work the runtime spawned (turns started by an operation), one piece after the
     /// other, until none is left.
     pub fn run_spawned(&self) {

@@ -156,6 +156,26 @@ impl<'a> Thread<'a> {
         self.next_action_for(now, max_steps, t)
     }
 
+    /// Whether [`Thread::next_action_for`] with `t`, `rules` and `max_steps` can only ask for
+    /// a model call (or a compaction before it): the thread runs, the model is owed a call, no
+    /// tool call is open (none to run, none to wait for: known from the row the driver just
+    /// read, else `false`), and the turn's steps and the budget `rules` allow one more. A
+    /// driver may plan such a step with a configuration copy it is still confirming: nothing
+    /// is run before the model request, which waits for the confirmation
+    /// (`runtime::config_check`).
+    pub fn only_a_model_step_next(
+        &self,
+        t: &ThreadSummary,
+        rules: &TurnRules,
+        max_steps: u32,
+    ) -> bool {
+        t.status == ThreadStatus::Running
+            && t.needs_model
+            && self.open_calls.get() == Some(0)
+            && t.steps < i64::from(max_steps)
+            && rules.over_budget(t.tokens_used, t.cost_usd).is_none()
+    }
+
     /// Remembers the count of calls without a result read with the thread row, for the
     /// `next_action_for` that follows with that row.
     pub(crate) fn note_open_calls(&self, count: i64) {
