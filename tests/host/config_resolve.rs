@@ -2,7 +2,7 @@
 //! Worker does after its one batch read: the prompt, the model chain with its direct
 //! fallbacks, the delegates, and a clear error for each missing piece. The rows are written by
 //! the same codec the configuration API uses. What this does not prove: the SQL of the batch
-//! against D1 (tests/e2e/engine.test.mjs reads configuration from D1 per turn).
+//! against D1 (tests/e2e/engine_nested.test.mjs reads configuration from D1 per turn).
 
 use edgent::config::codec::{Definition, Kind};
 use edgent::config::resolve::{resolve, statements, AgentRows, ConfigError};

@@ -2,7 +2,7 @@
 //! attempt comes next and after what delay, fallbacks, giving up, a stop, and the request-log
 //! rows with secrets redacted. The driver only streams the attempts it is told to make; these
 //! tests stand in for it with scripted outcomes. What they do not prove: the stream timeouts
-//! themselves (first chunk, stall), which the Worker measures (tests/e2e/engine.test.mjs).
+//! themselves (first chunk, stall), which the Worker measures (tests/e2e/engine_providers.test.mjs).
 
 use edgent::config::ModelConfig;
 use edgent::engine::model_chain::{Attempt, AttemptEnd, ChainStep, ModelChain};

@@ -485,4 +485,14 @@ fn a_version_check_that_fails_forgets_the_copy_until_a_load_succeeds() {
     assert!(loaded.unwrap().is_ok());
     assert_eq!(n, 1, "one full load");
     assert!(agents::cached_agent("desk", Side::A).is_some());
+
+    // A stamp that reads but is not there (the migrations not applied) is a fault too.
+    db.conn
+        .borrow()
+        .execute_batch("DELETE FROM config_version")
+        .unwrap();
+    let much_later = later + 1 + CONFIG_TTL_MS + 1;
+    let failed = block_on(agents::load_agent(&db, "desk", Side::A, much_later));
+    assert!(failed.is_err());
+    assert!(agents::cached_agent("desk", Side::A).is_none());
 }

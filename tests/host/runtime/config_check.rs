@@ -135,6 +135,33 @@ fn a_configuration_that_moved_meanwhile_cancels_the_request_and_sends_it_again()
 }
 
 #[test]
+fn the_reply_sent_again_is_stored_under_the_new_copys_rules() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    // The operator turned `stop_on_response` off (and capped the steps at 2) meanwhile.
+    let mut new = changed(&[], "be brief");
+    new.agent.side_a.stop_on_response = false;
+    new.agent.side_a.max_steps = 2;
+    stale(&h, &[], 30, Some(Ok(new)));
+    h.script(Ok(reply_events("From the old prompt.", &[])));
+    h.script(Ok(reply_events("First.", &[])));
+    h.script(Ok(reply_events("Second.", &[])));
+
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(systems(&h), ["be helpful", "be brief", "be brief"]);
+    let said: Vec<String> = transcript(&h).into_iter().map(|(_, text)| text).collect();
+    assert_eq!(
+        said,
+        ["Hi", "First.", "Second."],
+        "the answer did not end the turn"
+    );
+    let codes: Vec<String> = errors(&h).into_iter().map(|(code, _)| code).collect();
+    assert_eq!(codes, ["max_steps"]);
+}
+
+#[test]
 fn a_stop_while_the_check_runs_sends_nothing_again() {
     use edgent::tool::FlowHost;
     let h = host(vec![]);

@@ -3,7 +3,7 @@
 //! (model replies, tool runs) and checks what the engine decides and stores: the answer, tool
 //! calls run or refused, a resumed run that does not ask the model again, the step limit, a
 //! stop, and hooks seeing depth-1 messages. What it does not prove: the model chain's I/O
-//! (tests/e2e/engine.test.mjs runs sub-prompts against the scripted model server).
+//! (tests/e2e/engine_nested.test.mjs runs sub-prompts against the scripted model server).
 
 use edgent::config::PromptConfig;
 use edgent::engine::store::{Store, StoredToolCall};

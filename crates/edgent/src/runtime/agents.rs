@@ -54,13 +54,15 @@ pub async fn load_agent(
     match CACHE.with(|c| c.borrow().lookup(agent_id, side, now)) {
         Lookup::Fresh(config) => return Ok(Ok(config)),
         Lookup::CheckVersion => {
-            let asked = db.batch(vec![(VERSION_SQL.to_owned(), Vec::new())]).await;
-            // A copy that cannot be confirmed plans no step (and sends no model request) until
-            // a load succeeds.
-            let mut sets =
-                asked.inspect_err(|_| CACHE.with(|c| c.borrow_mut().forget(agent_id, side)))?;
-            let row = sets.pop().and_then(|rows| rows.into_iter().next());
-            let version = version_of(row.as_ref()).map_err(|e| e.to_string())?;
+            let version = match stamp(db).await {
+                Ok(version) => version,
+                Err(e) => {
+                    // A copy that cannot be confirmed plans no step (and sends no model
+                    // request) until a load succeeds.
+                    CACHE.with(|c| c.borrow_mut().forget(agent_id, side));
+                    return Err(e);
+                }
+            };
             let kept = CACHE.with(|c| c.borrow_mut().handle_version(agent_id, side, version, now));
             if let Some(config) = kept {
                 return Ok(Ok(config));
@@ -84,6 +86,13 @@ pub async fn load_agent(
         Err(e @ ConfigError::BadRow(_)) => Err(e.to_string()),
         Err(e) => Ok(Err(e)),
     }
+}
+
+/// The configuration's version stamp.
+async fn stamp(db: &dyn ConfigDb) -> Result<i64, String> {
+    let mut sets = db.batch(vec![(VERSION_SQL.to_owned(), Vec::new())]).await?;
+    let row = sets.pop().and_then(|rows| rows.into_iter().next());
+    version_of(row.as_ref()).map_err(|e| e.to_string())
 }
 
 /// One agent row.

@@ -405,8 +405,11 @@ impl ThreadRuntime {
                     break outcome;
                 }
                 Verdict::Moved(new) => {
-                    // Nothing of the cancelled request was read.
+                    // Nothing of the cancelled request was read. The reply to come is stored
+                    // under the new copy's rules and hooks.
                     call.completion = Completion::default();
+                    thread.set_rules(TurnRules::from_config(&new));
+                    self.record_hooks(thread, &new);
                     config = new.clone();
                     verdict = Verdict::Moved(new);
                 }
