@@ -8,9 +8,11 @@
 // configuration from D1; later turns use the isolate's cache), and so is creating a thread:
 // with nothing cached, with the configuration fresh in the objects' isolate, and once every
 // cached copy is older than the cache's 5 s (only its version is read again). Then PACED turns
-// (default 5) at human pace, 5.5 s apart: each finds its configuration copy past the 5 s.
+// (default 5) at human pace, 5.5 s apart: each finds its configuration copy past the 5 s. Then
+// RESTARTS (default 5) first turns after the Worker started again over the same storage.
 // Usage: npm run build && node bench/production.mjs [turns]
-import { copyFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startWorker, ROOT } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
@@ -21,6 +23,7 @@ const D1_MS = Number(process.env.D1_MS ?? 20);
 const CHUNKS = Number(process.env.CHUNKS ?? 10);
 const CHUNK_MS = Number(process.env.CHUNK_MS ?? 20);
 const PACED = Number(process.env.PACED ?? 5);
+const RESTARTS = Number(process.env.RESTARTS ?? 5);
 const text = 'x'.repeat(8 * CHUNKS); // chunkSize 8 by default: CHUNKS text chunks
 const step = { text, chunkDelayMs: CHUNK_MS };
 
@@ -47,12 +50,18 @@ for (let i = 0; i < 10; i++) {
 modelOnly.sort((a, b) => a - b);
 const modelMedian = modelOnly[5];
 
-const worker = await startWorker({
-  modelUrl: `${model.url}/v1`,
-  entry: 'bench-d1-delay.mjs',
-  bindings: { D1_DELAY_MS: String(D1_MS) },
-  objectsApart: true,
-});
+// Persisted, so the Worker can be started again over the same storage (a new isolate: empty
+// configuration caches, the thread's own storage kept).
+const persistDir = mkdtempSync(join(tmpdir(), 'edgent-production-'));
+const start = () =>
+  startWorker({
+    modelUrl: `${model.url}/v1`,
+    entry: 'bench-d1-delay.mjs',
+    bindings: { D1_DELAY_MS: String(D1_MS) },
+    objectsApart: true,
+    persistDir,
+  });
+let worker = await start();
 /** `POST /api/threads`: the new thread's id and how long the answer took. */
 async function create() {
   const t0 = performance.now();
@@ -83,6 +92,20 @@ try {
     paced.push(performance.now() - start);
   }
   sock.close();
+  // The first turn of a thread in a new isolate (after an eviction or a deploy): its object
+  // plans with the configuration copy it kept while D1 confirms it.
+  const restarted = [];
+  for (let i = 0; i < RESTARTS; i++) {
+    await worker.dispose();
+    worker = await start();
+    const again = await worker.client.connect(id);
+    const from = again.frames.length;
+    const t0 = performance.now();
+    again.send({ type: 'rpc', id: `r${i}`, method: 'send_message', params: { content: `restarted ${i}` } });
+    await again.finalAssistant(from, 30_000);
+    restarted.push(performance.now() - t0);
+    again.close();
+  }
   const [, freshMs] = await create();
   await new Promise((resolve) => setTimeout(resolve, 5_500));
   const [, staleMs] = await create();
@@ -94,6 +117,9 @@ try {
   console.log(`first turn: ${times[0].toFixed(2)} ms`);
   summary(`turns 2..${TURNS + 1}`, times.slice(1));
   console.log(`edgent adds per turn (median turn - model alone): ${(median - modelMedian).toFixed(2)} ms`);
+  if (restarted.length > 0) {
+    summary(`${RESTARTS} first turns after the Worker started again (new isolates)`, restarted);
+  }
   if (paced.length > 0) {
     summary(`${PACED} turns at human pace (5.5 s apart: the configuration's version checked each time)`, paced);
     const pacedMedian = paced.slice().sort((a, b) => a - b)[Math.floor(paced.length / 2)];
@@ -102,4 +128,5 @@ try {
 } finally {
   await worker.dispose();
   await model.close?.();
+  rmSync(persistDir, { recursive: true, force: true });
 }

@@ -178,6 +178,20 @@ impl Platform for ShellHost {
         agents::cached_agent(agent_id, side)
     }
 
+    fn agent_copy(&self, agent_id: &str, side: Side) -> Option<(i64, Rc<str>)> {
+        agents::kept_copy(agent_id, side)
+    }
+
+    fn adopt_agent_copy(
+        &self,
+        agent_id: &str,
+        side: Side,
+        version: i64,
+        copy: &str,
+    ) -> Option<Rc<AgentConfig>> {
+        agents::adopt(agent_id, side, version, copy, now())
+    }
+
     fn load_agent(
         &self,
         agent_id: &str,

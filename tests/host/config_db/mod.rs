@@ -496,3 +496,48 @@ fn a_version_check_that_fails_forgets_the_copy_until_a_load_succeeds() {
     assert!(failed.is_err());
     assert!(agents::cached_agent("desk", Side::A).is_none());
 }
+
+/// The copy a thread keeps is the D1 rows its configuration was resolved from: a new isolate
+/// resolves them to the same configuration, past its freshness until its version is checked
+/// (one round trip, and the copy holds).
+#[test]
+fn a_kept_copy_resolves_to_the_loaded_configuration_and_is_checked_before_it_is_fresh() {
+    agents::forget_cached();
+    let db = FakeD1::new();
+    let policy = ModelPolicy::default();
+    let stored = block_on(admin::put_config(
+        &db,
+        &config("Be brief."),
+        rules(&policy),
+        T0,
+    ));
+    assert_eq!(stored.unwrap().0, 200);
+    let loaded = block_on(agents::load_agent(&db, "desk", Side::A, T0))
+        .unwrap()
+        .unwrap();
+    let (version, copy) = agents::kept_copy("desk", Side::A).unwrap();
+
+    agents::as_a_new_isolate();
+    let later = T0 + 60_000;
+    let adopted = agents::adopt("desk", Side::A, version, &copy, later).unwrap();
+    assert_eq!(*adopted, *loaded, "the same configuration");
+    assert!(
+        agents::fresh_agent("desk", Side::A, later).is_none(),
+        "not fresh before its check"
+    );
+    let (checked, n) = trips(&db, || {
+        block_on(agents::load_agent(&db, "desk", Side::A, later))
+            .unwrap()
+            .unwrap()
+    });
+    assert!(Rc::ptr_eq(&checked, &adopted), "the copy held");
+    assert_eq!(n, 1, "only the version stamp is read");
+
+    agents::as_a_new_isolate();
+    assert!(agents::adopt("desk", Side::A, version, "not rows", later).is_none());
+    assert!(agents::adopt("desk", Side::A, version, "[[],[],[],[]]", later).is_none());
+    // An isolate that changed the configuration itself knows the copy is stale: it loads
+    // instead of sending a request it would cancel.
+    agents::forget_cached();
+    assert!(agents::adopt("desk", Side::A, version, &copy, later).is_none());
+}

@@ -11,6 +11,7 @@
 
 use std::cell::Cell;
 
+use edgent::engine::store::Side;
 use edgent::testing::{agent, StaleConfig};
 
 use super::*;
@@ -254,4 +255,115 @@ fn a_queued_tool_call_waits_for_the_check() {
     assert!(h.stale_config.borrow().is_none(), "checked once");
     assert!(h.model_requests().is_empty());
     assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+/// A thread's first turn in a new instance (an isolate that starts with no configuration
+/// cached): `rt` is dropped and the host restarted with the isolate's cache empty, its first
+/// load taking `load_ms`.
+fn restarted_cold(h: Rc<TestHost>, load_ms: u64) -> Rc<TestHost> {
+    let registry = edgent::tool::Registry::build(vec![]).unwrap();
+    let h = h.restarted(registry);
+    h.cold_config.set(Some(load_ms));
+    h
+}
+
+#[test]
+fn a_new_instance_plans_with_the_copy_the_thread_kept_while_it_is_confirmed() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("First.", &[])));
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+    let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
+    assert_eq!(kept.version, 1);
+    assert!(kept.body.contains("be helpful"), "{}", kept.body);
+    drop(rt);
+
+    let h = restarted_cold(h, 30);
+    h.model_open_ms.set(40);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Second.", &[])));
+    let start = h.now();
+    h.run(rt.apply(send("Again"))).unwrap();
+    h.run_spawned_together();
+
+    assert_eq!(transcript(&h)[3].1, "Second.");
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(
+        (log.logs[1].created_at, log.logs[1].latency_ms),
+        (start, 40),
+        "the request went out at once with the kept copy; the load (30 ms) confirmed it meanwhile"
+    );
+    assert_eq!(h.config_loads.get(), 1);
+    assert_eq!(systems(&h), ["be helpful"], "this instance's one request");
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+#[test]
+fn a_kept_copy_that_moved_is_sent_again_with_the_new_configuration_and_replaced() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("First.", &[])));
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+    drop(rt);
+
+    // Meanwhile the operator changed the prompt (version 2).
+    let h = restarted_cold(h, 30);
+    let Ok(h) = Rc::try_unwrap(h) else {
+        panic!("the host is shared")
+    };
+    let h = h.with_agent(changed(&[], "be brief")).into_rc();
+    h.config_version.set(2);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("From the old prompt.", &[])));
+    h.script(Ok(reply_events("Brief.", &[])));
+    h.run(rt.apply(send("Again"))).unwrap();
+    h.run_spawned();
+
+    assert_eq!(
+        systems(&h),
+        ["be helpful", "be brief"],
+        "this instance's requests: the kept copy's, cancelled, then the new one's"
+    );
+    assert_eq!(transcript(&h)[3].1, "Brief.");
+    let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
+    assert_eq!(kept.version, 2);
+    assert!(kept.body.contains("be brief"), "{}", kept.body);
+    assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+#[test]
+fn a_kept_copy_that_no_longer_reads_is_ignored_and_the_load_awaited() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("First.", &[])));
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+    drop(rt);
+    let broken = edgent::engine::store::ConfigCopy {
+        version: 1,
+        body: r#"{"written_by":"another build"}"#.into(),
+    };
+    h.store()
+        .set_config_copy("support", Side::A, &broken)
+        .unwrap();
+
+    let h = restarted_cold(h, 30);
+    h.model_open_ms.set(40);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Second.", &[])));
+    let start = h.now();
+    h.run(rt.apply(send("Again"))).unwrap();
+    h.run_spawned_together();
+
+    assert_eq!(transcript(&h)[3].1, "Second.");
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(
+        log.logs[1].created_at,
+        start + 30,
+        "sent once the load answered"
+    );
+    let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
+    assert!(kept.body.contains("be helpful"), "rewritten: {}", kept.body);
 }

@@ -35,12 +35,17 @@ struct Entry {
     config: Rc<AgentConfig>,
     version: i64,
     checked_at: i64,
+    /// What the configuration was resolved from (the D1 rows as JSON): the copy a thread keeps.
+    copy: Rc<str>,
 }
 
 /// Resolved configurations by agent and side, with when their version was last confirmed.
 #[derive(Debug, Default)]
 pub struct ConfigCache {
     entries: HashMap<(String, Side), Entry>,
+    /// The newest version stamp this isolate has read (`i64::MAX` once it changed the
+    /// configuration itself): a kept copy older than it is known to be stale.
+    newest: i64,
 }
 
 impl ConfigCache {
@@ -61,6 +66,35 @@ impl ConfigCache {
             .map(|e| e.config.clone())
     }
 
+    /// What `agent_id`'s `side` was resolved from, with the version stamp it was read at
+    /// (the copy a thread keeps), when cached.
+    pub fn copy(&self, agent_id: &str, side: Side) -> Option<(i64, Rc<str>)> {
+        self.entries
+            .get(&(agent_id.to_owned(), side))
+            .map(|e| (e.version, e.copy.clone()))
+    }
+
+    /// A copy read at `version` that this isolate did not load (a thread's own kept copy),
+    /// when nothing is cached for it and no newer version was read here: used once its
+    /// version is checked, as one past its freshness.
+    pub fn adopt(&mut self, config: AgentConfig, version: i64, copy: Rc<str>, now: i64) {
+        let key = (config.agent.id.clone(), config.side);
+        // Known to be stale: sent with it, a request would only be cancelled.
+        if self.entries.contains_key(&key) || version < self.newest {
+            return;
+        }
+        if self.entries.len() >= MAX_ENTRIES {
+            self.entries.clear();
+        }
+        let entry = Entry {
+            config: Rc::new(config),
+            version,
+            checked_at: now.saturating_sub(CONFIG_TTL_MS),
+            copy,
+        };
+        self.entries.insert(key, entry);
+    }
+
     /// D1's version stamp after [`Lookup::CheckVersion`]: the cached configuration when it is
     /// unchanged (good for another `CONFIG_TTL_MS`), `None` when it must be reloaded.
     pub fn handle_version(
@@ -70,6 +104,7 @@ impl ConfigCache {
         version: i64,
         now: i64,
     ) -> Option<Rc<AgentConfig>> {
+        self.newest = self.newest.max(version);
         let key = (agent_id.to_owned(), side);
         match self.entries.get_mut(&key) {
             Some(e) if e.version == version => {
@@ -88,8 +123,10 @@ impl ConfigCache {
         &mut self,
         config: AgentConfig,
         version: i64,
+        copy: Rc<str>,
         now: i64,
     ) -> Rc<AgentConfig> {
+        self.newest = self.newest.max(version);
         if self.entries.len() >= MAX_ENTRIES {
             self.entries.clear();
         }
@@ -99,6 +136,7 @@ impl ConfigCache {
             config: config.clone(),
             version,
             checked_at: now,
+            copy,
         };
         self.entries.insert(key, entry);
         config
@@ -110,9 +148,11 @@ impl ConfigCache {
         self.entries.remove(&(agent_id.to_owned(), side));
     }
 
-    /// Forgets everything: this isolate just changed the configuration.
+    /// Forgets everything: this isolate just changed the configuration (so every copy a
+    /// thread kept is older than the configuration now).
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.newest = i64::MAX;
     }
 }
 
@@ -174,7 +214,7 @@ mod tests {
     fn a_configuration_is_reused_then_checked_then_reloaded_when_its_version_moved() {
         let mut cache = ConfigCache::default();
         assert_eq!(cache.lookup("support", Side::A, 0), Lookup::Load);
-        let loaded = cache.handle_loaded(config("support", Side::A, "v1"), 7, 1_000);
+        let loaded = cache.handle_loaded(config("support", Side::A, "v1"), 7, "[]".into(), 1_000);
         assert_eq!(
             cache.lookup("support", Side::A, 1_000 + CONFIG_TTL_MS - 1),
             Lookup::Fresh(loaded.clone())
@@ -209,7 +249,7 @@ mod tests {
     #[test]
     fn a_change_made_in_this_isolate_is_seen_at_once() {
         let mut cache = ConfigCache::default();
-        cache.handle_loaded(config("support", Side::A, "v1"), 1, 0);
+        cache.handle_loaded(config("support", Side::A, "v1"), 1, "[]".into(), 0);
         cache.clear();
         assert_eq!(cache.lookup("support", Side::A, 1), Lookup::Load);
     }
@@ -218,11 +258,39 @@ mod tests {
     fn the_cache_stays_bounded() {
         let mut cache = ConfigCache::default();
         for i in 0..=MAX_ENTRIES {
-            cache.handle_loaded(config(&format!("agent-{i}"), Side::A, ""), 1, 0);
+            cache.handle_loaded(
+                config(&format!("agent-{i}"), Side::A, ""),
+                1,
+                "[]".into(),
+                0,
+            );
         }
         assert!(cache.entries.len() <= MAX_ENTRIES);
         let last = format!("agent-{MAX_ENTRIES}");
         assert!(matches!(cache.lookup(&last, Side::A, 1), Lookup::Fresh(_)));
+    }
+
+    #[test]
+    fn a_kept_copy_is_adopted_only_when_no_newer_version_was_read() {
+        let mut cache = ConfigCache::default();
+        cache.handle_loaded(config("support", Side::A, "v7"), 7, "[]".into(), 0);
+        cache.adopt(config("billing", Side::A, "old"), 6, "[]".into(), 10_000);
+        assert!(
+            cache.cached("billing", Side::A).is_none(),
+            "older than v7: stale"
+        );
+        cache.adopt(config("billing", Side::A, "v7"), 7, "[]".into(), 10_000);
+        assert_eq!(
+            cache.lookup("billing", Side::A, 10_000),
+            Lookup::CheckVersion,
+            "adopted, past its freshness"
+        );
+        cache.clear();
+        cache.adopt(config("billing", Side::A, "v7"), 7, "[]".into(), 10_000);
+        assert!(
+            cache.cached("billing", Side::A).is_none(),
+            "this isolate changed the configuration"
+        );
     }
 
     #[test]

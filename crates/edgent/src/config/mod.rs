@@ -295,6 +295,8 @@ pub fn check_name(what: &str, name: &str) -> Result<(), Invalid> {
 
 /// What a prompt's tool list can name besides registered tools.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "testing", derive(Serialize, Deserialize))]
+#[cfg_attr(feature = "testing", serde(rename_all = "snake_case"))]
 pub enum Delegate {
     /// A prompt run as a sub-prompt at depth + 1 in the same thread.
     Prompt(PromptConfig),
@@ -312,8 +314,10 @@ impl Delegate {
     }
 }
 
-/// Everything one side of a thread needs for a turn, resolved from D1.
+/// Everything one side of a thread needs for a turn, resolved from D1. (The test host keeps
+/// its copies as this type's JSON; the Worker keeps the D1 rows it was resolved from.)
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "testing", derive(Serialize, Deserialize))]
 pub struct AgentConfig {
     /// The agent.
     pub agent: AgentDef,

@@ -399,7 +399,21 @@ pub const MIGRATIONS: &[&[&str]] = &[
     // v18: a model's tool call owes the model another call, written with the call (one
     // statement fewer per tool step; the insert's RETURNING then reads the row as changed).
     &[TRIGGER_MODEL_CALL_OWES_MODEL],
+    // v19: the agent configuration the thread last ran on, with its version stamp, so an
+    // instance that starts with an empty configuration cache plans its first model request
+    // with it while D1 confirms it (`runtime::config_check`).
+    &[TABLE_CONFIG_COPIES],
 ];
+
+/// The resolved configuration each of the thread's (agent, side) last ran on, as JSON, with
+/// the version stamp it was read at ([`super::store::ConfigCopy`]).
+const TABLE_CONFIG_COPIES: &str = "CREATE TABLE config_copies (
+    agent_id TEXT NOT NULL,
+    side TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (agent_id, side)
+)";
 
 /// A call the model made is answered by another model call: the reply that queues it sets
 /// `needs_model` in the same statement. `BEFORE`, so the insert's `RETURNING` sees it.

@@ -24,6 +24,12 @@ pub fn forget_cached() {
     CACHE.with(|c| c.borrow_mut().clear());
 }
 
+/// Empties the cache as a new isolate starts (for tests: [`forget_cached`] also records that
+/// the configuration changed).
+pub fn as_a_new_isolate() {
+    CACHE.with(|c| *c.borrow_mut() = ConfigCache::default());
+}
+
 /// The cached configuration of `agent_id`'s `side` while it is fresh: no I/O, so a caller
 /// that gets one has not yielded (what it read before is still current).
 pub fn fresh_agent(agent_id: &str, side: Side, now: i64) -> Option<Rc<AgentConfig>> {
@@ -37,6 +43,38 @@ pub fn fresh_agent(agent_id: &str, side: Side, now: i64) -> Option<Rc<AgentConfi
 /// with it while [`load_agent`] confirms it (see `runtime::config_check`).
 pub fn cached_agent(agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
     CACHE.with(|c| c.borrow().cached(agent_id, side))
+}
+
+/// What the cached configuration of `agent_id`'s `side` was resolved from (the D1 rows as
+/// JSON), with the version stamp it was read at: the copy a thread keeps.
+pub fn kept_copy(agent_id: &str, side: Side) -> Option<(i64, Rc<str>)> {
+    CACHE.with(|c| c.borrow().copy(agent_id, side))
+}
+
+/// Resolves a copy a thread kept ([`kept_copy`]'s, read at `version`) and caches it when the
+/// isolate holds nothing for it: it plans a step only while its version is checked. `None`
+/// when the copy does not resolve (written by an older build, say).
+pub fn adopt(
+    agent_id: &str,
+    side: Side,
+    version: i64,
+    copy: &str,
+    now: i64,
+) -> Option<Rc<AgentConfig>> {
+    let sets: Vec<Vec<Value>> = serde_json::from_str(copy).ok()?;
+    let [agents, prompts, sub_agents, models]: [Vec<Value>; 4] = sets.try_into().ok()?;
+    let rows = resolve::AgentRows {
+        agents,
+        prompts,
+        sub_agents,
+        models,
+    };
+    let config = resolve::resolve(agent_id, side, rows).ok()?;
+    CACHE.with(|c| {
+        let mut cache = c.borrow_mut();
+        cache.adopt(config, version, copy.into(), now);
+        cache.cached(agent_id, side)
+    })
 }
 
 /// Everything a turn needs for one side of `agent_id`; the inner `Err` says what is missing
@@ -76,10 +114,13 @@ pub async fn load_agent(
         .collect();
     batch.push((VERSION_SQL.to_owned(), Vec::new()));
     let (rows, version) = loaded_rows(db.batch(batch).await?).map_err(|e| e.to_string())?;
+    // The rows as JSON: the copy a thread keeps, resolved again by `adopt`.
+    let sets = [&rows.agents, &rows.prompts, &rows.sub_agents, &rows.models];
+    let copy: Rc<str> = serde_json::to_string(&sets).unwrap_or_default().into();
     match resolve::resolve(agent_id, side, rows) {
         Ok(config) => {
             Ok(Ok(CACHE.with(|c| {
-                c.borrow_mut().handle_loaded(config, version, now)
+                c.borrow_mut().handle_loaded(config, version, copy, now)
             })))
         }
         // A row that does not read is a storage fault, not a missing definition.

@@ -11,7 +11,7 @@ use super::config_check::{ConfigCheck, Verdict};
 use super::ThreadRuntime;
 use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
-use crate::engine::store::{estimate_tokens, ThreadStatus};
+use crate::engine::store::{estimate_tokens, ConfigCopy, Side, ThreadStatus};
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
@@ -219,10 +219,14 @@ impl ThreadRuntime {
                 // else, when the next step can only be a model request, the copy to plan it
                 // with while it is confirmed (see `config_check`).
                 let cached = match self.platform.fresh_agent(agent_id, side) {
-                    Some(a) => Some(a),
+                    Some(a) => {
+                        self.keep_copy(&thread, &a);
+                        Some(a)
+                    }
                     None => self
                         .platform
                         .cached_agent(agent_id, side)
+                        .or_else(|| self.adopt_kept_copy(&thread, agent_id, side))
                         .filter(|a| {
                             let rules = TurnRules::from_config(a);
                             thread.only_a_model_step_next(&summary, &rules, a.max_steps())
@@ -250,6 +254,7 @@ impl ThreadRuntime {
                 match loaded {
                     Ok(a) => {
                         self.record_hooks(&mut thread, &a);
+                        self.keep_copy(&thread, &a);
                         agent = Some(a);
                     }
                     Err(why) => {
@@ -288,9 +293,14 @@ impl ThreadRuntime {
                 let verdict = c.settle().await;
                 check = None;
                 match verdict {
-                    Verdict::Held => {}
+                    Verdict::Held => {
+                        if let Some(a) = &agent {
+                            self.keep_copy(&thread, a);
+                        }
+                    }
                     Verdict::Moved(new) => {
                         self.record_hooks(&mut thread, &new);
+                        self.keep_copy(&thread, &new);
                         agent = Some(new);
                     }
                     Verdict::Failed(why) => {
@@ -317,9 +327,10 @@ impl ThreadRuntime {
                         .call_model(&mut thread, &config, call, check.take())
                         .await
                     {
-                        Verdict::Held => {}
+                        Verdict::Held => self.keep_copy(&thread, &config),
                         Verdict::Moved(new) => {
                             self.record_hooks(&mut thread, &new);
+                            self.keep_copy(&thread, &new);
                             agent = Some(new);
                         }
                         Verdict::Failed(_) => {
@@ -358,6 +369,47 @@ impl ThreadRuntime {
                     .map_err(|why| format!("prompt {:?}: {why}", prompt.name))
             })
             .transpose()
+    }
+
+    /// Keeps `config` (confirmed within its bound) as the thread's copy, unless this instance
+    /// knows the thread keeps that version already: a new instance plans its first model
+    /// request with it (see `config_check`). A failure only loses that head start.
+    pub(super) fn keep_copy(&self, thread: &Thread<'_>, config: &AgentConfig) {
+        let (agent_id, side) = (config.agent_id(), config.side);
+        let Some((version, body)) = self.platform.agent_copy(agent_id, side) else {
+            return;
+        };
+        let key = (agent_id.to_owned(), side, version);
+        if self.copy_kept.borrow().as_ref() == Some(&key) {
+            return;
+        }
+        let copy = ConfigCopy {
+            version,
+            body: body.to_string(),
+        };
+        match thread.store().set_config_copy(agent_id, side, &copy) {
+            Ok(()) => *self.copy_kept.borrow_mut() = Some(key),
+            Err(e) => self
+                .platform
+                .log_error(&format!("could not keep the configuration copy: {e}")),
+        }
+    }
+
+    /// The copy the thread kept for `agent_id`'s `side`, given to the host (which held none)
+    /// to plan with while it is confirmed. `None` when there is none or it no longer resolves
+    /// (then the load is awaited, and its result kept instead).
+    fn adopt_kept_copy(
+        &self,
+        thread: &Thread<'_>,
+        agent_id: &str,
+        side: Side,
+    ) -> Option<Rc<AgentConfig>> {
+        let copy = thread.store().config_copy(agent_id, side).ok().flatten()?;
+        let config = self
+            .platform
+            .adopt_agent_copy(agent_id, side, copy.version, &copy.body)?;
+        *self.copy_kept.borrow_mut() = Some((agent_id.to_owned(), side, copy.version));
+        Some(config)
     }
 
     /// Records the running prompt's hooks in the thread row, unless this instance already

@@ -87,6 +87,16 @@ pub struct TestHost {
     pub stale_config: RefCell<Option<StaleConfig>>,
     /// How long opening a model reply takes on the virtual clock (the request's round trip).
     pub model_open_ms: Cell<u64>,
+    /// Set to start with an empty configuration cache (a new isolate): the next load takes
+    /// this many ms on the virtual clock; until then only a copy the thread kept and gave
+    /// back (`adopt_agent`) is cached.
+    pub cold_config: Cell<Option<u64>>,
+    /// The copy the runtime gave back while `cold_config` was set, with its version.
+    pub adopted: RefCell<Option<(Rc<AgentConfig>, i64)>>,
+    /// The configuration's version stamp (`agent_version`).
+    pub config_version: Cell<i64>,
+    /// How many loads reached the configuration database.
+    pub config_loads: Cell<u32>,
 }
 
 /// A cached configuration past its freshness bound: the turn loop plans with `cached` and the
@@ -177,6 +187,10 @@ impl TestHost {
             config_fault: RefCell::default(),
             stale_config: RefCell::default(),
             model_open_ms: Cell::new(0),
+            cold_config: Cell::new(None),
+            adopted: RefCell::default(),
+            config_version: Cell::new(1),
+            config_loads: Cell::new(0),
         }
     }
 

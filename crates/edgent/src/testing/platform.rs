@@ -119,18 +119,43 @@ impl Platform for TestHost {
     }
 
     fn fresh_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
-        if self.stale_config.borrow().is_some() {
+        if self.stale_config.borrow().is_some() || self.cold_config.get().is_some() {
             return None;
         }
         self.configured(agent_id, side)
     }
 
     fn cached_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
-        let stale = self.stale_config.borrow();
-        stale
+        let stale = self
+            .stale_config
+            .borrow()
             .as_ref()
-            .map(|s| s.cached.clone())
+            .map(|s| s.cached.clone());
+        let adopted = || self.adopted.borrow().as_ref().map(|(c, _)| c.clone());
+        stale
+            .or_else(adopted)
             .filter(|c| c.agent_id() == agent_id && c.side == side)
+    }
+
+    /// The configuration as JSON (the Worker keeps the D1 rows instead).
+    fn agent_copy(&self, agent_id: &str, side: Side) -> Option<(i64, Rc<str>)> {
+        let config = self.configured(agent_id, side)?;
+        let copy = serde_json::to_string(&*config).ok()?;
+        Some((self.config_version.get(), copy.into()))
+    }
+
+    fn adopt_agent_copy(
+        &self,
+        agent_id: &str,
+        side: Side,
+        version: i64,
+        copy: &str,
+    ) -> Option<Rc<AgentConfig>> {
+        self.cold_config.get()?;
+        let config: AgentConfig = serde_json::from_str(copy).ok()?;
+        let config = Rc::new(config);
+        self.adopted.replace(Some((config.clone(), version)));
+        self.cached_agent(agent_id, side)
     }
 
     fn load_agent(
@@ -138,6 +163,7 @@ impl Platform for TestHost {
         agent_id: &str,
         side: Side,
     ) -> BoxFuture<'static, Result<Result<Rc<AgentConfig>, String>, String>> {
+        self.config_loads.set(self.config_loads.get() + 1);
         if let Some(stale) = self.stale_config.take() {
             let checked = self.sleep(stale.check_ms);
             return Box::pin(async move {
@@ -146,6 +172,18 @@ impl Platform for TestHost {
                     None => Ok(Ok(stale.cached)),
                     Some(found) => found.map(|c| Ok(Rc::new(c))),
                 }
+            });
+        }
+        if let Some(ms) = self.cold_config.take() {
+            // The isolate's first load: from now on it holds the configuration.
+            self.adopted.replace(None);
+            let loaded = self.sleep(ms);
+            let found = self
+                .configured(agent_id, side)
+                .ok_or_else(|| format!("no agent {agent_id:?} with side {}", side.as_str()));
+            return Box::pin(async move {
+                loaded.await;
+                Ok(found)
             });
         }
         let fault = self.config_fault.borrow().clone();

@@ -1,5 +1,6 @@
 //! Typed reads and writes of a thread's SQLite: the only place that knows the column lists.
 
+mod config_copies;
 mod context;
 mod history;
 mod mcp_servers;
@@ -16,6 +17,7 @@ use crate::values::message::{Message, MessageStatus, Role, ToolCall};
 use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 
 pub use crate::values::status::{Approval, CallStatus, Order, Side, ThreadStatus};
+pub use config_copies::ConfigCopy;
 pub use history::{newest_within, ThreadCache};
 pub use mcp_servers::McpServerRow;
 pub use messages::stored_reply_calls;
