@@ -178,8 +178,8 @@ impl Platform for ShellHost {
         agents::cached_agent(agent_id, side)
     }
 
-    fn agent_copy(&self, agent_id: &str, side: Side) -> Option<(i64, Rc<str>)> {
-        agents::kept_copy(agent_id, side)
+    fn agent_copy(&self, config: &Rc<AgentConfig>) -> Option<(i64, Rc<str>)> {
+        agents::kept_copy(config)
     }
 
     fn adopt_agent_copy(

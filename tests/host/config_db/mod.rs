@@ -515,7 +515,7 @@ fn a_kept_copy_resolves_to_the_loaded_configuration_and_is_checked_before_it_is_
     let loaded = block_on(agents::load_agent(&db, "desk", Side::A, T0))
         .unwrap()
         .unwrap();
-    let (version, copy) = agents::kept_copy("desk", Side::A).unwrap();
+    let (version, copy) = agents::kept_copy(&loaded).unwrap();
 
     agents::as_a_new_isolate();
     let later = T0 + 60_000;
@@ -535,7 +535,16 @@ fn a_kept_copy_resolves_to_the_loaded_configuration_and_is_checked_before_it_is_
 
     agents::as_a_new_isolate();
     assert!(agents::adopt("desk", Side::A, version, "not rows", later).is_none());
-    assert!(agents::adopt("desk", Side::A, version, "[[],[],[],[]]", later).is_none());
+    // Another build's rows (other queries): refused even though they would resolve.
+    let other = copy.replacen(r#""format":""#, r#""format":"0"#, 1);
+    assert_ne!(other, *copy);
+    assert!(agents::adopt("desk", Side::A, version, &other, later).is_none());
+    assert!(
+        agents::adopt("desk", Side::B, version, &copy, later).is_none(),
+        "side B's queries differ"
+    );
+    assert!(agents::adopt("desk", Side::A, version, &copy, later).is_some());
+    agents::as_a_new_isolate();
     // An isolate that changed the configuration itself knows the copy is stale: it loads
     // instead of sending a request it would cancel.
     agents::forget_cached();

@@ -344,6 +344,7 @@ fn a_kept_copy_that_no_longer_reads_is_ignored_and_the_load_awaited() {
     let broken = edgent::engine::store::ConfigCopy {
         version: 1,
         body: r#"{"written_by":"another build"}"#.into(),
+        kept_at: h.now(),
     };
     h.store()
         .set_config_copy("support", Side::A, &broken)
@@ -366,4 +367,33 @@ fn a_kept_copy_that_no_longer_reads_is_ignored_and_the_load_awaited() {
     );
     let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
     assert!(kept.body.contains("be helpful"), "rewritten: {}", kept.body);
+}
+
+#[test]
+fn a_copy_kept_over_an_hour_ago_is_not_used_and_the_load_awaited() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("First.", &[])));
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+    drop(rt);
+    h.advance(edgent::config::cache::KEPT_COPY_TTL_MS + 1);
+
+    let h = restarted_cold(h, 30);
+    h.model_open_ms.set(40);
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Second.", &[])));
+    let start = h.now();
+    h.run(rt.apply(send("Again"))).unwrap();
+    h.run_spawned_together();
+
+    assert_eq!(transcript(&h)[3].1, "Second.");
+    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    assert_eq!(
+        log.logs[1].created_at,
+        start + 30,
+        "sent once the load answered"
+    );
+    let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
+    assert_eq!(kept.kept_at, start + 30, "kept again, once loaded");
 }

@@ -16,6 +16,12 @@ use crate::values::status::Side;
 /// How long a cached configuration is used without checking its version stamp.
 pub const CONFIG_TTL_MS: i64 = 5_000;
 
+/// How long a copy a thread kept may plan a step in a new isolate: an older one is loaded
+/// instead. It bounds how long after a change a first turn may still send its one request
+/// (checked by the operator's policy, and cancelled once the version check answers) to what
+/// the configuration named before.
+pub const KEPT_COPY_TTL_MS: i64 = 3_600_000;
+
 /// At most this many (agent, side) entries; a full cache starts over (agents are few).
 const MAX_ENTRIES: usize = 256;
 
@@ -66,11 +72,12 @@ impl ConfigCache {
             .map(|e| e.config.clone())
     }
 
-    /// What `agent_id`'s `side` was resolved from, with the version stamp it was read at
-    /// (the copy a thread keeps), when cached.
-    pub fn copy(&self, agent_id: &str, side: Side) -> Option<(i64, Rc<str>)> {
+    /// What `config` was resolved from, with the version stamp it was read at (the copy a
+    /// thread keeps), while it is the cached configuration of its agent and side.
+    pub fn copy(&self, config: &Rc<AgentConfig>) -> Option<(i64, Rc<str>)> {
         self.entries
-            .get(&(agent_id.to_owned(), side))
+            .get(&(config.agent.id.clone(), config.side))
+            .filter(|e| Rc::ptr_eq(&e.config, config))
             .map(|e| (e.version, e.copy.clone()))
     }
 

@@ -412,6 +412,7 @@ const TABLE_CONFIG_COPIES: &str = "CREATE TABLE config_copies (
     side TEXT NOT NULL,
     version INTEGER NOT NULL,
     body TEXT NOT NULL,
+    kept_at INTEGER NOT NULL,
     PRIMARY KEY (agent_id, side)
 )";
 

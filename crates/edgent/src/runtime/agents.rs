@@ -26,6 +26,7 @@ pub fn forget_cached() {
 
 /// Empties the cache as a new isolate starts (for tests: [`forget_cached`] also records that
 /// the configuration changed).
+#[doc(hidden)]
 pub fn as_a_new_isolate() {
     CACHE.with(|c| *c.borrow_mut() = ConfigCache::default());
 }
@@ -45,15 +46,27 @@ pub fn cached_agent(agent_id: &str, side: Side) -> Option<Rc<AgentConfig>> {
     CACHE.with(|c| c.borrow().cached(agent_id, side))
 }
 
-/// What the cached configuration of `agent_id`'s `side` was resolved from (the D1 rows as
-/// JSON), with the version stamp it was read at: the copy a thread keeps.
-pub fn kept_copy(agent_id: &str, side: Side) -> Option<(i64, Rc<str>)> {
-    CACHE.with(|c| c.borrow().copy(agent_id, side))
+/// What `config` was resolved from (the D1 rows, tagged with the queries that read them, as
+/// JSON) and the version stamp it was read at, while it is the cached configuration of its
+/// agent and side: the copy a thread keeps.
+pub fn kept_copy(config: &Rc<AgentConfig>) -> Option<(i64, Rc<str>)> {
+    CACHE.with(|c| c.borrow().copy(config))
+}
+
+/// Which rows a copy holds: a fingerprint (FNV-1a) of the queries that read them, so a copy
+/// another build wrote (other queries, other rows) is not resolved as if it were complete.
+fn rows_format(side: Side) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in resolve::statements(side).concat().bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }
 
 /// Resolves a copy a thread kept ([`kept_copy`]'s, read at `version`) and caches it when the
-/// isolate holds nothing for it: it plans a step only while its version is checked. `None`
-/// when the copy does not resolve (written by an older build, say).
+/// isolate holds nothing for it and has read no newer version: it plans a step only while
+/// its version is checked. `None` when the copy is refused, or does not resolve (written by
+/// another build, say).
 pub fn adopt(
     agent_id: &str,
     side: Side,
@@ -61,13 +74,23 @@ pub fn adopt(
     copy: &str,
     now: i64,
 ) -> Option<Rc<AgentConfig>> {
-    let sets: Vec<Vec<Value>> = serde_json::from_str(copy).ok()?;
-    let [agents, prompts, sub_agents, models]: [Vec<Value>; 4] = sets.try_into().ok()?;
+    let mut kept: Value = serde_json::from_str(copy).ok()?;
+    if kept.get("format").and_then(Value::as_str) != Some(rows_format(side).as_str()) {
+        return None;
+    }
+    let Value::Array(sets) = kept["rows"].take() else {
+        return None;
+    };
+    let mut sets = sets.into_iter().map(|set| match set {
+        Value::Array(rows) => Some(rows),
+        _ => None,
+    });
+    let mut next = || sets.next().flatten();
     let rows = resolve::AgentRows {
-        agents,
-        prompts,
-        sub_agents,
-        models,
+        agents: next()?,
+        prompts: next()?,
+        sub_agents: next()?,
+        models: next()?,
     };
     let config = resolve::resolve(agent_id, side, rows).ok()?;
     CACHE.with(|c| {
@@ -116,7 +139,8 @@ pub async fn load_agent(
     let (rows, version) = loaded_rows(db.batch(batch).await?).map_err(|e| e.to_string())?;
     // The rows as JSON: the copy a thread keeps, resolved again by `adopt`.
     let sets = [&rows.agents, &rows.prompts, &rows.sub_agents, &rows.models];
-    let copy: Rc<str> = serde_json::to_string(&sets).unwrap_or_default().into();
+    let sets = serde_json::to_string(&sets).unwrap_or_default();
+    let copy: Rc<str> = format!(r#"{{"format":"{}","rows":{sets}}}"#, rows_format(side)).into();
     match resolve::resolve(agent_id, side, rows) {
         Ok(config) => {
             Ok(Ok(CACHE.with(|c| {

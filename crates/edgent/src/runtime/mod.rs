@@ -71,10 +71,10 @@ pub trait Platform: FlowHost + Embedder {
     /// `runtime::config_check`). When `load_agent` finds the same configuration it answers this
     /// same `Rc`.
     fn cached_agent(&self, agent_id: &str, side: Side) -> Option<Rc<AgentConfig>>;
-    /// The host's copy of the agent's configuration for `side` in a form the thread keeps
-    /// (text in the host's own encoding), with the version stamp it was read at; none when the
-    /// host holds no copy.
-    fn agent_copy(&self, agent_id: &str, side: Side) -> Option<(i64, Rc<str>)>;
+    /// `config` in a form the thread keeps (text in the host's own encoding), with the
+    /// version stamp it was read at, while it is the host's configuration of its agent and
+    /// side (none otherwise).
+    fn agent_copy(&self, config: &Rc<AgentConfig>) -> Option<(i64, Rc<str>)>;
     /// Gives the host a copy the thread kept ([`Platform::agent_copy`]'s, read at `version`)
     /// when it holds none: the configuration it resolves to, which is then
     /// [`Platform::cached_agent`]'s, past its freshness. `None` when it does not resolve.
@@ -180,9 +180,9 @@ pub struct ThreadRuntime {
     /// The prompt and hook names this instance last recorded in the thread row (a write
     /// skipped when they did not change).
     hooks_recorded: RefCell<Option<(String, Vec<String>)>>,
-    /// The configuration copy this instance knows the thread keeps (agent, side, version): a
-    /// write skipped when it did not change (see `config_check`).
-    copy_kept: RefCell<Option<(String, Side, i64)>>,
+    /// The configuration copies this instance knows the thread keeps (agent, side, version):
+    /// a write skipped when it did not change (see `config_check`).
+    copy_kept: RefCell<Vec<(String, Side, i64)>>,
     /// Until when the watchdog alarm is known to be armed (0: not known), so the loop does not
     /// set it again right after the handler did.
     armed_until: Cell<i64>,
@@ -213,7 +213,7 @@ impl ThreadRuntime {
             work_arrived: Cell::new(false),
             cache: RefCell::default(),
             hooks_recorded: RefCell::new(None),
-            copy_kept: RefCell::new(None),
+            copy_kept: RefCell::default(),
             armed_until: Cell::new(0),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),

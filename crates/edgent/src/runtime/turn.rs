@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::chain::{run_checked_chain, superseded, ChainSink, RequestParts};
 use super::config_check::{ConfigCheck, Verdict};
 use super::ThreadRuntime;
+use crate::config::cache::KEPT_COPY_TTL_MS;
 use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::{estimate_tokens, ConfigCopy, Side, ThreadStatus};
@@ -374,30 +375,39 @@ impl ThreadRuntime {
     /// Keeps `config` (confirmed within its bound) as the thread's copy, unless this instance
     /// knows the thread keeps that version already: a new instance plans its first model
     /// request with it (see `config_check`). A failure only loses that head start.
-    pub(super) fn keep_copy(&self, thread: &Thread<'_>, config: &AgentConfig) {
-        let (agent_id, side) = (config.agent_id(), config.side);
-        let Some((version, body)) = self.platform.agent_copy(agent_id, side) else {
+    pub(super) fn keep_copy(&self, thread: &Thread<'_>, config: &Rc<AgentConfig>) {
+        let Some((version, body)) = self.platform.agent_copy(config) else {
             return;
         };
+        let (agent_id, side) = (config.agent_id(), config.side);
         let key = (agent_id.to_owned(), side, version);
-        if self.copy_kept.borrow().as_ref() == Some(&key) {
+        if self.copy_kept.borrow().contains(&key) {
             return;
         }
         let copy = ConfigCopy {
             version,
             body: body.to_string(),
+            kept_at: self.now(),
         };
         match thread.store().set_config_copy(agent_id, side, &copy) {
-            Ok(()) => *self.copy_kept.borrow_mut() = Some(key),
+            Ok(()) => self.note_copy_kept(key),
             Err(e) => self
                 .platform
                 .log_error(&format!("could not keep the configuration copy: {e}")),
         }
     }
 
+    /// Remembers that the thread keeps `key`'s copy (one per agent and side).
+    fn note_copy_kept(&self, key: (String, Side, i64)) {
+        let mut kept = self.copy_kept.borrow_mut();
+        kept.retain(|(agent, side, _)| (agent.as_str(), *side) != (key.0.as_str(), key.1));
+        kept.push(key);
+    }
+
     /// The copy the thread kept for `agent_id`'s `side`, given to the host (which held none)
-    /// to plan with while it is confirmed. `None` when there is none or it no longer resolves
-    /// (then the load is awaited, and its result kept instead).
+    /// to plan with while it is confirmed. `None` when there is none, it is older than
+    /// [`KEPT_COPY_TTL_MS`], or the host refuses it (then the load is awaited, and its result
+    /// kept instead).
     fn adopt_kept_copy(
         &self,
         thread: &Thread<'_>,
@@ -405,10 +415,13 @@ impl ThreadRuntime {
         side: Side,
     ) -> Option<Rc<AgentConfig>> {
         let copy = thread.store().config_copy(agent_id, side).ok().flatten()?;
+        if self.now().saturating_sub(copy.kept_at) > KEPT_COPY_TTL_MS {
+            return None;
+        }
         let config = self
             .platform
             .adopt_agent_copy(agent_id, side, copy.version, &copy.body)?;
-        *self.copy_kept.borrow_mut() = Some((agent_id.to_owned(), side, copy.version));
+        self.note_copy_kept((agent_id.to_owned(), side, copy.version));
         Some(config)
     }
 

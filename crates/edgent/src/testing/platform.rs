@@ -138,9 +138,8 @@ impl Platform for TestHost {
     }
 
     /// The configuration as JSON (the Worker keeps the D1 rows instead).
-    fn agent_copy(&self, agent_id: &str, side: Side) -> Option<(i64, Rc<str>)> {
-        let config = self.configured(agent_id, side)?;
-        let copy = serde_json::to_string(&*config).ok()?;
+    fn agent_copy(&self, config: &Rc<AgentConfig>) -> Option<(i64, Rc<str>)> {
+        let copy = serde_json::to_string(&**config).ok()?;
         Some((self.config_version.get(), copy.into()))
     }
 

@@ -10,8 +10,11 @@ use super::*;
 pub struct ConfigCopy {
     /// The configuration's version stamp when it was read.
     pub version: i64,
-    /// The resolved configuration (`AgentConfig`) as JSON.
+    /// The configuration in the platform's own encoding (the Worker: the D1 rows it was
+    /// resolved from, as JSON).
     pub body: String,
+    /// When it was kept (ms since the epoch).
+    pub kept_at: i64,
 }
 
 impl Store<'_> {
@@ -19,7 +22,7 @@ impl Store<'_> {
     pub fn config_copy(&self, agent_id: &str, side: Side) -> Result<Option<ConfigCopy>, SqlError> {
         self.sql
             .exec(
-                "SELECT version, body FROM config_copies WHERE agent_id = ? AND side = ?",
+                "SELECT version, body, kept_at FROM config_copies WHERE agent_id = ? AND side = ?",
                 &[agent_id.into(), side.as_str().into()],
             )?
             .first()
@@ -27,6 +30,7 @@ impl Store<'_> {
                 Ok(ConfigCopy {
                     version: r.int(0)?,
                     body: r.text(1)?,
+                    kept_at: r.int(2)?,
                 })
             })
             .transpose()
@@ -40,14 +44,16 @@ impl Store<'_> {
         copy: &ConfigCopy,
     ) -> Result<(), SqlError> {
         self.sql.exec(
-            "INSERT INTO config_copies (agent_id, side, version, body) VALUES (?, ?, ?, ?)
+            "INSERT INTO config_copies (agent_id, side, version, body, kept_at)
+             VALUES (?, ?, ?, ?, ?)
              ON CONFLICT (agent_id, side) DO UPDATE
-             SET version = excluded.version, body = excluded.body",
+             SET version = excluded.version, body = excluded.body, kept_at = excluded.kept_at",
             &[
                 agent_id.into(),
                 side.as_str().into(),
                 copy.version.into(),
                 copy.body.as_str().into(),
+                copy.kept_at.into(),
             ],
         )?;
         Ok(())
