@@ -26,7 +26,7 @@ import { parse as parseToml } from 'smol-toml';
 import { startWorker, ROOT } from '../support/worker.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { demoStep } from '../support/demo-model.mjs';
-import { freePort } from '../support/net.mjs';
+import { freePort, freePortPair } from '../support/net.mjs';
 import { asDemoModel, seed, toDefinitions, toRows } from '../../scripts/lib/d1.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -505,9 +505,12 @@ function stubRoot(t) {
 
 /** Runs dev.sh for `app`; `output()` is everything it printed so far. */
 async function startDev(t, root, app, env = {}) {
-  const demoPort = env.EDGENT_DEMO_PORT ?? String(await freePort());
+  // The demo listens on its port and, with the weather stand-in, on the next one.
+  const demoPort = env.EDGENT_DEMO_PORT ?? String(await freePortPair());
+  let port = await freePort();
+  while (port === Number(demoPort) || port === Number(demoPort) + 1) port = await freePort();
   const child = spawn('bash', [join(root, 'scripts', 'dev.sh')], {
-    env: { ...process.env, EDGENT_APP_DIR: app, PORT: String(await freePort()), EDGENT_DEMO_PORT: demoPort, ...env },
+    env: { ...process.env, EDGENT_APP_DIR: app, PORT: String(port), EDGENT_DEMO_PORT: demoPort, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   t.after(() => child.kill('SIGKILL'));
