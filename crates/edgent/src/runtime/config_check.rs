@@ -20,12 +20,23 @@
 //! copy not confirmed within the bound; what the stale copy decided is that this step is a
 //! model request (with its limits and its history window).
 //!
+//! A new isolate holds no copy at all. So the thread keeps the configuration it last ran on
+//! in its own storage (`ThreadRuntime::keep_copy`: written when an instance first runs a
+//! confirmed configuration and when its version moves), and a turn in a new isolate gives
+//! that copy to the host (`ThreadRuntime::adopt_kept_copy`) to plan with the same way, unless
+//! it is over [`KEPT_COPY_TTL_MS`] old or the host refuses it (another build's rows, a version
+//! older than one the isolate read).
+//!
 //! [`CONFIG_TTL_MS`]: crate::config::cache::CONFIG_TTL_MS
 
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use super::ThreadRuntime;
+use crate::config::cache::KEPT_COPY_TTL_MS;
 use crate::config::AgentConfig;
+use crate::engine::store::{ConfigCopy, Side};
+use crate::engine::thread::Thread;
 use crate::tool::BoxFuture;
 
 /// What [`super::Platform::load_agent`] answers.
@@ -99,5 +110,62 @@ impl ConfigCheck {
     /// read.
     pub(super) fn overruled(&self) -> bool {
         matches!(self.verdict, Some(Verdict::Moved(_) | Verdict::Failed(_)))
+    }
+}
+
+/// The copies a thread keeps of the configuration it ran on, for its first turn in a new
+/// isolate (see the module's documentation and `engine::store::ConfigCopy`).
+impl ThreadRuntime {
+    /// Keeps `config` (confirmed within its bound) as the thread's copy, unless this instance
+    /// knows the thread keeps that version already: a new instance plans its first model
+    /// request with it (see `config_check`). A failure only loses that head start.
+    pub(super) fn keep_copy(&self, thread: &Thread<'_>, config: &Rc<AgentConfig>) {
+        let Some((version, body)) = self.platform.agent_copy(config) else {
+            return;
+        };
+        let (agent_id, side) = (config.agent_id(), config.side);
+        let key = (agent_id.to_owned(), side, version);
+        if self.copy_kept.borrow().contains(&key) {
+            return;
+        }
+        let copy = ConfigCopy {
+            version,
+            body: body.to_string(),
+            kept_at: self.now(),
+        };
+        match thread.store().set_config_copy(agent_id, side, &copy) {
+            Ok(()) => self.note_copy_kept(key),
+            Err(e) => self
+                .platform
+                .log_error(&format!("could not keep the configuration copy: {e}")),
+        }
+    }
+
+    /// Remembers that the thread keeps `key`'s copy (one per agent and side).
+    fn note_copy_kept(&self, key: (String, Side, i64)) {
+        let mut kept = self.copy_kept.borrow_mut();
+        kept.retain(|(agent, side, _)| (agent.as_str(), *side) != (key.0.as_str(), key.1));
+        kept.push(key);
+    }
+
+    /// The copy the thread kept for `agent_id`'s `side`, given to the host (which held none)
+    /// to plan with while it is confirmed. `None` when there is none, it is older than
+    /// [`KEPT_COPY_TTL_MS`], or the host refuses it (then the load is awaited, and its result
+    /// kept instead).
+    pub(super) fn adopt_kept_copy(
+        &self,
+        thread: &Thread<'_>,
+        agent_id: &str,
+        side: Side,
+    ) -> Option<Rc<AgentConfig>> {
+        let copy = thread.store().config_copy(agent_id, side).ok().flatten()?;
+        if self.now().saturating_sub(copy.kept_at) > KEPT_COPY_TTL_MS {
+            return None;
+        }
+        let config = self
+            .platform
+            .adopt_agent_copy(agent_id, side, copy.version, &copy.body)?;
+        self.note_copy_kept((agent_id.to_owned(), side, copy.version));
+        Some(config)
     }
 }

@@ -9,10 +9,9 @@ use serde_json::Value;
 use super::chain::{run_checked_chain, superseded, ChainSink, RequestParts};
 use super::config_check::{ConfigCheck, Verdict};
 use super::ThreadRuntime;
-use crate::config::cache::KEPT_COPY_TTL_MS;
 use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
-use crate::engine::store::{estimate_tokens, ConfigCopy, Side, ThreadStatus};
+use crate::engine::store::{estimate_tokens, ThreadStatus};
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::WATCHDOG_MS;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
@@ -370,59 +369,6 @@ impl ThreadRuntime {
                     .map_err(|why| format!("prompt {:?}: {why}", prompt.name))
             })
             .transpose()
-    }
-
-    /// Keeps `config` (confirmed within its bound) as the thread's copy, unless this instance
-    /// knows the thread keeps that version already: a new instance plans its first model
-    /// request with it (see `config_check`). A failure only loses that head start.
-    pub(super) fn keep_copy(&self, thread: &Thread<'_>, config: &Rc<AgentConfig>) {
-        let Some((version, body)) = self.platform.agent_copy(config) else {
-            return;
-        };
-        let (agent_id, side) = (config.agent_id(), config.side);
-        let key = (agent_id.to_owned(), side, version);
-        if self.copy_kept.borrow().contains(&key) {
-            return;
-        }
-        let copy = ConfigCopy {
-            version,
-            body: body.to_string(),
-            kept_at: self.now(),
-        };
-        match thread.store().set_config_copy(agent_id, side, &copy) {
-            Ok(()) => self.note_copy_kept(key),
-            Err(e) => self
-                .platform
-                .log_error(&format!("could not keep the configuration copy: {e}")),
-        }
-    }
-
-    /// Remembers that the thread keeps `key`'s copy (one per agent and side).
-    fn note_copy_kept(&self, key: (String, Side, i64)) {
-        let mut kept = self.copy_kept.borrow_mut();
-        kept.retain(|(agent, side, _)| (agent.as_str(), *side) != (key.0.as_str(), key.1));
-        kept.push(key);
-    }
-
-    /// The copy the thread kept for `agent_id`'s `side`, given to the host (which held none)
-    /// to plan with while it is confirmed. `None` when there is none, it is older than
-    /// [`KEPT_COPY_TTL_MS`], or the host refuses it (then the load is awaited, and its result
-    /// kept instead).
-    fn adopt_kept_copy(
-        &self,
-        thread: &Thread<'_>,
-        agent_id: &str,
-        side: Side,
-    ) -> Option<Rc<AgentConfig>> {
-        let copy = thread.store().config_copy(agent_id, side).ok().flatten()?;
-        if self.now().saturating_sub(copy.kept_at) > KEPT_COPY_TTL_MS {
-            return None;
-        }
-        let config = self
-            .platform
-            .adopt_agent_copy(agent_id, side, copy.version, &copy.body)?;
-        self.note_copy_kept((agent_id.to_owned(), side, copy.version));
-        Some(config)
     }
 
     /// Records the running prompt's hooks in the thread row, unless this instance already
