@@ -397,3 +397,24 @@ fn a_copy_kept_over_an_hour_ago_is_not_used_and_the_load_awaited() {
     let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
     assert_eq!(kept.kept_at, start + 30, "kept again, once loaded");
 }
+
+#[test]
+fn an_instance_that_runs_for_hours_keeps_its_copy_young() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    let turn = |text: &str| {
+        h.script(Ok(reply_events("Noted.", &[])));
+        h.run(rt.apply(send(text))).unwrap();
+        h.run_spawned();
+        h.store().config_copy("support", Side::A).unwrap().unwrap()
+    };
+    let first = turn("one");
+    h.advance(60_000);
+    assert_eq!(turn("two").kept_at, first.kept_at, "not written every turn");
+    h.advance(edgent::config::cache::KEPT_COPY_TTL_MS / 2);
+    let later = turn("three");
+    assert!(
+        later.kept_at > first.kept_at,
+        "kept again at half its age limit"
+    );
+}

@@ -123,29 +123,35 @@ impl ThreadRuntime {
         let Some((version, body)) = self.platform.agent_copy(config) else {
             return;
         };
-        let (agent_id, side) = (config.agent_id(), config.side);
-        let key = (agent_id.to_owned(), side, version);
-        if self.copy_kept.borrow().contains(&key) {
+        let (agent_id, side, now) = (config.agent_id(), config.side, self.now());
+        // Kept again when its age nears the limit, so an instance that runs for hours leaves
+        // a copy a new isolate may still take.
+        let known = self.copy_kept.borrow().iter().any(|(a, s, v, kept_at)| {
+            (a.as_str(), *s, *v) == (agent_id, side, version)
+                && now.saturating_sub(*kept_at) < KEPT_COPY_TTL_MS / 2
+        });
+        if known {
             return;
         }
         let copy = ConfigCopy {
             version,
             body: body.to_string(),
-            kept_at: self.now(),
+            kept_at: now,
         };
         match thread.store().set_config_copy(agent_id, side, &copy) {
-            Ok(()) => self.note_copy_kept(key),
+            Ok(()) => self.note_copy_kept((agent_id.to_owned(), side, version, now)),
             Err(e) => self
                 .platform
                 .log_error(&format!("could not keep the configuration copy: {e}")),
         }
     }
 
-    /// Remembers that the thread keeps `key`'s copy (one per agent and side).
-    fn note_copy_kept(&self, key: (String, Side, i64)) {
-        let mut kept = self.copy_kept.borrow_mut();
-        kept.retain(|(agent, side, _)| (agent.as_str(), *side) != (key.0.as_str(), key.1));
-        kept.push(key);
+    /// Remembers that the thread keeps a copy (agent, side, version, when kept): one per agent
+    /// and side.
+    fn note_copy_kept(&self, kept: (String, Side, i64, i64)) {
+        let mut known = self.copy_kept.borrow_mut();
+        known.retain(|(agent, side, _, _)| (agent.as_str(), *side) != (kept.0.as_str(), kept.1));
+        known.push(kept);
     }
 
     /// The copy the thread kept for `agent_id`'s `side`, given to the host (which held none)
@@ -165,7 +171,7 @@ impl ThreadRuntime {
         let config = self
             .platform
             .adopt_agent_copy(agent_id, side, copy.version, &copy.body)?;
-        self.note_copy_kept((agent_id.to_owned(), side, copy.version));
+        self.note_copy_kept((agent_id.to_owned(), side, copy.version, copy.kept_at));
         Some(config)
     }
 }

@@ -180,9 +180,9 @@ pub struct ThreadRuntime {
     /// The prompt and hook names this instance last recorded in the thread row (a write
     /// skipped when they did not change).
     hooks_recorded: RefCell<Option<(String, Vec<String>)>>,
-    /// The configuration copies this instance knows the thread keeps (agent, side, version):
-    /// a write skipped when it did not change (see `config_check`).
-    copy_kept: RefCell<Vec<(String, Side, i64)>>,
+    /// The configuration copies this instance knows the thread keeps (agent, side, version,
+    /// when kept): a write skipped while it did not change (see `config_check`).
+    copy_kept: RefCell<Vec<(String, Side, i64, i64)>>,
     /// Until when the watchdog alarm is known to be armed (0: not known), so the loop does not
     /// set it again right after the handler did.
     armed_until: Cell<i64>,
