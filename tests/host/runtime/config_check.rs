@@ -267,18 +267,19 @@ fn restarted_cold(h: Rc<TestHost>, load_ms: u64) -> Rc<TestHost> {
     h
 }
 
-#[test]
-fn a_new_instance_plans_with_the_copy_the_thread_kept_while_it_is_confirmed() {
+/// A thread after one turn, its runtime gone (the instance about to end).
+fn after_one_turn() -> Rc<TestHost> {
     let h = host(vec![]);
     let rt = h.runtime();
     h.script(Ok(reply_events("First.", &[])));
     h.run(rt.apply(send("Hi"))).unwrap();
     h.run_spawned();
-    let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
-    assert_eq!(kept.version, 1);
-    assert!(kept.body.contains("be helpful"), "{}", kept.body);
-    drop(rt);
+    h
+}
 
+/// The thread's next turn in a new isolate whose load takes 30 ms, the model 40: the host,
+/// and when the turn's model request went out, counted from the message.
+fn next_turn_in_a_new_isolate(h: Rc<TestHost>) -> (Rc<TestHost>, i64) {
     let h = restarted_cold(h, 30);
     h.model_open_ms.set(40);
     let rt = h.runtime();
@@ -286,12 +287,27 @@ fn a_new_instance_plans_with_the_copy_the_thread_kept_while_it_is_confirmed() {
     let start = h.now();
     h.run(rt.apply(send("Again"))).unwrap();
     h.run_spawned_together();
-
     assert_eq!(transcript(&h)[3].1, "Second.");
     let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
+    let sent_after = log.logs[1].created_at - start;
     assert_eq!(
-        (log.logs[1].created_at, log.logs[1].latency_ms),
-        (start, 40),
+        log.logs[1].latency_ms, 40,
+        "read when the model answered, the load (if it overlapped) done by then"
+    );
+    drop(rt);
+    (h, sent_after)
+}
+
+#[test]
+fn a_new_instance_plans_with_the_copy_the_thread_kept_while_it_is_confirmed() {
+    let h = after_one_turn();
+    let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
+    assert_eq!(kept.version, 1);
+    assert!(kept.body.contains("be helpful"), "{}", kept.body);
+
+    let (h, sent_after) = next_turn_in_a_new_isolate(h);
+    assert_eq!(
+        sent_after, 0,
         "the request went out at once with the kept copy; the load (30 ms) confirmed it meanwhile"
     );
     assert_eq!(h.config_loads.get(), 1);
@@ -301,13 +317,7 @@ fn a_new_instance_plans_with_the_copy_the_thread_kept_while_it_is_confirmed() {
 
 #[test]
 fn a_kept_copy_that_moved_is_sent_again_with_the_new_configuration_and_replaced() {
-    let h = host(vec![]);
-    let rt = h.runtime();
-    h.script(Ok(reply_events("First.", &[])));
-    h.run(rt.apply(send("Hi"))).unwrap();
-    h.run_spawned();
-    drop(rt);
-
+    let h = after_one_turn();
     // Meanwhile the operator changed the prompt (version 2).
     let h = restarted_cold(h, 30);
     let Ok(h) = Rc::try_unwrap(h) else {
@@ -335,12 +345,7 @@ fn a_kept_copy_that_moved_is_sent_again_with_the_new_configuration_and_replaced(
 
 #[test]
 fn a_kept_copy_that_no_longer_reads_is_ignored_and_the_load_awaited() {
-    let h = host(vec![]);
-    let rt = h.runtime();
-    h.script(Ok(reply_events("First.", &[])));
-    h.run(rt.apply(send("Hi"))).unwrap();
-    h.run_spawned();
-    drop(rt);
+    let h = after_one_turn();
     let broken = edgent::engine::store::ConfigCopy {
         version: 1,
         body: r#"{"written_by":"another build"}"#.into(),
@@ -350,52 +355,22 @@ fn a_kept_copy_that_no_longer_reads_is_ignored_and_the_load_awaited() {
         .set_config_copy("support", Side::A, &broken)
         .unwrap();
 
-    let h = restarted_cold(h, 30);
-    h.model_open_ms.set(40);
-    let rt = h.runtime();
-    h.script(Ok(reply_events("Second.", &[])));
-    let start = h.now();
-    h.run(rt.apply(send("Again"))).unwrap();
-    h.run_spawned_together();
-
-    assert_eq!(transcript(&h)[3].1, "Second.");
-    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
-    assert_eq!(
-        log.logs[1].created_at,
-        start + 30,
-        "sent once the load answered"
-    );
+    let (h, sent_after) = next_turn_in_a_new_isolate(h);
+    assert_eq!(sent_after, 30, "sent once the load answered");
     let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
     assert!(kept.body.contains("be helpful"), "rewritten: {}", kept.body);
 }
 
 #[test]
 fn a_copy_kept_over_an_hour_ago_is_not_used_and_the_load_awaited() {
-    let h = host(vec![]);
-    let rt = h.runtime();
-    h.script(Ok(reply_events("First.", &[])));
-    h.run(rt.apply(send("Hi"))).unwrap();
-    h.run_spawned();
-    drop(rt);
+    let h = after_one_turn();
     h.advance(edgent::config::cache::KEPT_COPY_TTL_MS + 1);
+    let before = h.now();
 
-    let h = restarted_cold(h, 30);
-    h.model_open_ms.set(40);
-    let rt = h.runtime();
-    h.script(Ok(reply_events("Second.", &[])));
-    let start = h.now();
-    h.run(rt.apply(send("Again"))).unwrap();
-    h.run_spawned_together();
-
-    assert_eq!(transcript(&h)[3].1, "Second.");
-    let log = h.thread().request_log_page(10, 0, Order::Asc).unwrap();
-    assert_eq!(
-        log.logs[1].created_at,
-        start + 30,
-        "sent once the load answered"
-    );
+    let (h, sent_after) = next_turn_in_a_new_isolate(h);
+    assert_eq!(sent_after, 30, "sent once the load answered");
     let kept = h.store().config_copy("support", Side::A).unwrap().unwrap();
-    assert_eq!(kept.kept_at, start + 30, "kept again, once loaded");
+    assert_eq!(kept.kept_at, before + 30, "kept again, once loaded");
 }
 
 #[test]
