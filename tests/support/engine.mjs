@@ -29,7 +29,7 @@ export function useEngineWorker() {
 // Definitions: every test writes its own models, prompts and agents under unique names.
 // ---------------------------------------------------------------------------------------------
 
-export let unique = 0;
+let unique = 0;
 /** A fresh name prefix, so tests never share a definition. */
 export const fresh = (what) => `${what}-${++unique}`;
 
@@ -121,7 +121,7 @@ export async function send(sock, content) {
 }
 
 /** Waits for an `idle` status frame from `from` on (with `turn` completed turns when given). */
-export function idle(sock, from, turn, timeout = 10000) {
+function idle(sock, from, turn, timeout = 10000) {
   return sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && (turn === undefined || f.turn === turn), { from, timeout });
 }
 
@@ -185,7 +185,7 @@ export async function noMoreRequests(n, ms = 400) {
 }
 
 /** A short description of a request, for failure messages. */
-export function brief(r) {
+function brief(r) {
   return { path: r.path, model: r.body?.model, system: systemOf(r), last: r.body?.messages?.at(-1) };
 }
 

@@ -125,6 +125,23 @@ fn rules(models: &ModelPolicy) -> admin::WriteRules<'_> {
     }
 }
 
+/// A database holding agent `desk` ("Be brief."), written through the API, and an isolate
+/// cache that holds nothing.
+fn desk_stored() -> FakeD1 {
+    agents::forget_cached();
+    let db = FakeD1::new();
+    let policy = ModelPolicy::default();
+    let stored = block_on(admin::put_config(
+        &db,
+        &config("Be brief."),
+        rules(&policy),
+        T0,
+    ));
+    assert_eq!(stored.unwrap().0, 200);
+    agents::forget_cached();
+    db
+}
+
 /// How many round trips `f` cost.
 fn trips<T>(db: &FakeD1, f: impl FnOnce() -> T) -> (T, u32) {
     let before = db.batches.get();
@@ -408,17 +425,7 @@ fn a_model_timeout_past_an_hour_is_refused() {
 /// the new thread's hooks. The check's load is the only round trip.
 #[test]
 fn creating_a_thread_reads_the_configuration_once() {
-    agents::forget_cached();
-    let db = FakeD1::new();
-    let policy = ModelPolicy::default();
-    let stored = block_on(admin::put_config(
-        &db,
-        &config("Be brief."),
-        rules(&policy),
-        T0,
-    ));
-    assert_eq!(stored.unwrap().0, 200);
-    agents::forget_cached();
+    let db = desk_stored();
     let (checked, n) = trips(&db, || {
         let exists = block_on(agents::agent_exists(&db, "desk", T0)).unwrap();
         let loaded = block_on(agents::load_agent(&db, "desk", Side::A, T0)).unwrap();
@@ -449,16 +456,7 @@ fn creating_a_thread_reads_the_configuration_once() {
 /// goes out before the check's answer) until a load succeeds.
 #[test]
 fn a_version_check_that_fails_forgets_the_copy_until_a_load_succeeds() {
-    agents::forget_cached();
-    let db = FakeD1::new();
-    let policy = ModelPolicy::default();
-    let stored = block_on(admin::put_config(
-        &db,
-        &config("Be brief."),
-        rules(&policy),
-        T0,
-    ));
-    assert_eq!(stored.unwrap().0, 200);
+    let db = desk_stored();
     block_on(agents::load_agent(&db, "desk", Side::A, T0))
         .unwrap()
         .unwrap();
@@ -502,16 +500,7 @@ fn a_version_check_that_fails_forgets_the_copy_until_a_load_succeeds() {
 /// (one round trip, and the copy holds).
 #[test]
 fn a_kept_copy_resolves_to_the_loaded_configuration_and_is_checked_before_it_is_fresh() {
-    agents::forget_cached();
-    let db = FakeD1::new();
-    let policy = ModelPolicy::default();
-    let stored = block_on(admin::put_config(
-        &db,
-        &config("Be brief."),
-        rules(&policy),
-        T0,
-    ));
-    assert_eq!(stored.unwrap().0, 200);
+    let db = desk_stored();
     let loaded = block_on(agents::load_agent(&db, "desk", Side::A, T0))
         .unwrap()
         .unwrap();

@@ -323,11 +323,15 @@ impl ThreadRuntime {
                     break None;
                 }
                 Ok(Action::CallModel(call)) => {
+                    // A copy fresh or loaded was kept when it was taken: only one confirmed
+                    // meanwhile is kept here.
+                    let checked = check.is_some();
                     match self
                         .call_model(&mut thread, &config, call, check.take())
                         .await
                     {
-                        Verdict::Held => self.keep_copy(&thread, &config),
+                        Verdict::Held if checked => self.keep_copy(&thread, &config),
+                        Verdict::Held => {}
                         Verdict::Moved(new) => {
                             self.record_hooks(&mut thread, &new);
                             self.keep_copy(&thread, &new);

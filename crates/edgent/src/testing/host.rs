@@ -91,8 +91,8 @@ pub struct TestHost {
     /// this many ms on the virtual clock; until then only a copy the thread kept and gave
     /// back (`adopt_agent`) is cached.
     pub cold_config: Cell<Option<u64>>,
-    /// The copy the runtime gave back while `cold_config` was set, with its version.
-    pub adopted: RefCell<Option<(Rc<AgentConfig>, i64)>>,
+    /// The copy the runtime gave back while `cold_config` was set.
+    pub adopted: RefCell<Option<Rc<AgentConfig>>>,
     /// The configuration's version stamp (`agent_version`).
     pub config_version: Cell<i64>,
     /// How many loads reached the configuration database.

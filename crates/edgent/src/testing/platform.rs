@@ -131,7 +131,7 @@ impl Platform for TestHost {
             .borrow()
             .as_ref()
             .map(|s| s.cached.clone());
-        let adopted = || self.adopted.borrow().as_ref().map(|(c, _)| c.clone());
+        let adopted = || self.adopted.borrow().clone();
         stale
             .or_else(adopted)
             .filter(|c| c.agent_id() == agent_id && c.side == side)
@@ -147,13 +147,13 @@ impl Platform for TestHost {
         &self,
         agent_id: &str,
         side: Side,
-        version: i64,
+        _version: i64,
         copy: &str,
     ) -> Option<Rc<AgentConfig>> {
         self.cold_config.get()?;
         let config: AgentConfig = serde_json::from_str(copy).ok()?;
         let config = Rc::new(config);
-        self.adopted.replace(Some((config.clone(), version)));
+        self.adopted.replace(Some(config.clone()));
         self.cached_agent(agent_id, side)
     }
 
