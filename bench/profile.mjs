@@ -4,7 +4,8 @@
 // and prints the functions with the most self time (wasm functions by name when the build kept
 // them: `EDGENT_KEEP_NAMES=1 npm run build`). The profile is written to bench/last.cpuprofile
 // (open it in Chrome DevTools).
-// Usage: EDGENT_KEEP_NAMES=1 npm run build && node bench/profile.mjs [turns] [text|tool]
+// With `create`, each of the TURNS is a new thread instead (`POST /api/threads`, nothing else).
+// Usage: EDGENT_KEEP_NAMES=1 npm run build && node bench/profile.mjs [turns] [text|tool|create]
 import { writeFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { startWorker } from '../tests/support/worker.mjs';
@@ -53,6 +54,7 @@ try {
   const id = await worker.client.createThread('bench_support');
   const sock = await worker.client.connect(id);
   const turn = async (i) => {
+    if (KIND === 'create') return void (await worker.client.createThread('bench_support'));
     const from = sock.frames.length;
     sock.send({ type: 'rpc', id: `p${i}`, method: 'send_message', params: { content: `message ${i}` } });
     await sock.finalAssistant(from, 15_000);

@@ -224,7 +224,7 @@ test('with a tool_selection_model the offered tools come from embeddings; the ne
   assert.equal(embedded[0].body.input.length, 10, 'the query and the nine tools');
   assert.ok(embedded[0].body.input[0].startsWith(FORECAST), embedded[0].body.input[0]);
   assert.equal(embedded[1].body.input.length, 1, 'then the query alone: the tools\' vectors are cached');
-  assert.ok(embedded[1].at < second.at, 'embedded before the call it ranks for');
+  assert.ok(embedded[1].arrival < second.arrival, 'embedded before the call it ranks for');
 
   const rows = await logs(id);
   assert.equal(rows.length, 2);

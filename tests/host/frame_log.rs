@@ -11,12 +11,15 @@ use serde_json::{json, Value};
 
 use crate::flow_host::{TestHost, WithThread};
 use edgent::api::ops::ThreadOp;
-use edgent::engine::frame_log::{self, replay, with_seq, Replay, MAX_KEPT_FRAME_BYTES};
+use edgent::engine::frame_log::{
+    self, replay, with_seq, Replay, MAX_KEPT_FRAME_BYTES, RESERVE_FIRST,
+};
 use edgent::engine::thread::Action;
 use edgent::llm::stream::StreamEvent;
 use edgent::testing::reply_events;
 use edgent::tool::{emit_ephemeral_event, emit_thread_event};
 use edgent::values::limits::{FRAME_LOG_MAX_BYTES, FRAME_LOG_MAX_FRAMES};
+use edgent::values::message::{Message, MessageStatus, Role};
 use edgent::values::protocol::ServerFrame;
 use edgent::values::sql::Sql;
 
@@ -66,15 +69,25 @@ fn a_turn_sends_every_frame_numbered_in_order_with_type_first_and_seq_last() {
     let sent = host.take_sent();
     assert!(sent.len() >= 8, "a tool turn sends its frames: {sent:?}");
     let seqs: Vec<i64> = sent.iter().map(|t| seq_of(t).unwrap()).collect();
-    assert!(
-        seqs.windows(2).all(|w| w[1] == w[0] + 1),
-        "seqs of one thread's frames run 1, 2, 3…: {seqs:?}"
-    );
+    // Seqs run 1, 2, 3…, except after a reply's pending message: the seqs reserved with it for
+    // the reply's chunks, unused by a reply that arrived whole, are skipped.
+    for (pair, texts) in seqs.windows(2).zip(sent.windows(2)) {
+        let opens_a_reply = texts[0].contains(r#""role":"assistant""#)
+            && texts[0].contains(r#""status":"pending""#);
+        let step = if opens_a_reply { RESERVE_FIRST + 1 } else { 1 };
+        assert_eq!(pair[1], pair[0] + step, "{seqs:?}\n{texts:#?}");
+    }
     assert_eq!(seqs[0], 1);
     for (text, seq) in sent.iter().zip(&seqs) {
         assert!(text.starts_with(r#"{"type":""#), "{text}");
         assert!(text.ends_with(&format!(r#","seq":{seq}}}"#)), "{text}");
     }
+    // The rows that reserved each reply's seqs are gone (a replay never meets them).
+    let reservations = host
+        .db
+        .exec("SELECT COUNT(*) FROM frame_log WHERE bytes < 0", &[])
+        .unwrap();
+    assert_eq!(reservations[0].int(0).unwrap(), 0);
     // hello's seq: the newest one.
     let r = rt.replay(None).unwrap();
     assert_eq!(
@@ -264,7 +277,7 @@ fn a_frame_too_large_to_keep_is_sent_numbered_and_a_replay_over_it_is_a_reset() 
 }
 
 #[test]
-fn one_flush_is_one_insert_per_25_frames_within_the_bound_parameter_limit() {
+fn one_flush_is_one_insert_per_24_frames_within_the_bound_parameter_limit() {
     let host = TestHost::with_thread(T0);
     // The Durable Object binds at most 100 parameters per statement.
     host.db
@@ -292,6 +305,30 @@ fn one_flush_is_one_insert_per_25_frames_within_the_bound_parameter_limit() {
     host.db.record();
     frame_log::append(&host.live_chunks, &host.db, &[event(0, json!(0))]);
     assert_eq!(host.db.recorded().len(), 1);
+
+    // 50 frames, the last a reply's pending message: 24, 24 and 2 frames per insert (25 and 25
+    // would bind 101 parameters in the last, which also reserves the reply's seqs), and the
+    // reply's first chunk needs no statement.
+    let mut pending = Message::new(Role::Assistant, "", T0);
+    pending.status = MessageStatus::Pending;
+    let mut frames: Vec<ServerFrame> = (0..49).map(|i| event(i, json!(i))).collect();
+    frames.push(ServerFrame::Message {
+        message: pending.clone(),
+    });
+    host.db.record();
+    let out = frame_log::append(&host.live_chunks, &host.db, &frames);
+    assert!(out.error.is_none(), "{:?}", out.error);
+    assert_eq!(host.db.recorded().len(), 3);
+    let last = seq_of(out.texts.last().unwrap()).unwrap();
+    assert_eq!(last, 61 + 50);
+    let chunk = ServerFrame::MessageChunk {
+        message_id: pending.id.clone(),
+        delta: "Hel".into(),
+    };
+    host.db.record();
+    let out = frame_log::append(&host.live_chunks, &host.db, &[chunk]);
+    assert_eq!(host.db.recorded(), Vec::<String>::new());
+    assert_eq!(seq_of(&out.texts[0]), Some(last + 1));
 }
 
 #[test]

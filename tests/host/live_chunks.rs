@@ -1,6 +1,7 @@
 //! The chunks of a reply still streaming (`edgent::engine::frame_log::LiveChunks`), on real
 //! SQLite: a flush of chunks alone takes its seqs from a reserved block and stays in the
-//! object's memory, so a streamed reply costs no statement per chunk; a socket resuming in the
+//! object's memory, so a streamed reply costs no statement per chunk (and its first block, reserved
+//! with its pending message, none at all); a socket resuming in the
 //! same instance gets them merged in seq order with the logged frames; a restart loses them
 //! without ever reusing their seqs; the memory bound turns a resume from before dropped chunks
 //! into a reset; pruning is checked per 256 frames logged, whatever gaps the reserved seqs leave.
@@ -84,7 +85,7 @@ fn finish(host: &Rc<TestHost>, mut call: ModelCall) {
 }
 
 #[test]
-fn a_streamed_reply_costs_a_reservation_per_block_not_a_statement_per_chunk() {
+fn a_streamed_reply_costs_no_statement_per_chunk_and_its_first_block_none_at_all() {
     let host = TestHost::with_thread(T0);
     let rt = host.runtime();
     let turn = |events: Vec<StreamEvent>| {
@@ -101,19 +102,33 @@ fn a_streamed_reply_costs_a_reservation_per_block_not_a_statement_per_chunk() {
         .collect();
     events.extend([StreamEvent::Finish(FinishReason::Stop), StreamEvent::Done]);
     let forty = turn(events);
+    let pieces_100: Vec<String> = (0..100).map(|i| format!("x{i} ")).collect();
+    let mut events: Vec<StreamEvent> = pieces_100
+        .iter()
+        .map(|p| StreamEvent::TextDelta(p.clone()))
+        .collect();
+    events.extend([StreamEvent::Finish(FinishReason::Stop), StreamEvent::Done]);
+    host.take_sent();
+    let hundred = turn(events);
     let counted = |s: &[String], prefix: &str| s.iter().filter(|q| q.starts_with(prefix)).count();
-    // One chunk flushed alone: one reservation where it was one insert. 40 chunks: blocks of
-    // 16 and 32 seqs, two statements, where each chunk was an insert: the turn costs one
-    // statement more than the one-chunk turn, not 39.
-    assert_eq!(counted(&one, "UPDATE sqlite_sequence"), 1, "{one:#?}");
-    assert_eq!(counted(&forty, "UPDATE sqlite_sequence"), 2, "{forty:#?}");
+    // The reply's first block (64 seqs) is reserved by the insert of its pending message, so
+    // up to 64 flushes of chunks cost no statement: one chunk and 40 cost what a reply that
+    // arrives whole costs. 100 chunks: one `UPDATE` for the next block (128 seqs).
+    assert_eq!(counted(&one, "UPDATE sqlite_sequence"), 0, "{one:#?}");
+    assert_eq!(counted(&forty, "UPDATE sqlite_sequence"), 0, "{forty:#?}");
+    assert_eq!(
+        counted(&hundred, "UPDATE sqlite_sequence"),
+        1,
+        "{hundred:#?}"
+    );
     assert_eq!(
         counted(&forty, "INSERT INTO frame_log"),
         counted(&one, "INSERT INTO frame_log"),
         "{forty:#?}\n{one:#?}"
     );
-    assert_eq!(forty.len(), one.len() + 1, "{forty:#?}\n{one:#?}");
-    assert!(one.len() <= 11, "{one:#?}");
+    assert_eq!(forty.len(), one.len(), "{forty:#?}\n{one:#?}");
+    assert_eq!(hundred.len(), one.len() + 1, "{hundred:#?}\n{one:#?}");
+    assert!(one.len() <= 10, "{one:#?}");
 
     let sent = host.take_sent();
     let seqs: Vec<i64> = sent.iter().map(|t| seq_of(t)).collect();
@@ -125,9 +140,16 @@ fn a_streamed_reply_costs_a_reservation_per_block_not_a_statement_per_chunk() {
         .collect();
     assert_eq!(
         chunks.concat(),
-        pieces.concat(),
+        pieces_100.concat(),
         "every piece was sent, in order"
     );
+    // The first chunk comes right after its pending message, from the block reserved with it.
+    let pending = sent
+        .iter()
+        .position(|t| kind_of(t) == "message" && parse(t)["message"]["status"] == "pending")
+        .expect("the pending reply was sent");
+    assert_eq!(kind_of(&sent[pending + 1]), "message_chunk");
+    assert_eq!(seq_of(&sent[pending + 1]), seq_of(&sent[pending]) + 1);
     // Settled: nothing of the reply's chunks is stored, in the log or in memory.
     assert_eq!(chunk_rows(&host), 0);
     let last = parse(sent.last().unwrap());

@@ -442,6 +442,7 @@ export async function startModelServer({ port = 0, script = [], fallback = EXHAU
     }
   }
 
+  let arrivals = 0;
   async function handle(req, res) {
     res.on('error', () => {}); // a client that went away is not the test's failure
     const rawBody = await readBody(req);
@@ -449,7 +450,8 @@ export async function startModelServer({ port = 0, script = [], fallback = EXHAU
     try { body = rawBody ? JSON.parse(rawBody) : null; } catch { /* recorded as null */ }
     const path = req.url.split('?')[0];
     const [name, format] = formatFor(path);
-    const request = { method: req.method, path, format: name, headers: { ...req.headers }, body, rawBody, at: Date.now() };
+    // `at` is in milliseconds, which two requests can share; `arrival` orders them (1, 2, …).
+    const request = { method: req.method, path, format: name, headers: { ...req.headers }, body, rawBody, at: Date.now(), arrival: ++arrivals };
     // When the response's connection closed, and whether the whole response had been written
     // by then (false: the client hung up part way).
     res.on('close', () => { request.closedAt = Date.now(); request.finished = res.writableFinished; });

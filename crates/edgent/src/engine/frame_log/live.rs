@@ -9,6 +9,12 @@
 //! frame log's own `AUTOINCREMENT` counter, so no later logged frame can take them) and keeps
 //! the frames here, where a socket resuming in this instance is replayed them.
 //!
+//! A reply's first block is reserved by the insert that logs its pending message (see
+//! [`super::append`]), so the write is part of that flush's transaction. Reserved at the first
+//! chunk instead, it was a transaction of its own, and a Durable Object holds outgoing messages
+//! until its writes are durable: the reply's first chunk waited for a storage round trip. Later
+//! blocks (while a long reply keeps streaming) are still reserved by the chunk that needs them.
+//!
 //! What that changes: a restart mid-reply loses the chunks sent before it. The reply they
 //! belong to is not lost (it is stored and run again, and its settled `message` frame replaces
 //! any chunks anyway), and a seq is still never reused: the reservation is durable before any
@@ -22,7 +28,7 @@ use crate::values::sql::{Sql, SqlError};
 /// The first block of seqs reserved for a stream of chunks; each further block while chunks
 /// keep coming doubles, up to [`RESERVE_MAX`]. Seqs of a block not used when a logged frame
 /// comes are skipped (seqs only need to increase).
-pub const RESERVE_FIRST: i64 = 16;
+pub const RESERVE_FIRST: i64 = 64;
 /// The largest block of seqs reserved at once.
 pub const RESERVE_MAX: i64 = 256;
 /// Bytes of chunk frames kept at most; past it the oldest go, and a resume from before them is
@@ -62,6 +68,28 @@ fn kept_bytes(message_id: &str, text: &str) -> usize {
     message_id.len() + text.len()
 }
 
+/// Reserves a block of at least `n` seqs (the next block's size, doubling while chunks keep
+/// coming); `Ok(false)` when the thread has logged nothing yet (there is no counter to
+/// reserve from). A failure marks `live` refused.
+fn reserve(live: &mut Live, sql: &dyn Sql, n: i64) -> Result<bool, SqlError> {
+    let size = live.next_block.max(RESERVE_FIRST).max(n);
+    let rows = sql
+        .exec(
+            "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'frame_log' RETURNING seq",
+            &[size.into()],
+        )
+        .inspect_err(|e| {
+            live.refused = true;
+            live.refusal = Some(e.clone());
+        })?;
+    let Some(last) = rows.first().map(|row| row.int(0)).transpose()? else {
+        return Ok(false);
+    };
+    live.block = Some((last - size + 1, last));
+    live.next_block = (size * 2).min(RESERVE_MAX);
+    Ok(true)
+}
+
 #[derive(Debug)]
 struct LiveChunk {
     seq: i64,
@@ -80,28 +108,30 @@ impl LiveChunks {
             return Ok(None);
         }
         let free = live.block.map_or(0, |(next, last)| last - next + 1);
-        if free < n {
-            let size = live.next_block.max(RESERVE_FIRST).max(n);
-            let rows = sql
-                .exec(
-                    "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'frame_log' RETURNING seq",
-                    &[size.into()],
-                )
-                .inspect_err(|e| {
-                    live.refused = true;
-                    live.refusal = Some(e.clone());
-                })?;
-            let Some(last) = rows.first().map(|row| row.int(0)).transpose()? else {
-                return Ok(None);
-            };
-            live.block = Some((last - size + 1, last));
-            live.next_block = (size * 2).min(RESERVE_MAX);
+        if free < n && !reserve(&mut live, sql, n)? {
+            return Ok(None);
         }
         let Some((first, last)) = live.block else {
             return Ok(None);
         };
         live.block = (first + n <= last).then_some((first + n, last));
         Ok(Some(first))
+    }
+
+    /// Whether the flush about to log a reply's pending message should reserve the reply's
+    /// first block with it (see [`super::append`]): not once reserving has failed here.
+    pub(super) fn reserves_ahead(&self) -> bool {
+        !self.0.borrow().refused
+    }
+
+    /// The flush that logged a reply's pending message reserved `first..=last` in its insert:
+    /// the reply's first chunks take their seqs from it, with no write of their own.
+    pub(super) fn reserved(&self, first: i64, last: i64) {
+        let mut live = self.0.borrow_mut();
+        if first <= last {
+            live.block = Some((first, last));
+            live.next_block = (RESERVE_FIRST * 2).min(RESERVE_MAX);
+        }
     }
 
     /// Keeps a chunk frame sent with `seq`, for sockets that resume.

@@ -11,7 +11,9 @@
 //! What it costs per flush of frames: one multi-row `INSERT … RETURNING seq` (up to
 //! [`ROWS_PER_INSERT`] frames each, within the Durable Object's 100 bound parameters per
 //! statement; the seqs come back from the insert, so nothing is read to number frames), or for
-//! a flush of chunks nothing but, now and then, one `UPDATE` reserving a block of seqs.
+//! a flush of chunks nothing but, now and then, one `UPDATE` reserving a block of seqs. The
+//! first block of a reply is reserved by the flush that logs its pending message, in the same
+//! transaction, so its first chunks go out without waiting for a write.
 //! Compaction runs inside that insert (the `frame_log_compacted` trigger: a settled `message`
 //! frame drops its chunks and earlier `message` frames). Pruning to the bound
 //! ([`FRAME_LOG_MAX_FRAMES`], [`FRAME_LOG_MAX_BYTES`]) is checked once per [`PRUNE_EVERY`]
@@ -24,13 +26,13 @@ mod live;
 pub use live::{LiveChunks, LIVE_CHUNKS_MAX_BYTES, RESERVE_FIRST, RESERVE_MAX};
 
 use crate::values::limits::{FRAME_LOG_MAX_BYTES, FRAME_LOG_MAX_FRAMES, SQLITE_MAX_LENGTH};
-use crate::values::message::MessageStatus;
+use crate::values::message::{MessageStatus, Role};
 use crate::values::protocol::ServerFrame;
 use crate::values::sql::{Sql, SqlError, SqlValue};
 
-/// Frames per `INSERT`: four bound parameters each, and a Durable Object statement takes at
-/// most 100.
-pub const ROWS_PER_INSERT: usize = 25;
+/// Frames per `INSERT`: four bound parameters each, one more for a reservation, and a Durable
+/// Object statement takes at most 100.
+pub const ROWS_PER_INSERT: usize = 24;
 /// Pruning is checked once per this many frames an instance logs (so the log holds at most
 /// this many frames over [`FRAME_LOG_MAX_FRAMES`] between checks).
 pub const PRUNE_EVERY: i64 = 256;
@@ -66,18 +68,24 @@ pub fn append(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Appen
     let mut texts = Vec::with_capacity(frames.len());
     let (mut logged, mut last, mut bytes) = (0, 0, 0usize);
     let mut error = None;
-    for batch in frames.chunks(ROWS_PER_INSERT) {
+    // A reply about to stream: its first block of seqs is reserved by this flush's last insert.
+    let ahead = frames.iter().any(opens_a_reply) && live.reserves_ahead();
+    let batches = frames.len().div_ceil(ROWS_PER_INSERT);
+    let mut reserved = None;
+    for (i, batch) in frames.chunks(ROWS_PER_INSERT).enumerate() {
         let bodies: Vec<String> = batch.iter().map(ServerFrame::to_json).collect();
         if error.is_some() {
             texts.extend(bodies);
             continue;
         }
         bytes += bodies.iter().map(String::len).sum::<usize>();
-        match insert(sql, batch, bodies) {
-            Ok(numbered) => {
+        let reserve = (ahead && i + 1 == batches).then_some(RESERVE_FIRST);
+        match insert(sql, batch, bodies, reserve) {
+            Ok((numbered, end)) => {
                 logged += numbered.len();
                 last = numbered.last().map_or(last, |(seq, _)| *seq);
                 texts.extend(numbered.into_iter().map(|(seq, body)| with_seq(body, seq)));
+                reserved = end;
             }
             Err((e, bodies)) => {
                 texts.extend(bodies);
@@ -94,11 +102,20 @@ pub fn append(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Appen
     }
     if logged > 0 {
         let due = live.logged(last, logged);
+        if let Some(end) = reserved {
+            live.reserved(last + 1, end);
+        }
         if error.is_none() && (due || bytes >= PRUNE_AFTER_BYTES) {
             error = prune(sql).err();
         }
     }
     Appended { texts, error }
+}
+
+/// A reply's pending message: its chunks come next, in the flushes after this one.
+fn opens_a_reply(frame: &ServerFrame) -> bool {
+    matches!(frame, ServerFrame::Message { message }
+        if message.status == MessageStatus::Pending && message.role == Role::Assistant)
 }
 
 /// A flush of chunk frames alone, numbered from a reserved block and kept in `live`; `None`
@@ -129,24 +146,30 @@ fn keep_chunks(live: &LiveChunks, sql: &dyn Sql, frames: &[ServerFrame]) -> Opti
 /// Why an insert failed, and the bodies it was given (sent without `seq`).
 type Unlogged = (SqlError, Vec<String>);
 
+/// What an insert logged: each body with its seq, in order, and the last seq it reserved for a
+/// reply's chunks, if it reserved any.
+type Logged = (Vec<(i64, String)>, Option<i64>);
+
 /// One `INSERT` of up to [`ROWS_PER_INSERT`] frames: the bodies with their seqs, in order (or
-/// the error and the bodies back). Bodies are moved into the bound parameters and taken back
-/// out, never copied.
+/// the error and the bodies back). With `reserve`, the same insert also reserves that many seqs
+/// after its last frame for a reply's chunks. Bodies are moved into the bound parameters and
+/// taken back out, never copied.
 fn insert(
     sql: &dyn Sql,
     frames: &[ServerFrame],
     bodies: Vec<String>,
-) -> Result<Vec<(i64, String)>, Unlogged> {
+    reserve: Option<i64>,
+) -> Result<Logged, Unlogged> {
     let mut statement =
-        String::from("INSERT INTO frame_log (message_id, settled, bytes, body) VALUES ");
-    let mut params = Vec::with_capacity(frames.len() * 4);
+        String::from("INSERT INTO frame_log (seq, message_id, settled, bytes, body) VALUES ");
+    let mut params = Vec::with_capacity(frames.len() * 4 + 1);
     // Bodies too large to keep: bound as NULL, held here for the answer.
     let mut held: Vec<Option<String>> = Vec::with_capacity(frames.len());
     for (i, (frame, body)) in frames.iter().zip(bodies).enumerate() {
         statement.push_str(if i == 0 {
-            "(?, ?, ?, ?)"
+            "(NULL, ?, ?, ?, ?)"
         } else {
-            ", (?, ?, ?, ?)"
+            ", (NULL, ?, ?, ?, ?)"
         });
         let (message_id, settled) = match frame {
             ServerFrame::Message { message } => (
@@ -167,6 +190,18 @@ fn insert(
             params.push(SqlValue::Null);
             held.push(Some(body));
         }
+    }
+    if let Some(size) = reserve {
+        // The reservation: a row numbered `size` past this insert's last frame, which the
+        // `frame_log_reservation` trigger deletes at once. AUTOINCREMENT keeps its seq as the
+        // counter, so the seqs between are this flush's to give to chunks, durable with it.
+        // (A trigger cannot move the counter itself: the insert writes it back at its end.)
+        statement.push_str(
+            ", (COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'frame_log'), 0) + ?, \
+             NULL, 0, -1, NULL)",
+        );
+        let past = i64::try_from(frames.len()).unwrap_or(i64::MAX);
+        params.push(SqlValue::Integer(past.saturating_add(size)));
     }
     statement.push_str(" RETURNING seq");
     let answer = sql.exec(&statement, &params);
@@ -190,17 +225,16 @@ fn insert(
             Err(e) => return Err((e, bodies)),
         }
     }
-    if seqs.len() != bodies.len() {
-        let why = format!(
-            "{} frames logged, {} seqs returned",
-            bodies.len(),
-            seqs.len()
-        );
+    let expected = bodies.len() + usize::from(reserve.is_some());
+    if seqs.len() != expected {
+        let why = format!("{expected} rows logged, {} seqs returned", seqs.len());
         return Err((SqlError(why), bodies));
     }
-    // RETURNING's order is not promised; AUTOINCREMENT numbers the rows in VALUES order.
+    // RETURNING's order is not promised; AUTOINCREMENT numbers the rows in VALUES order (the
+    // reservation's row, last, has the highest).
     seqs.sort_unstable();
-    Ok(seqs.into_iter().zip(bodies).collect())
+    let end = if reserve.is_some() { seqs.pop() } else { None };
+    Ok((seqs.into_iter().zip(bodies).collect(), end))
 }
 
 /// `body` (a frame's JSON object) with `"seq":n` as its last key.
