@@ -16,6 +16,7 @@ use edgent::engine::thread::{Action, ModelCall};
 use edgent::llm::stream::{FinishReason, StreamEvent};
 use edgent::testing::{reply_events, TestHost};
 use edgent::tool::emit_thread_event;
+use edgent::values::message::{Message, MessageStatus, Role};
 use edgent::values::protocol::ServerFrame;
 use edgent::values::sql::Sql;
 
@@ -143,7 +144,8 @@ fn a_streamed_reply_costs_no_statement_per_chunk_and_its_first_block_none_at_all
         pieces_100.concat(),
         "every piece was sent, in order"
     );
-    // The first chunk comes right after its pending message, from the block reserved with it.
+    // The first chunk is numbered right after its pending message (the statement counts above
+    // show its block came with that message, not with a write of its own).
     let pending = sent
         .iter()
         .position(|t| kind_of(t) == "message" && parse(t)["message"]["status"] == "pending")
@@ -402,4 +404,45 @@ fn a_refused_reservation_logs_the_chunks_as_before_and_is_not_tried_again() {
     assert!(host.live_chunks.take_refusal().is_none(), "logged once");
     assert_eq!(chunk_rows(&host), 3, "the chunks were logged");
     assert_eq!(replay(&host, 1).frames.len(), 3);
+    // Nor is a block reserved ahead with a reply's pending message: its chunk is logged too.
+    let pending = frame_log::append(&host.live_chunks, &refusing, &[pending_reply("m2")]);
+    let out = frame_log::append(&host.live_chunks, &refusing, &[chunk_of("m2", "d")]);
+    assert_eq!(seq_of(&out.texts[0]), seq_of(&pending.texts[0]) + 1);
+    assert_eq!(chunk_rows(&host), 4);
+}
+
+fn pending_reply(id: &str) -> ServerFrame {
+    let mut message = Message::new(Role::Assistant, "", T0);
+    message.id = id.into();
+    message.status = MessageStatus::Pending;
+    ServerFrame::Message { message }
+}
+
+fn chunk_of(message_id: &str, delta: &str) -> ServerFrame {
+    ServerFrame::MessageChunk {
+        message_id: message_id.into(),
+        delta: delta.into(),
+    }
+}
+
+/// A reply's pending message in a thread's very first flush (no counter yet) still reserves
+/// the reply's block: its chunks are kept, numbered right after it, with no statement.
+#[test]
+fn a_reply_opening_a_threads_log_reserves_its_block_from_an_empty_counter() {
+    let host = TestHost::with_thread(T0);
+    let first = frame_log::append(&host.live_chunks, &host.db, &[pending_reply("m1")]);
+    assert_eq!(seq_of(&first.texts[0]), 1);
+    host.db.record();
+    let out = frame_log::append(&host.live_chunks, &host.db, &[chunk_of("m1", "Hi")]);
+    assert_eq!(host.db.recorded(), Vec::<String>::new());
+    assert_eq!(seq_of(&out.texts[0]), 2);
+    assert_eq!(chunk_rows(&host), 0, "kept in memory");
+    let counter = host
+        .db
+        .exec(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'frame_log'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(counter[0].int(0).unwrap(), 1 + 64, "the block is durable");
 }

@@ -152,8 +152,9 @@ const TRIGGER_FRAME_LOG_COMPACTED: &str =
         END";
 // v20: compaction's lookup by message. Without it, every settled message scanned the whole log
 // (up to `FRAME_LOG_MAX_FRAMES` rows and their bodies: about 0.17 ms per turn on a long
-// thread). Only `message` frames are indexed: a reply's streamed chunks are rows no longer
-// (`engine::frame_log::LiveChunks`), and other frames have no message.
+// thread). Only frames about a message are indexed: `message` frames, and the chunks still
+// logged as rows (a flush mixing them with other frames, a thread's first frames); a reply's
+// chunks otherwise stay in memory (`engine::frame_log::LiveChunks`).
 const INDEX_FRAME_LOG_BY_MESSAGE: &str =
     "CREATE INDEX frame_log_by_message ON frame_log (message_id) WHERE message_id IS NOT NULL";
 // v20 also: a reply's first seqs are reserved by the insert of its pending message, with a
