@@ -17,11 +17,9 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Miniflare } from 'miniflare';
-import WebSocket from 'ws';
-import { startWorker } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { seedBench, workerdPid, cpuMs } from './lib.mjs';
+import { cpuMs } from './lib.mjs';
+import { startEdgent, startFloor } from './sides.mjs';
 
 const TURNS = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 200);
 const PERF = process.argv.includes('--perf');
@@ -36,63 +34,6 @@ const has = (tool) => {
     return false;
   }
 };
-
-/** A session on one new thread of edgent: `turn()` resolves at the turn's `idle` status. */
-async function edgent(modelUrl) {
-  const worker = await startWorker({ modelUrl });
-  await seedBench(worker.db);
-  const sock = await worker.client.connect(await worker.client.createThread('bench_support'));
-  let n = 0;
-  return {
-    pid: workerdPid(worker.url),
-    async turn(content) {
-      const from = sock.frames.length;
-      sock.send({ type: 'rpc', id: `c${n}`, method: 'send_message', params: { content } });
-      const turn = ++n;
-      await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === turn, { from, timeout: 30_000 });
-    },
-    async stop() {
-      sock.close();
-      await worker.dispose();
-    },
-  };
-}
-
-/** The floor in Miniflare, one socket: `turn()` resolves at its `idle` frame. */
-async function floor(modelUrl) {
-  const mf = new Miniflare({
-    modules: true,
-    scriptPath: new URL('./floor-worker.mjs', import.meta.url).pathname,
-    compatibilityDate: '2026-04-20',
-    durableObjects: { FLOOR: { className: 'Floor', useSQLite: true } },
-    bindings: { MODEL_URL: modelUrl },
-    port: 0,
-    host: '127.0.0.1',
-  });
-  const url = (await mf.ready).toString();
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}floor-${Date.now()}`);
-  await new Promise((resolve, reject) => {
-    ws.once('open', resolve);
-    ws.once('error', reject);
-  });
-  return {
-    pid: workerdPid(url),
-    turn: (content) =>
-      new Promise((resolve) => {
-        const onMessage = (data) => {
-          if (JSON.parse(data).type !== 'idle') return;
-          ws.off('message', onMessage);
-          resolve();
-        };
-        ws.on('message', onMessage);
-        ws.send(JSON.stringify({ content }));
-      }),
-    async stop() {
-      ws.close();
-      await mf.dispose();
-    },
-  };
-}
 
 /** Runs `fn` with `tool` attached to `pid` (stopped with SIGINT after), if it is installed. */
 async function attached(tool, args, fn) {
@@ -149,7 +90,7 @@ try {
   for (const [kind, reply] of kinds) {
     const model = await startModelServer({ fallback: reply });
     const cpu = {};
-    for (const [name, start] of [['floor', floor], ['edgent', edgent]]) {
+    for (const [name, start] of [['floor', startFloor], ['edgent', startEdgent]]) {
       const side = await start(`${model.url}/v1`);
       try {
         for (let i = 0; i < WARMUP; i++) await side.turn(`warm-up ${i}`);
@@ -172,7 +113,7 @@ try {
           }
         }
       } finally {
-        await side.stop();
+        await side.dispose();
       }
     }
     console.log(`${kind.padEnd(16)} edgent adds ${(cpu.edgent - cpu.floor).toFixed(2)} ms per turn (x${(cpu.edgent / cpu.floor).toFixed(2)} the floor's CPU)`);

@@ -19,12 +19,11 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Miniflare } from 'miniflare';
-import WebSocket from 'ws';
-import { startWorker, ROOT } from '../tests/support/worker.mjs';
+import { ROOT } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
 import { freePort } from '../tests/support/net.mjs';
-import { seedBench, startScripted } from './lib.mjs';
+import { startScripted } from './lib.mjs';
+import { floorSocket, startEdgent, startFloor } from './sides.mjs';
 
 const WRANGLER = process.argv.includes('--wrangler');
 const TURNS = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 100);
@@ -52,52 +51,6 @@ async function modelServer(phase) {
   const script = phase === 'text' ? [{ text: TEXT }] : Array.from({ length: turns }, () => [TOOL, { text: TEXT }]).flat();
   const server = await startScripted(HARNESS, join(dir, `${phase}.json`), script);
   return { name: 'scripted_openai.py', ...server };
-}
-
-/** A socket to a floor instance: `turn(content)` resolves at its `idle` frame. */
-async function floorSocket(url) {
-  const ws = new WebSocket(url);
-  await new Promise((resolve, reject) => {
-    ws.once('open', resolve);
-    ws.once('error', reject);
-  });
-  return {
-    turn(content) {
-      return new Promise((resolve, reject) => {
-        const onMessage = (data) => {
-          const frame = JSON.parse(data);
-          if (frame.type === 'error') reject(new Error(`floor: ${frame.message}`));
-          if (frame.type !== 'idle') return;
-          ws.off('message', onMessage);
-          resolve();
-        };
-        ws.on('message', onMessage);
-        ws.send(JSON.stringify({ content }), (e) => e && reject(e));
-      });
-    },
-    close: () => ws.close(),
-  };
-}
-
-async function startFloor(modelUrl) {
-  const mf = new Miniflare({
-    modules: true,
-    scriptPath: new URL('./floor-worker.mjs', import.meta.url).pathname,
-    compatibilityDate: '2026-04-20',
-    durableObjects: { FLOOR: { className: 'Floor', useSQLite: true } },
-    bindings: { MODEL_URL: modelUrl },
-    port: 0,
-    host: '127.0.0.1',
-  });
-  const url = (await mf.ready).toString().replace(/^http/, 'ws');
-  const socket = await floorSocket(`${url}floor-${Date.now()}`);
-  return {
-    turn: socket.turn,
-    async dispose() {
-      socket.close();
-      await mf.dispose();
-    },
-  };
 }
 
 /** workerd's listening TCP ports (`ss -ltnp`), each with its process id. */
@@ -146,25 +99,6 @@ async function startFloorWrangler(modelUrl) {
     if (!before.has(p) && p !== port && (await answers(p))) [direct, pid] = [p, owner];
   }
   return { proxy: port, direct, rss: () => rssMiB(pid), stop: () => process.kill(-proc.pid, 'SIGTERM') };
-}
-
-async function startEdgent(modelUrl) {
-  const worker = await startWorker({ modelUrl });
-  await seedBench(worker.db);
-  const sock = await worker.client.connect(await worker.client.createThread('bench_support'));
-  let n = 0;
-  return {
-    async turn(content) {
-      const from = sock.frames.length;
-      sock.send({ type: 'rpc', id: `f${n}`, method: 'send_message', params: { content } });
-      const turn = ++n;
-      await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === turn, { from, timeout: 15_000 });
-    },
-    async dispose() {
-      sock.close();
-      await worker.dispose();
-    },
-  };
 }
 
 const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];

@@ -1,0 +1,76 @@
+// The two sides the floor benches compare, each one thread driven over its socket in Miniflare:
+// edgent (the built Worker) and the floor (bench/floor-worker.mjs). `turn(content)` resolves
+// when the turn has ended; `pid` is the side's workerd process.
+import { Miniflare } from 'miniflare';
+import WebSocket from 'ws';
+import { startWorker } from '../tests/support/worker.mjs';
+import { seedBench, workerdPid } from './lib.mjs';
+
+/** A socket to a floor instance: `turn(content)` resolves at its `idle` frame. */
+export async function floorSocket(url) {
+  const ws = new WebSocket(url);
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  return {
+    turn(content) {
+      return new Promise((resolve, reject) => {
+        const onMessage = (data) => {
+          const frame = JSON.parse(data);
+          if (frame.type === 'error') reject(new Error(`floor: ${frame.message}`));
+          if (frame.type !== 'idle') return;
+          ws.off('message', onMessage);
+          resolve();
+        };
+        ws.on('message', onMessage);
+        ws.send(JSON.stringify({ content }), (e) => e && reject(e));
+      });
+    },
+    close: () => ws.close(),
+  };
+}
+
+/** The floor in Miniflare, with one socket. */
+export async function startFloor(modelUrl) {
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: new URL('./floor-worker.mjs', import.meta.url).pathname,
+    compatibilityDate: '2026-04-20',
+    durableObjects: { FLOOR: { className: 'Floor', useSQLite: true } },
+    bindings: { MODEL_URL: modelUrl },
+    port: 0,
+    host: '127.0.0.1',
+  });
+  const url = (await mf.ready).toString();
+  const socket = await floorSocket(`${url.replace(/^http/, 'ws')}floor-${Date.now()}`);
+  return {
+    pid: workerdPid(url),
+    turn: socket.turn,
+    async dispose() {
+      socket.close();
+      await mf.dispose();
+    },
+  };
+}
+
+/** Edgent's built Worker in Miniflare, with one new thread of `bench_support` and its socket. */
+export async function startEdgent(modelUrl) {
+  const worker = await startWorker({ modelUrl });
+  await seedBench(worker.db);
+  const sock = await worker.client.connect(await worker.client.createThread('bench_support'));
+  let n = 0;
+  return {
+    pid: workerdPid(worker.url),
+    async turn(content) {
+      const from = sock.frames.length;
+      sock.send({ type: 'rpc', id: `f${n}`, method: 'send_message', params: { content } });
+      const turn = ++n;
+      await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === turn, { from, timeout: 30_000 });
+    },
+    async dispose() {
+      sock.close();
+      await worker.dispose();
+    },
+  };
+}
