@@ -85,9 +85,9 @@ function perfSplit(file) {
   return [...split].sort((a, b) => b[1] - a[1]);
 }
 
-const kinds = [['text turn', { text: 'ok, noted.' }], [`${CHUNKS}-piece reply`, { text: 'word '.repeat(CHUNKS), chunkSize: 5, chunkDelayMs: 1 }]];
+const replies = [['text turn', { text: 'ok, noted.' }], [`${CHUNKS}-piece reply`, { text: 'word '.repeat(CHUNKS), chunkSize: 5, chunkDelayMs: 1 }]];
 try {
-  for (const [kind, reply] of kinds) {
+  for (const [kind, reply] of replies) {
     const model = await startModelServer({ fallback: reply });
     const cpu = {};
     for (const [name, start] of [['floor', startFloor], ['edgent', startEdgent]]) {

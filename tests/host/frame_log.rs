@@ -10,6 +10,7 @@
 use serde_json::{json, Value};
 
 use crate::flow_host::{TestHost, WithThread};
+use crate::live_chunks::{chunk_of, pending_reply};
 use edgent::api::ops::ThreadOp;
 use edgent::engine::frame_log::{
     self, replay, with_seq, Replay, MAX_KEPT_FRAME_BYTES, RESERVE_FIRST,
@@ -19,7 +20,6 @@ use edgent::llm::stream::StreamEvent;
 use edgent::testing::reply_events;
 use edgent::tool::{emit_ephemeral_event, emit_thread_event};
 use edgent::values::limits::{FRAME_LOG_MAX_BYTES, FRAME_LOG_MAX_FRAMES};
-use edgent::values::message::{Message, MessageStatus, Role};
 use edgent::values::protocol::ServerFrame;
 use edgent::values::sql::Sql;
 
@@ -309,24 +309,16 @@ fn one_flush_is_one_insert_per_24_frames_within_the_bound_parameter_limit() {
     // 50 frames, the last a reply's pending message: 24, 24 and 2 frames per insert (25 and 25
     // would bind 101 parameters in the last, which also reserves the reply's seqs), and the
     // reply's first chunk needs no statement.
-    let mut pending = Message::new(Role::Assistant, "", T0);
-    pending.status = MessageStatus::Pending;
     let mut frames: Vec<ServerFrame> = (0..49).map(|i| event(i, json!(i))).collect();
-    frames.push(ServerFrame::Message {
-        message: pending.clone(),
-    });
+    frames.push(pending_reply("m1"));
     host.db.record();
     let out = frame_log::append(&host.live_chunks, &host.db, &frames);
     assert!(out.error.is_none(), "{:?}", out.error);
     assert_eq!(host.db.recorded().len(), 3);
     let last = seq_of(out.texts.last().unwrap()).unwrap();
     assert_eq!(last, 61 + 50);
-    let chunk = ServerFrame::MessageChunk {
-        message_id: pending.id.clone(),
-        delta: "Hel".into(),
-    };
     host.db.record();
-    let out = frame_log::append(&host.live_chunks, &host.db, &[chunk]);
+    let out = frame_log::append(&host.live_chunks, &host.db, &[chunk_of("m1", "Hel")]);
     assert_eq!(host.db.recorded(), Vec::<String>::new());
     assert_eq!(seq_of(&out.texts[0]), Some(last + 1));
 }

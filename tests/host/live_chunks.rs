@@ -340,10 +340,7 @@ fn pruning_is_checked_once_per_256_logged_frames_whatever_gaps_reserved_seqs_lea
 #[test]
 fn the_first_frames_of_a_thread_are_logged_even_when_they_are_chunks() {
     let host = TestHost::with_thread(T0);
-    let chunk = ServerFrame::MessageChunk {
-        message_id: "m1".into(),
-        delta: "first".into(),
-    };
+    let chunk = chunk_of("m1", "first");
     // No frame logged yet: no counter to reserve from, so the chunk is logged as a row.
     let out = frame_log::append(&host.live_chunks, &host.db, std::slice::from_ref(&chunk));
     assert!(out.error.is_none(), "{:?}", out.error);
@@ -386,12 +383,8 @@ fn a_refused_reservation_logs_the_chunks_as_before_and_is_not_tried_again() {
     let host = TestHost::with_thread(T0);
     let refusing = NoReservation(&host.db, std::cell::Cell::new(0));
     frame_log::append(&host.live_chunks, &refusing, &[event("first")]);
-    let chunk = |delta: &str| ServerFrame::MessageChunk {
-        message_id: "m1".into(),
-        delta: delta.into(),
-    };
     for (i, delta) in ["a", "b", "c"].into_iter().enumerate() {
-        let out = frame_log::append(&host.live_chunks, &refusing, &[chunk(delta)]);
+        let out = frame_log::append(&host.live_chunks, &refusing, &[chunk_of("m1", delta)]);
         assert!(out.error.is_none(), "{:?}", out.error);
         assert_eq!(seq_of(&out.texts[0]), 2 + i as i64);
     }
@@ -411,14 +404,16 @@ fn a_refused_reservation_logs_the_chunks_as_before_and_is_not_tried_again() {
     assert_eq!(chunk_rows(&host), 4);
 }
 
-fn pending_reply(id: &str) -> ServerFrame {
+/// The `message` frame of reply `id` about to stream (pending, from the assistant).
+pub(crate) fn pending_reply(id: &str) -> ServerFrame {
     let mut message = Message::new(Role::Assistant, "", T0);
     message.id = id.into();
     message.status = MessageStatus::Pending;
     ServerFrame::Message { message }
 }
 
-fn chunk_of(message_id: &str, delta: &str) -> ServerFrame {
+/// A streamed piece of reply `message_id`.
+pub(crate) fn chunk_of(message_id: &str, delta: &str) -> ServerFrame {
     ServerFrame::MessageChunk {
         message_id: message_id.into(),
         delta: delta.into(),

@@ -68,28 +68,6 @@ fn kept_bytes(message_id: &str, text: &str) -> usize {
     message_id.len() + text.len()
 }
 
-/// Reserves a block of at least `n` seqs (the next block's size, doubling while chunks keep
-/// coming); `Ok(false)` when the thread has logged nothing yet (there is no counter to
-/// reserve from). A failure marks `live` refused.
-fn reserve(live: &mut Live, sql: &dyn Sql, n: i64) -> Result<bool, SqlError> {
-    let size = live.next_block.max(RESERVE_FIRST).max(n);
-    let rows = sql
-        .exec(
-            "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'frame_log' RETURNING seq",
-            &[size.into()],
-        )
-        .inspect_err(|e| {
-            live.refused = true;
-            live.refusal = Some(e.clone());
-        })?;
-    let Some(last) = rows.first().map(|row| row.int(0)).transpose()? else {
-        return Ok(false);
-    };
-    live.block = Some((last - size + 1, last));
-    live.next_block = (size * 2).min(RESERVE_MAX);
-    Ok(true)
-}
-
 #[derive(Debug)]
 struct LiveChunk {
     seq: i64,
@@ -108,8 +86,22 @@ impl LiveChunks {
             return Ok(None);
         }
         let free = live.block.map_or(0, |(next, last)| last - next + 1);
-        if free < n && !reserve(&mut live, sql, n)? {
-            return Ok(None);
+        if free < n {
+            let size = live.next_block.max(RESERVE_FIRST).max(n);
+            let rows = sql
+                .exec(
+                    "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'frame_log' RETURNING seq",
+                    &[size.into()],
+                )
+                .inspect_err(|e| {
+                    live.refused = true;
+                    live.refusal = Some(e.clone());
+                })?;
+            let Some(last) = rows.first().map(|row| row.int(0)).transpose()? else {
+                return Ok(None);
+            };
+            live.block = Some((last - size + 1, last));
+            live.next_block = (size * 2).min(RESERVE_MAX);
         }
         let Some((first, last)) = live.block else {
             return Ok(None);
