@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use edgent::api::ops::ThreadOp;
 use edgent::engine::store::{Order, ThreadStatus};
+use edgent::engine::wake::WATCHDOG_MS;
 use edgent::runtime::ThreadRuntime;
 use edgent::testing::{reply_events, TestHost};
 use edgent::values::protocol::ServerFrame;
@@ -56,6 +57,7 @@ fn user_messages(h: &TestHost) -> Vec<String> {
 /// Moves the clock to `at` and fires the alarm there, as the platform would.
 fn alarm_at(h: &Rc<TestHost>, rt: &Rc<ThreadRuntime>, at: i64) {
     h.set_now(at);
+    h.take_alarm();
     h.run(rt.alarm());
     h.run_spawned();
 }
@@ -164,7 +166,11 @@ fn a_delayed_message_arms_the_alarm_fires_once_and_is_answered() {
         (ThreadStatus::Idle, 1)
     );
     assert_eq!(summary.next_schedule_at, None);
-    assert_eq!(h.alarm_at(), None, "nothing left to wake for");
+    assert_eq!(
+        h.alarm_at(),
+        Some(T0 + 90_000 + WATCHDOG_MS),
+        "nothing left to wake for but the turn's watchdog, left to run out"
+    );
     let stored = h.store().schedules(true).unwrap();
     assert_eq!(
         (
@@ -179,9 +185,10 @@ fn a_delayed_message_arms_the_alarm_fires_once_and_is_answered() {
         .iter()
         .any(|f| matches!(f, ServerFrame::Schedule { schedule } if schedule.status == "done")));
 
-    // The same due time never fires again.
-    alarm_at(&h, &rt, T0 + 95_000);
+    // The same due time never fires again: the watchdog finds nothing and arms nothing.
+    alarm_at(&h, &rt, T0 + 90_000 + WATCHDOG_MS);
     assert_eq!(user_messages(&h).len(), 1);
+    assert_eq!(h.alarm_at(), None);
     assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
 }
 

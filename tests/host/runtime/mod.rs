@@ -67,7 +67,7 @@ fn errors(h: &TestHost) -> Vec<(String, String)> {
 }
 
 #[test]
-fn a_message_starts_its_turn_in_the_same_invocation_and_leaves_no_alarm() {
+fn a_message_starts_its_turn_in_the_same_invocation_and_its_watchdog_runs_out_idle() {
     let h = host(vec![]);
     let rt = h.runtime();
     h.script(Ok(reply_events("Hello there!", &[])));
@@ -91,9 +91,16 @@ fn a_message_starts_its_turn_in_the_same_invocation_and_leaves_no_alarm() {
     );
     assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
     assert_eq!(
-        h.alarm_at(),
-        None,
-        "an idle thread with nothing parked needs no alarm"
+        (h.alarm_at(), h.alarm_writes()),
+        (Some(T0 + WATCHDOG_MS), 1),
+        "the watchdog is left to run out, not deleted"
+    );
+    let sent = h.frames().len();
+    assert_eq!(h.fire_alarm(&rt), Some(T0 + WATCHDOG_MS));
+    assert_eq!(
+        (h.alarm_at(), h.model_requests().len(), h.frames().len()),
+        (None, 1, sent),
+        "fired on an idle thread, it runs nothing, sends nothing and arms nothing"
     );
     let chunked = h
         .frames()
@@ -101,6 +108,59 @@ fn a_message_starts_its_turn_in_the_same_invocation_and_leaves_no_alarm() {
         .any(|f| matches!(f, ServerFrame::MessageChunk { delta, .. } if delta == "Hello there!"));
     assert!(chunked, "the reply streams to sockets: {:?}", h.frames());
     assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
+}
+
+/// Asserts that no alarm is left but the watchdog, which then runs out with nothing to do.
+fn only_the_watchdog_left(h: &Rc<TestHost>, rt: &edgent::runtime::ThreadRuntime) {
+    let requests = h.model_requests().len();
+    if let Some(at) = h.alarm_at() {
+        assert!(
+            at <= h.now() + WATCHDOG_MS,
+            "an alarm past the watchdog: {at}"
+        );
+        h.fire_alarm(rt);
+    }
+    assert_eq!(
+        h.alarm_at(),
+        None,
+        "the watchdog armed nothing when it ran out"
+    );
+    assert_eq!(h.model_requests().len(), requests, "nothing ran");
+}
+
+#[test]
+fn turns_that_follow_each_other_arm_the_watchdog_once_and_a_crash_between_them_resumes() {
+    let h = host(vec![]);
+    let rt = h.runtime();
+    // Two turns, the second while more than half the watchdog is left: one alarm write.
+    for (at, text) in [(0, "One"), (WATCHDOG_MS / 4, "Two")] {
+        h.set_now(T0 + at);
+        h.script(Ok(reply_events("ok", &[])));
+        h.run(rt.apply(send(text))).unwrap();
+        h.run_spawned();
+    }
+    assert_eq!(transcript(&h).len(), 4);
+    assert_eq!(
+        (h.alarm_at(), h.alarm_writes()),
+        (Some(T0 + WATCHDOG_MS), 1)
+    );
+
+    // Less than half left: the next message arms it again before anything runs. The instance
+    // dies before its turn starts; only the watchdog resumes it.
+    h.set_now(T0 + WATCHDOG_MS / 2 + 1);
+    h.run(rt.apply(send("Four"))).unwrap();
+    assert_eq!(
+        (h.alarm_at(), h.alarm_writes()),
+        (Some(T0 + WATCHDOG_MS / 2 + 1 + WATCHDOG_MS), 2)
+    );
+    drop(rt);
+    let h = h.restarted(edgent::tool::Registry::build(vec![]).unwrap());
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Resumed.", &[])));
+    h.fire_alarm(&rt);
+    assert_eq!(transcript(&h).last().unwrap().1, "Resumed.");
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
+    only_the_watchdog_left(&h, &rt);
 }
 
 #[test]
@@ -155,7 +215,7 @@ fn a_request_error_gives_up_at_once_and_leaves_the_thread_usable() {
     let summary = h.thread().summary().unwrap();
     assert_eq!(summary.status, ThreadStatus::Idle);
     assert!(summary.last_error.unwrap_or_default().contains("bad tools"));
-    assert_eq!(h.alarm_at(), None);
+    only_the_watchdog_left(&h, &rt);
 
     // The next message gets a fresh turn.
     h.script(Ok(reply_events("Better now.", &[])));
@@ -180,7 +240,7 @@ fn a_tool_turn_runs_the_call_and_sends_its_result_to_the_model() {
     assert!(second.contains("echoed"), "the result goes back: {second}");
     assert_eq!(transcript(&h).last().unwrap().1, "It said echoed.");
     assert_eq!(record(&h, "c1").status, "success");
-    assert_eq!(h.alarm_at(), None);
+    only_the_watchdog_left(&h, &rt);
 }
 
 #[test]

@@ -4,10 +4,12 @@
 //! host tests, not driver code.
 //!
 //! The order of calls in the driver's loop:
-//! 1. keep the alarm at most [`WATCHDOG_MS`] ahead while steps run (a crash mid-step resumes
-//!    there; the Worker re-arms it once half of it has passed);
-//! 2. [`Thread::step_wanted`]: whether to take a step now, with the thread's summary
+//! 1. [`Thread::step_wanted`]: whether to take a step now, with the thread's summary
 //!    (otherwise the loop ends);
+//! 2. keep the alarm at most [`WATCHDOG_MS`] ahead while steps run (a crash mid-step resumes
+//!    there): when [`watchdog_due`] says so, arm it and read the row again (step 1), since
+//!    arming awaits. Checked after step 1, so a watchdog that fires on an idle thread arms
+//!    nothing;
 //!    When a schedule has fallen due ([`Thread::schedules_due`]), fire it
 //!    ([`Thread::fire_due_schedules`]: a message posted or a call queued) and step again;
 //! 3. load configuration if the engine's side or agent changed; on failure
@@ -17,8 +19,8 @@
 //!    cannot be confirmed fails that call ([`Thread::fail_unconfirmed_call`]);
 //! 4. [`Thread::next_action_for`] with that summary when nothing yielded since (else
 //!    [`Thread::next_action`]) and perform it;
-//! 5. after the loop: set the alarm to [`Thread::poll_timeout`] (or delete it), then start
-//!    again if work arrived meanwhile. A step that ended in `Idle` or `Wait` usually knows
+//! 5. after the loop: change the alarm as [`alarm_after_loop`] says for
+//!    [`Thread::poll_timeout`], then start again if work arrived meanwhile. A step that ended in `Idle` or `Wait` usually knows
 //!    the answer from the calls it read ([`Thread::take_wake_hint`], taken before anything
 //!    awaits), which saves the query. [`Thread::has_work`] answers that from storage; the
 //!    Worker, which sees every request that stores work, keeps a flag instead of reading.
@@ -33,6 +35,39 @@ use crate::llm::stream::ProviderError;
 /// runs (a long model stream, a slow tool), the alarm fires in the instance that runs it,
 /// which only arms it again: a heartbeat every few seconds.
 pub const WATCHDOG_MS: i64 = 5_000;
+
+/// Whether the watchdog must be armed before work goes on: the driver knows it armed until
+/// `armed_until` (0: not known to be armed), and less than half of it is left. A handler that
+/// stores work checks this too, so turns that follow each other within half the watchdog arm
+/// it once between them.
+pub fn watchdog_due(armed_until: i64, now: i64) -> bool {
+    now > armed_until.saturating_sub(WATCHDOG_MS / 2)
+}
+
+/// What the driver does with the thread's one alarm when its loop has stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlarmChange {
+    /// Set it to this time (a parked call or a schedule wakes the thread).
+    Set(i64),
+    /// Delete it: nothing will need the thread.
+    Delete,
+    /// Leave it: the watchdog this instance armed has not run out yet.
+    Keep,
+}
+
+/// The alarm after the loop, for `wake` ([`Thread::poll_timeout`]) and the watchdog the
+/// driver knows it armed until `armed_until` (0: none). With nothing to wake for, a watchdog
+/// still ahead is left to run out rather than deleted: when it fires it finds nothing to do
+/// and arms nothing (see step 2 above), and a thread whose next message arrives before then
+/// (an agent's loop, a client that answers at once) writes no alarm at all for that turn. An
+/// idle thread still holds no alarm once that watchdog has fired: [`WATCHDOG_MS`] at most.
+pub fn alarm_after_loop(wake: Option<i64>, armed_until: i64, now: i64) -> AlarmChange {
+    match wake {
+        Some(at) => AlarmChange::Set(at),
+        None if armed_until > now => AlarmChange::Keep,
+        None => AlarmChange::Delete,
+    }
+}
 
 /// How long due parked calls wait when the agent's configuration cannot be loaded, so an idle
 /// thread does not loop (and alarm) on a configuration that fails.

@@ -21,7 +21,7 @@ use crate::api::ApiError;
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::store::{Side, ThreadCache};
 use crate::engine::thread::{Thread, ThreadError};
-use crate::engine::wake::WATCHDOG_MS;
+use crate::engine::wake::{watchdog_due, WATCHDOG_MS};
 use crate::llm::stream::{ProviderError, StreamEvent};
 use crate::tool::{BoxFuture, FlowHost};
 
@@ -183,8 +183,8 @@ pub struct ThreadRuntime {
     /// The configuration copies this instance knows the thread keeps (agent, side, version,
     /// when kept): a write skipped while it did not change (see `config_check`).
     copy_kept: RefCell<Vec<(String, Side, i64, i64)>>,
-    /// Until when the watchdog alarm is known to be armed (0: not known), so the loop does not
-    /// set it again right after the handler did.
+    /// Until when the watchdog alarm is known to be armed (0: not known), so neither the loop
+    /// nor the next handler sets it again while more than half of it is left.
     armed_until: Cell<i64>,
     /// Set by `stop` so a streaming model call is cut short.
     stop_requested: Cell<bool>,
@@ -394,16 +394,20 @@ impl ThreadRuntime {
         }
     }
 
-    /// Starts the work a handler just stored, in this invocation: arms the watchdog first (so
-    /// a crash from here on is resumed by the alarm), then drives the thread once the handler
-    /// has answered. A loop already running in this instance sees the work itself (it reads
-    /// storage before every step and again before it stops).
+    /// Starts the work a handler just stored, in this invocation: makes sure the watchdog is
+    /// armed first (so a crash from here on is resumed by the alarm), then drives the thread
+    /// once the handler has answered. A watchdog the last turn left with more than half of it
+    /// to run is already there: a turn that follows another at once writes no alarm. A loop
+    /// already running in this instance sees the work itself (it reads storage before every
+    /// step and again before it stops).
     async fn start_work(self: &Rc<Self>) {
-        match self.platform.set_alarm(WATCHDOG_MS).await {
-            Ok(()) => self.armed_until.set(self.now() + WATCHDOG_MS),
-            Err(e) => self
-                .platform
-                .log_error(&format!("could not arm the watchdog: {e}")),
+        if watchdog_due(self.armed_until.get(), self.now()) {
+            match self.platform.set_alarm(WATCHDOG_MS).await {
+                Ok(()) => self.armed_until.set(self.now() + WATCHDOG_MS),
+                Err(e) => self
+                    .platform
+                    .log_error(&format!("could not arm the watchdog: {e}")),
+            }
         }
         if self.driving.get() {
             self.work_arrived.set(true);

@@ -233,6 +233,8 @@ impl ThreadRuntime {
     /// so every later request finds no thread (404).
     pub fn thread_erased(&self) {
         self.schema_ready.set(false);
+        // The host deleted the alarm with the storage.
+        self.armed_until.set(0);
         *self.cache.borrow_mut() = Rc::default();
         *self.hooks_recorded.borrow_mut() = None;
         *self.index.row.borrow_mut() = None;

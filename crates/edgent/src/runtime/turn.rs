@@ -13,7 +13,7 @@ use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::{estimate_tokens, ThreadStatus};
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
-use crate::engine::wake::WATCHDOG_MS;
+use crate::engine::wake::{alarm_after_loop, watchdog_due, AlarmChange, WATCHDOG_MS};
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::OutputFormat;
 use crate::values::message::Message;
@@ -127,13 +127,18 @@ impl ThreadRuntime {
                     .ok()
                     .flatten(),
             };
-            let _ = match wake {
-                Some(at) => self.platform.set_alarm((at - self.now()).max(0)).await,
-                None => self.platform.delete_alarm().await,
+            let change = alarm_after_loop(wake, self.armed_until.get(), self.now());
+            if change != AlarmChange::Keep {
+                // Forgotten before the change is issued: a handler storing work meanwhile arms
+                // the watchdog again, and its `set_alarm` lands after ours (storage operations
+                // complete in order).
+                self.armed_until.set(0);
+            }
+            let _ = match change {
+                AlarmChange::Set(at) => self.platform.set_alarm((at - self.now()).max(0)).await,
+                AlarmChange::Delete => self.platform.delete_alarm().await,
+                AlarmChange::Keep => Ok(()),
             };
-            // After the change has landed (storage operations complete in order): a watchdog
-            // that `start_work` armed meanwhile keeps its `armed_until`, one we replaced not.
-            self.armed_until.set(0);
             // Work stored while we drove or changed the alarm is ours: `start_work` saw us
             // driving and left it. Checked with no await before `driving` is cleared.
             if !self.work_arrived.get() {
@@ -163,22 +168,29 @@ impl ThreadRuntime {
                 return None;
             }
         };
+        // Whether the last pass armed the watchdog: a failed arming is not tried again at once.
+        let mut just_armed = false;
         // The order of calls is the engine's (see `crate::engine::wake`).
         loop {
-            // The watchdog is re-armed once half of it has run out, not at every step (and not
-            // right after `start_work` armed it): if we die, it resumes the turn in time.
-            if self.now() > self.armed_until.get() - WATCHDOG_MS / 2 {
-                thread.forget_row_hint();
-                // Frames never wait behind an await (see the end of `call_model`).
-                self.flush(&mut thread);
-                self.arm_watchdog().await;
-            }
             let Ok(Some(summary)) = thread.step_wanted(self.now()) else {
                 // A reply that ended the turn in its own step knows the alarm (nothing parked).
                 let wake = thread.take_wake_hint();
                 self.flush(&mut thread);
                 break wake;
             };
+            // The watchdog is re-armed once half of it has run out, not at every step (and not
+            // right after `start_work` armed it): if we die, it resumes the turn in time. After
+            // `step_wanted`, so a watchdog that fires on an idle thread arms nothing.
+            if !just_armed && watchdog_due(self.armed_until.get(), self.now()) {
+                thread.forget_row_hint();
+                // Frames never wait behind an await (see the end of `call_model`).
+                self.flush(&mut thread);
+                self.arm_watchdog().await;
+                just_armed = true;
+                // Arming awaited: the row is read again.
+                continue;
+            }
+            just_armed = false;
             if thread.schedules_due(&summary, self.now()) {
                 // What fell due is stored as a client's would be (a message, a queued call);
                 // the next step reads the row it changed.

@@ -66,6 +66,8 @@ pub struct TestHost {
     pub(super) timers: Rc<RefCell<Vec<(i64, Waker)>>>,
     /// When the thread's alarm is set to fire (`None`: not set).
     pub(super) alarm: Cell<Option<i64>>,
+    /// How many times the runtime set or deleted the alarm (each one a storage write).
+    pub(super) alarm_writes: Cell<u32>,
     /// Work the runtime spawned to run after its handler answered.
     pub(super) spawned: RefCell<Vec<BoxFuture<'static, ()>>>,
     /// What the runtime logged for the operator.
@@ -137,12 +139,15 @@ impl TestHost {
 
     /// The same storage, clock and configuration after the object restarted (a crash, an
     /// eviction, or a deploy of new code: `registry`'s tools). What the object held in memory
-    /// is gone (its cache, frames, timers, spawned work); what its SQLite and the deployment
-    /// (D1, vars, secrets) hold is kept.
+    /// is gone (its cache, frames, timers, spawned work); what its SQLite, its alarm and the
+    /// deployment (D1, vars, secrets) hold is kept.
     ///
     /// # Panics
-    /// If the host is still shared: drop the flows and runtimes that hold it first.
+    /// If the host is still shared: drop the flows and runtimes that hold it first (work
+    /// spawned and not yet run is dropped here).
     pub fn restarted(self: Rc<Self>, registry: Registry) -> Rc<Self> {
+        // Work spawned and not run yet died with the instance (and holds its runtime).
+        self.spawned.borrow_mut().clear();
         let Ok(old) = Rc::try_unwrap(self) else {
             panic!("restarted: the host is still shared (a flow or runtime holds it)");
         };
@@ -151,6 +156,8 @@ impl TestHost {
         host.vars = old.vars;
         host.agent = old.agent;
         host.index = old.index;
+        // The alarm is the object's storage too.
+        host.alarm.set(old.alarm.get());
         Rc::new(host)
     }
 
@@ -177,6 +184,7 @@ impl TestHost {
             jitter: Cell::new(0.5),
             timers: Rc::default(),
             alarm: Cell::new(None),
+            alarm_writes: Cell::new(0),
             spawned: RefCell::default(),
             errors: RefCell::default(),
             script: RefCell::default(),
@@ -368,6 +376,27 @@ impl TestHost {
     /// When the thread's alarm fires (`None`: not set).
     pub fn alarm_at(&self) -> Option<i64> {
         self.alarm.get()
+    }
+
+    /// How many times the runtime set or deleted the alarm so far (each a storage write).
+    pub fn alarm_writes(&self) -> u32 {
+        self.alarm_writes.get()
+    }
+
+    /// Takes the alarm away, as the Durable Object runtime does when it fires it.
+    pub fn take_alarm(&self) -> Option<i64> {
+        self.alarm.take()
+    }
+
+    /// Fires the alarm as the Durable Object runtime would: the clock moves to its time (if
+    /// that is later), the alarm is gone, and `rt.alarm()` runs, spawned work included.
+    /// Returns when it was set to fire, or `None` (and runs nothing) when no alarm was set.
+    pub fn fire_alarm(&self, rt: &ThreadRuntime) -> Option<i64> {
+        let at = self.take_alarm()?;
+        self.set_now(at.max(self.now()));
+        self.run(rt.alarm());
+        self.run_spawned();
+        Some(at)
     }
 
     /// What the runtime logged for the operator so far.

@@ -94,11 +94,13 @@ impl TestHost {
 impl Platform for TestHost {
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
         self.alarm.set(Some(self.now().saturating_add(in_ms)));
+        self.alarm_writes.set(self.alarm_writes.get() + 1);
         Box::pin(async { Ok(()) })
     }
 
     fn delete_alarm(&self) -> BoxFuture<'static, Result<(), String>> {
         self.alarm.set(None);
+        self.alarm_writes.set(self.alarm_writes.get() + 1);
         Box::pin(async { Ok(()) })
     }
 
