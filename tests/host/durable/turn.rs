@@ -428,20 +428,35 @@ fn a_configuration_failure_defers_queued_calls_too_so_the_thread_does_not_spin()
 
 #[test]
 fn the_alarm_after_a_loop_wakes_parked_work_keeps_a_live_watchdog_and_else_goes() {
-    use edgent::engine::wake::{alarm_after_loop, watchdog_due, AlarmChange, WATCHDOG_MS};
-    // Something to wake for always sets the alarm, watchdog or not.
+    use edgent::engine::wake::{
+        alarm_after_loop, watchdog_due, AlarmChange, KnownAlarm, WATCHDOG_MS,
+    };
+    let watchdog = KnownAlarm::Watchdog(T0 + WATCHDOG_MS);
+    // Something to wake for always sets the alarm, whatever was set.
+    for known in [watchdog, KnownAlarm::Unset, KnownAlarm::Unknown] {
+        assert_eq!(
+            alarm_after_loop(Some(T0 + 90_000), known, T0),
+            AlarmChange::Set(T0 + 90_000)
+        );
+    }
+    // Nothing to wake for: a watchdog still ahead runs out on its own, and an alarm that
+    // fired is gone; one that has run out, or any other, is deleted.
+    assert_eq!(alarm_after_loop(None, watchdog, T0), AlarmChange::Keep);
     assert_eq!(
-        alarm_after_loop(Some(T0 + 90_000), T0 + 3_000, T0),
-        AlarmChange::Set(T0 + 90_000)
+        alarm_after_loop(None, KnownAlarm::Unset, T0),
+        AlarmChange::Keep
     );
-    // Nothing to wake for: a watchdog still ahead runs out on its own; none, or one that has
-    // run out, is deleted.
-    assert_eq!(alarm_after_loop(None, T0 + 1, T0), AlarmChange::Keep);
-    assert_eq!(alarm_after_loop(None, T0, T0), AlarmChange::Delete);
-    assert_eq!(alarm_after_loop(None, 0, T0), AlarmChange::Delete);
+    assert_eq!(
+        alarm_after_loop(None, watchdog, T0 + WATCHDOG_MS),
+        AlarmChange::Delete
+    );
+    assert_eq!(
+        alarm_after_loop(None, KnownAlarm::Unknown, T0),
+        AlarmChange::Delete
+    );
     // Armed again once half of it has run out, and whenever it is not known to be armed.
-    let armed_until = T0 + WATCHDOG_MS;
-    assert!(!watchdog_due(armed_until, T0 + WATCHDOG_MS / 2));
-    assert!(watchdog_due(armed_until, T0 + WATCHDOG_MS / 2 + 1));
-    assert!(watchdog_due(0, T0));
+    assert!(!watchdog_due(watchdog, T0 + WATCHDOG_MS / 2));
+    assert!(watchdog_due(watchdog, T0 + WATCHDOG_MS / 2 + 1));
+    assert!(watchdog_due(KnownAlarm::Unknown, T0));
+    assert!(watchdog_due(KnownAlarm::Unset, T0));
 }

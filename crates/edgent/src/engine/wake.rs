@@ -36,12 +36,26 @@ use crate::llm::stream::ProviderError;
 /// which only arms it again: a heartbeat every few seconds.
 pub const WATCHDOG_MS: i64 = 5_000;
 
-/// Whether the watchdog must be armed before work goes on: the driver knows it armed until
-/// `armed_until` (0: not known to be armed), and less than half of it is left. A handler that
-/// stores work checks this too, so turns that follow each other within half the watchdog arm
-/// it once between them.
-pub fn watchdog_due(armed_until: i64, now: i64) -> bool {
-    now > armed_until.saturating_sub(WATCHDOG_MS / 2)
+/// What the driver knows of the thread's one alarm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnownAlarm {
+    /// Not known: an earlier instance's, a parked call's or a schedule's, or a write failed.
+    Unknown,
+    /// None is set: it fired (the platform removes an alarm that fired) and nothing set it
+    /// since.
+    Unset,
+    /// The watchdog this instance armed, until this time.
+    Watchdog(i64),
+}
+
+/// Whether the watchdog must be armed before work goes on: less than half of it is left, or
+/// it is not known to be armed. A handler that stores work asks this too, so turns that
+/// follow each other within half the watchdog arm it once between them.
+pub fn watchdog_due(alarm: KnownAlarm, now: i64) -> bool {
+    match alarm {
+        KnownAlarm::Watchdog(until) => now > until.saturating_sub(WATCHDOG_MS / 2),
+        KnownAlarm::Unknown | KnownAlarm::Unset => true,
+    }
 }
 
 /// What the driver does with the thread's one alarm when its loop has stopped.
@@ -51,21 +65,22 @@ pub enum AlarmChange {
     Set(i64),
     /// Delete it: nothing will need the thread.
     Delete,
-    /// Leave it: the watchdog this instance armed has not run out yet.
+    /// Leave it as it is: the watchdog this instance armed has not run out, or none is set.
     Keep,
 }
 
-/// The alarm after the loop, for `wake` ([`Thread::poll_timeout`]) and the watchdog the
-/// driver knows it armed until `armed_until` (0: none). With nothing to wake for, a watchdog
-/// still ahead is left to run out rather than deleted: when it fires it finds nothing to do
-/// and arms nothing (see step 2 above), and a thread whose next message arrives before then
-/// (an agent's loop, a client that answers at once) writes no alarm at all for that turn. An
-/// idle thread still holds no alarm once that watchdog has fired: [`WATCHDOG_MS`] at most.
-pub fn alarm_after_loop(wake: Option<i64>, armed_until: i64, now: i64) -> AlarmChange {
-    match wake {
-        Some(at) => AlarmChange::Set(at),
-        None if armed_until > now => AlarmChange::Keep,
-        None => AlarmChange::Delete,
+/// The alarm after the loop, for `wake` ([`Thread::poll_timeout`]) and what the driver knows
+/// of the alarm. With nothing to wake for, a watchdog still ahead is left to run out rather
+/// than deleted: when it fires it finds nothing to do and arms nothing (see step 2 above),
+/// and a thread whose next message arrives before then (an agent's loop, a client that
+/// answers at once) writes no alarm at all for that turn. An idle thread holds no alarm once
+/// that watchdog has fired: [`WATCHDOG_MS`] at most after its last work.
+pub fn alarm_after_loop(wake: Option<i64>, alarm: KnownAlarm, now: i64) -> AlarmChange {
+    match (wake, alarm) {
+        (Some(at), _) => AlarmChange::Set(at),
+        (None, KnownAlarm::Watchdog(until)) if until > now => AlarmChange::Keep,
+        (None, KnownAlarm::Unset) => AlarmChange::Keep,
+        (None, _) => AlarmChange::Delete,
     }
 }
 

@@ -21,7 +21,7 @@ use crate::api::ApiError;
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::store::{Side, ThreadCache};
 use crate::engine::thread::{Thread, ThreadError};
-use crate::engine::wake::{watchdog_due, WATCHDOG_MS};
+use crate::engine::wake::{watchdog_due, KnownAlarm};
 use crate::llm::stream::{ProviderError, StreamEvent};
 use crate::tool::{BoxFuture, FlowHost};
 
@@ -183,9 +183,10 @@ pub struct ThreadRuntime {
     /// The configuration copies this instance knows the thread keeps (agent, side, version,
     /// when kept): a write skipped while it did not change (see `config_check`).
     copy_kept: RefCell<Vec<(String, Side, i64, i64)>>,
-    /// Until when the watchdog alarm is known to be armed (0: not known), so neither the loop
-    /// nor the next handler sets it again while more than half of it is left.
-    armed_until: Cell<i64>,
+    /// What this instance knows of the thread's alarm: neither the loop nor the next handler
+    /// sets the watchdog again while more than half of it is left, and an alarm that fired
+    /// is not deleted.
+    alarm: Cell<KnownAlarm>,
     /// Set by `stop` so a streaming model call is cut short.
     stop_requested: Cell<bool>,
     /// The schema was checked (and migrated) by this instance: later views skip the check.
@@ -214,7 +215,7 @@ impl ThreadRuntime {
             cache: RefCell::default(),
             hooks_recorded: RefCell::new(None),
             copy_kept: RefCell::default(),
-            armed_until: Cell::new(0),
+            alarm: Cell::new(KnownAlarm::Unknown),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),
             contacted: Cell::new(false),
@@ -246,8 +247,9 @@ impl ThreadRuntime {
 
     /// The alarm fired: drives the thread until it is idle or waiting.
     pub async fn alarm(&self) {
-        // A fired alarm is gone: the loop must arm the watchdog again.
-        self.armed_until.set(0);
+        // A fired alarm is gone (the platform removes it once this returns): the loop arms
+        // the watchdog again before a step, and deletes nothing.
+        self.alarm.set(KnownAlarm::Unset);
         self.drive().await;
     }
 
@@ -401,12 +403,10 @@ impl ThreadRuntime {
     /// already running in this instance sees the work itself (it reads storage before every
     /// step and again before it stops).
     async fn start_work(self: &Rc<Self>) {
-        if watchdog_due(self.armed_until.get(), self.now()) {
-            match self.platform.set_alarm(WATCHDOG_MS).await {
-                Ok(()) => self.armed_until.set(self.now() + WATCHDOG_MS),
-                Err(e) => self
-                    .platform
-                    .log_error(&format!("could not arm the watchdog: {e}")),
+        if watchdog_due(self.alarm.get(), self.now()) {
+            if let Err(e) = self.arm_watchdog().await {
+                self.platform
+                    .log_error(&format!("could not arm the watchdog: {e}"));
             }
         }
         if self.driving.get() {

@@ -13,7 +13,7 @@ use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::{estimate_tokens, ThreadStatus};
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
-use crate::engine::wake::{alarm_after_loop, watchdog_due, AlarmChange, WATCHDOG_MS};
+use crate::engine::wake::{alarm_after_loop, watchdog_due, AlarmChange, KnownAlarm, WATCHDOG_MS};
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::OutputFormat;
 use crate::values::message::Message;
@@ -95,11 +95,13 @@ impl ThreadRuntime {
         }
     }
 
-    /// Re-arms the watchdog.
-    async fn arm_watchdog(&self) {
-        if self.platform.set_alarm(WATCHDOG_MS).await.is_ok() {
-            self.armed_until.set(self.now() + WATCHDOG_MS);
-        }
+    /// (Re-)arms the watchdog. Returns the error a failed write gave.
+    pub(super) async fn arm_watchdog(&self) -> Result<(), String> {
+        self.alarm.set(KnownAlarm::Unknown);
+        self.platform.set_alarm(WATCHDOG_MS).await?;
+        self.alarm
+            .set(KnownAlarm::Watchdog(self.now() + WATCHDOG_MS));
+        Ok(())
     }
 
     /// The turn loop: performs actions until the thread has nothing to do, then sets the
@@ -108,7 +110,7 @@ impl ThreadRuntime {
         if self.driving.replace(true) {
             // The watchdog fired while a long step runs in this instance: keep one armed, or
             // a crash after this point would leave nothing to resume the turn.
-            self.arm_watchdog().await;
+            let _ = self.arm_watchdog().await;
             return;
         }
         self.stop_requested.set(false);
@@ -127,12 +129,12 @@ impl ThreadRuntime {
                     .ok()
                     .flatten(),
             };
-            let change = alarm_after_loop(wake, self.armed_until.get(), self.now());
+            let change = alarm_after_loop(wake, self.alarm.get(), self.now());
             if change != AlarmChange::Keep {
-                // Forgotten before the change is issued: a handler storing work meanwhile arms
-                // the watchdog again, and its `set_alarm` lands after ours (storage operations
-                // complete in order).
-                self.armed_until.set(0);
+                // Forgotten before the change is issued, and not learnt after it: a handler
+                // storing work meanwhile arms the watchdog again, and its `set_alarm` lands
+                // after ours (storage operations complete in order).
+                self.alarm.set(KnownAlarm::Unknown);
             }
             let _ = match change {
                 AlarmChange::Set(at) => self.platform.set_alarm((at - self.now()).max(0)).await,
@@ -181,11 +183,11 @@ impl ThreadRuntime {
             // The watchdog is re-armed once half of it has run out, not at every step (and not
             // right after `start_work` armed it): if we die, it resumes the turn in time. After
             // `step_wanted`, so a watchdog that fires on an idle thread arms nothing.
-            if !just_armed && watchdog_due(self.armed_until.get(), self.now()) {
+            if !just_armed && watchdog_due(self.alarm.get(), self.now()) {
                 thread.forget_row_hint();
                 // Frames never wait behind an await (see the end of `call_model`).
                 self.flush(&mut thread);
-                self.arm_watchdog().await;
+                let _ = self.arm_watchdog().await;
                 just_armed = true;
                 // Arming awaited: the row is read again.
                 continue;
