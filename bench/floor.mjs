@@ -12,11 +12,15 @@
 // the peer's medians from bench:compare (same machine and model server), it gives the lowest
 // ratio to the peer that the harness could show for any framework.
 //
+// With `--peer DIR` (and `--wrangler`), also the floor's ratios to the peer's medians in DIR, a
+// side-by-side run's results (`npm run bench:compare` passes its own right after it): the
+// lowest ratio any framework could show in that run's table, from the same hour.
+//
 // The model server is the side-by-side harness's scripted_openai.py when ../shared/bench-peer
 // exists (what bench:compare measures with), else tests/support/model-server.mjs.
-// Usage: npm run build && node bench/floor.mjs [turns] [--wrangler]
+// Usage: npm run build && node bench/floor.mjs [turns] [--wrangler [--peer DIR]]
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from '../tests/support/worker.mjs';
@@ -26,7 +30,8 @@ import { startScripted } from './lib.mjs';
 import { floorSocket, startEdgent, startFloor } from './sides.mjs';
 
 const WRANGLER = process.argv.includes('--wrangler');
-const TURNS = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 100);
+const PEER = process.argv.includes('--peer') ? process.argv[process.argv.indexOf('--peer') + 1] : null;
+const TURNS = Number(process.argv.slice(2).find((a, i, all) => !a.startsWith('--') && all[i - 1] !== '--peer') ?? 100);
 const WARMUP = 10;
 const HARNESS = process.env.EDGENT_BENCH_PEER ?? join(ROOT, '..', 'shared', 'bench-peer');
 const SCRIPTED = join(HARNESS, 'scripted_openai.py');
@@ -114,7 +119,33 @@ async function timeTurns(side, phase) {
   return times;
 }
 
+/** The peer's figure in a side-by-side results directory: the median over its rounds of
+ *  `field` in the files named `<prefix>-r<round>-peer.json`. */
+function peerMedian(prefix, field) {
+  const values = readdirSync(PEER)
+    .filter((f) => f.startsWith(`${prefix}-r`) && f.endsWith('-peer.json'))
+    .map((f) => JSON.parse(readFileSync(join(PEER, f), 'utf8'))[field])
+    .filter((v) => typeof v === 'number');
+  return values.length ? med(values) : NaN;
+}
+
+/** The floor's ratios to the peer (`floor` holds what this run measured under wrangler dev). */
+function floorAgainstPeer(floor) {
+  const ratio = (mine, theirs) => (Number.isFinite(mine / theirs) ? (mine / theirs).toFixed(3) : 'n/a');
+  const facts = Object.fromEntries(readFileSync(join(PEER, 'facts.tsv'), 'utf8').split('\n').map((l) => l.split('\t')));
+  const rows = [
+    ['text turn, direct', floor['text direct'], peerMedian('seq-direct-text', 'median_ms')],
+    ['text turn, via the URL', floor['text via the URL'], peerMedian('seq-proxy-text', 'median_ms')],
+    ['tool turn, direct', floor['tool direct'], peerMedian('seq-direct-tool', 'median_ms')],
+    ['tool turn, via the URL', floor['tool via the URL'], peerMedian('seq-proxy-tool', 'median_ms')],
+  ].map(([name, mine, theirs]) => `${name} ${ratio(mine, theirs)}`);
+  rows.push(`20 x 20 at once, direct, turns/s ${ratio(floor.concurrent, peerMedian('conc-direct', 'turns_per_s'))}x`);
+  rows.push(`Worker RSS ${ratio(floor.rss * 1024, Number(facts['peer.rss_kb.after']))} (the floor ran fewer turns)`);
+  console.log(`the floor / peer (${PEER}): ${rows.join('; ')}`);
+}
+
 const ms = (a) => `median ${med(a).toFixed(2)} ms (p95 ${p95(a).toFixed(2)}, ${a.filter((t) => t > 150).length}/${a.length} > 150 ms)`;
+const floorMedians = {};
 try {
   for (const phase of ['text', 'tool']) {
     const model = await modelServer(phase);
@@ -125,7 +156,9 @@ try {
         for (const [path, port] of [['via the URL', floor.proxy], ['direct', floor.direct]]) {
           if (!port) continue;
           const socket = await floorSocket(`ws://127.0.0.1:${port}/floor-${path.length}-${Date.now()}`);
-          line.push(`${path} ${ms(await timeTurns(socket, phase))}`);
+          const times = await timeTurns(socket, phase);
+          floorMedians[`${phase} ${path}`] = med(times);
+          line.push(`${path} ${ms(times)}`);
           socket.close();
         }
         console.log(`floor under wrangler dev, ${phase} turn (${TURNS}, ${model.name}): ${line.join('; ')}`);
@@ -136,9 +169,11 @@ try {
           const t0 = performance.now();
           await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 20; i++) await s.turn(`turn ${i}`); }));
           const seconds = (performance.now() - t0) / 1000;
+          floorMedians.concurrent = 400 / seconds;
           console.log(`floor under wrangler dev, 20 x 20 text turns at once, direct: ${(400 / seconds).toFixed(1)} turns/s`);
           for (const s of sockets) s.close();
-          console.log(`floor under wrangler dev: the Worker's workerd RSS after these runs ${floor.rss().toFixed(1)} MiB`);
+          floorMedians.rss = floor.rss();
+          console.log(`floor under wrangler dev: the Worker's workerd RSS after these runs ${floorMedians.rss.toFixed(1)} MiB`);
         }
       } finally {
         floor.stop();
@@ -166,6 +201,7 @@ try {
         `edgent adds ${med(diffs).toFixed(2)} ms (paired median), edgent / floor ${(med(times.edgent) / med(times.floor)).toFixed(2)}`,
     );
   }
+  if (WRANGLER && PEER) floorAgainstPeer(floorMedians);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
