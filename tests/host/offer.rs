@@ -50,6 +50,24 @@ fn a_prompt_offers_its_registered_tools_then_its_delegates() {
 }
 
 #[test]
+fn what_a_model_is_offered_carries_no_result_schema_and_the_tool_list_does() {
+    crate::install_app();
+    let registry = crate::registry().unwrap();
+    // `process_order` declares what it returns: `GET /api/tools` lists it, a model call (which
+    // has no field for it) does not copy it.
+    let listed = registry.all_specs();
+    let listed = listed.iter().find(|s| s.name == "process_order").unwrap();
+    assert!(listed
+        .returns
+        .as_ref()
+        .is_some_and(|r| r["properties"].is_object()));
+    let offered = registry.specs(["process_order"]);
+    assert_eq!(offered.len(), 1);
+    assert_eq!(offered[0].returns, None);
+    assert_eq!(offered[0].parameters, listed.parameters);
+}
+
+#[test]
 fn the_model_runs_only_what_its_prompt_lists_and_the_application_any_tool() {
     crate::install_app();
     let registry = crate::registry().unwrap();

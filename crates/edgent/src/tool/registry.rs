@@ -152,8 +152,18 @@ impl Registry {
         self.tools.iter().map(|(n, _)| *n)
     }
 
-    /// Model-facing descriptions of the tools named in `names` (unknown names are skipped).
+    /// Model-facing descriptions of the tools named in `names` (unknown names are skipped),
+    /// without their result schemas: providers have no field for them, and every model call
+    /// builds these.
     pub fn specs<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Vec<ToolSpec> {
+        self.specs_with(names, false)
+    }
+
+    fn specs_with<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+        with_returns: bool,
+    ) -> Vec<ToolSpec> {
         names
             .into_iter()
             .filter_map(|n| {
@@ -164,15 +174,15 @@ impl Registry {
                         name: (*name).to_owned(),
                         description: t.description().to_owned(),
                         parameters: t.parameters().clone(),
-                        returns: t.returns().cloned(),
+                        returns: t.returns().filter(|_| with_returns).cloned(),
                     })
             })
             .collect()
     }
 
-    /// Every tool's spec, for `GET /api/tools`.
+    /// Every tool's spec with its result schema, for `GET /api/tools`.
     pub fn all_specs(&self) -> Vec<ToolSpec> {
-        self.specs(self.names().collect::<Vec<_>>())
+        self.specs_with(self.names().collect::<Vec<_>>(), true)
     }
 }
 
