@@ -427,31 +427,46 @@ fn a_configuration_failure_defers_queued_calls_too_so_the_thread_does_not_spin()
 }
 
 #[test]
-fn the_alarm_after_a_loop_wakes_parked_work_keeps_a_live_watchdog_and_else_goes() {
+fn the_alarm_after_a_loop_wakes_parked_work_keeps_an_idle_thread_s_watchdog_and_else_goes() {
     use edgent::engine::wake::{
-        alarm_after_loop, watchdog_due, AlarmChange, KnownAlarm, WATCHDOG_MS,
+        alarm_after_loop, watchdog_due, AlarmChange, KnownAlarm, LoopEnd, WATCHDOG_MS,
     };
     let watchdog = KnownAlarm::Watchdog(T0 + WATCHDOG_MS);
-    // Something to wake for always sets the alarm, whatever was set.
-    for known in [watchdog, KnownAlarm::Unset, KnownAlarm::Unknown] {
-        assert_eq!(
-            alarm_after_loop(Some(T0 + 90_000), known, T0),
-            AlarmChange::Set(T0 + 90_000)
-        );
+    // Something to wake for always sets the alarm, however the loop stopped and whatever
+    // was set.
+    for end in [LoopEnd::Idle, LoopEnd::Other] {
+        for known in [watchdog, KnownAlarm::Unset, KnownAlarm::Unknown] {
+            assert_eq!(
+                alarm_after_loop(Some(T0 + 90_000), end, known, T0),
+                AlarmChange::Set(T0 + 90_000)
+            );
+        }
     }
-    // Nothing to wake for: a watchdog still ahead runs out on its own, and an alarm that
-    // fired is gone; one that has run out, or any other, is deleted.
-    assert_eq!(alarm_after_loop(None, watchdog, T0), AlarmChange::Keep);
+    // Nothing to wake for: an idle thread's watchdog still ahead runs out on its own.
     assert_eq!(
-        alarm_after_loop(None, KnownAlarm::Unset, T0),
+        alarm_after_loop(None, LoopEnd::Idle, watchdog, T0),
         AlarmChange::Keep
     );
+    // A running thread that waits (an approval) deletes it: fired, it would step and arm it
+    // again every time.
     assert_eq!(
-        alarm_after_loop(None, watchdog, T0 + WATCHDOG_MS),
+        alarm_after_loop(None, LoopEnd::Other, watchdog, T0),
+        AlarmChange::Delete
+    );
+    // An alarm that fired is gone: nothing to delete.
+    for end in [LoopEnd::Idle, LoopEnd::Other] {
+        assert_eq!(
+            alarm_after_loop(None, end, KnownAlarm::Unset, T0),
+            AlarmChange::Keep
+        );
+    }
+    // A watchdog that has run out, or an alarm not known, is deleted.
+    assert_eq!(
+        alarm_after_loop(None, LoopEnd::Idle, watchdog, T0 + WATCHDOG_MS),
         AlarmChange::Delete
     );
     assert_eq!(
-        alarm_after_loop(None, KnownAlarm::Unknown, T0),
+        alarm_after_loop(None, LoopEnd::Idle, KnownAlarm::Unknown, T0),
         AlarmChange::Delete
     );
     // Armed again once half of it has run out, and whenever it is not known to be armed.

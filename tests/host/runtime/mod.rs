@@ -115,16 +115,16 @@ fn a_message_starts_its_turn_in_the_same_invocation_and_its_watchdog_runs_out_id
     assert!(h.logged_errors().is_empty(), "{:?}", h.logged_errors());
 }
 
-/// Asserts that no alarm is left but the watchdog, which then runs out with nothing to do.
+/// Asserts that the alarm left is the watchdog of the turn that just ended, and that it then
+/// runs out with nothing to do: it runs, arms and deletes nothing.
 fn only_the_watchdog_left(h: &Rc<TestHost>, rt: &edgent::runtime::ThreadRuntime) {
+    let at = h.alarm_at().expect("the watchdog is left to run out");
+    assert!(
+        at > h.now() && at <= h.now() + WATCHDOG_MS,
+        "not a watchdog: {at}"
+    );
     let (requests, writes) = (h.model_requests().len(), h.alarm_writes());
-    if let Some(at) = h.alarm_at() {
-        assert!(
-            at <= h.now() + WATCHDOG_MS,
-            "an alarm past the watchdog: {at}"
-        );
-        h.fire_alarm(rt);
-    }
+    h.fire_alarm(rt);
     assert_eq!(
         (h.alarm_at(), h.alarm_writes()),
         (None, writes),
@@ -150,22 +150,69 @@ fn turns_that_follow_each_other_arm_the_watchdog_once_and_a_crash_between_them_r
         (Some(T0 + WATCHDOG_MS), 1)
     );
 
-    // Less than half left: the next message arms it again before anything runs. The instance
-    // dies before its turn starts; only the watchdog resumes it.
-    h.set_now(T0 + WATCHDOG_MS / 2 + 1);
-    h.run(rt.apply(send("Four"))).unwrap();
+    // A third message while more than half is still left is stored without arming it; the
+    // instance dies before its turn starts, and the watchdog the first turn armed resumes it.
+    h.set_now(T0 + WATCHDOG_MS / 2 - 1);
+    h.run(rt.apply(send("Three"))).unwrap();
     assert_eq!(
         (h.alarm_at(), h.alarm_writes()),
-        (Some(T0 + WATCHDOG_MS / 2 + 1 + WATCHDOG_MS), 2)
+        (Some(T0 + WATCHDOG_MS), 1),
+        "stored without an alarm write"
     );
     drop(rt);
     let h = h.restarted(edgent::tool::Registry::build(vec![]).unwrap());
     let rt = h.runtime();
     h.script(Ok(reply_events("Resumed.", &[])));
-    h.fire_alarm(&rt);
+    assert_eq!(h.fire_alarm(&rt), Some(T0 + WATCHDOG_MS));
     assert_eq!(transcript(&h).last().unwrap().1, "Resumed.");
     assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Idle);
     only_the_watchdog_left(&h, &rt);
+
+    // Less than half left: the next message arms it again before anything runs.
+    let now = h.now() + WATCHDOG_MS / 2 + 1;
+    h.set_now(now);
+    let writes = h.alarm_writes();
+    h.script(Ok(reply_events("ok", &[])));
+    h.run(rt.apply(send("Four"))).unwrap();
+    assert_eq!(
+        (h.alarm_at(), h.alarm_writes()),
+        (Some(now + WATCHDOG_MS), writes + 1)
+    );
+    h.run_spawned();
+}
+
+#[test]
+fn a_turn_that_waits_for_an_approval_right_after_another_leaves_no_alarm() {
+    let guarded = Tool::new("Needs a person's yes.")
+        .needs_approval()
+        .handler(|_flow: FlowState| async { CallToolResult::text("done") });
+    let registry = edgent::tool::Registry::build(vec![("guarded", guarded)]).unwrap();
+    let h = TestHost::new(registry, T0)
+        .with_agent(edgent::testing::agent(&["guarded"]))
+        .into_rc();
+    let rt = h.runtime();
+    h.script(Ok(reply_events("Hello.", &[])));
+    h.run(rt.apply(send("Hi"))).unwrap();
+    h.run_spawned();
+    assert_eq!(
+        h.alarm_at(),
+        Some(T0 + WATCHDOG_MS),
+        "the first turn's watchdog"
+    );
+
+    // The next turn starts under that watchdog and stops waiting for a person: a running
+    // thread. Left armed, the watchdog would wake it every few seconds while it waits.
+    h.set_now(T0 + 1_000);
+    h.script(Ok(reply_events("", &[("c1", "guarded", "{}")])));
+    h.run(rt.apply(send("Do the guarded thing"))).unwrap();
+    h.run_spawned();
+    assert_eq!(record(&h, "c1").status, "waiting");
+    assert_eq!(h.thread().summary().unwrap().status, ThreadStatus::Running);
+    assert_eq!(
+        h.alarm_at(),
+        None,
+        "nothing wakes a thread that waits for a person"
+    );
 }
 
 #[test]

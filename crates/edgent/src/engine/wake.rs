@@ -9,7 +9,8 @@
 //! 2. keep the alarm at most [`WATCHDOG_MS`] ahead while steps run (a crash mid-step resumes
 //!    there): when [`watchdog_due`] says so, arm it and read the row again (step 1), since
 //!    arming awaits. Checked after step 1, so a watchdog that fires on an idle thread arms
-//!    nothing;
+//!    nothing (one that fires on a running thread that waits arms it, and the loop deletes
+//!    it again when it stops: see [`alarm_after_loop`]);
 //!    When a schedule has fallen due ([`Thread::schedules_due`]), fire it
 //!    ([`Thread::fire_due_schedules`]: a message posted or a call queued) and step again;
 //! 3. load configuration if the engine's side or agent changed; on failure
@@ -20,7 +21,8 @@
 //! 4. [`Thread::next_action_for`] with that summary when nothing yielded since (else
 //!    [`Thread::next_action`]) and perform it;
 //! 5. after the loop: change the alarm as [`alarm_after_loop`] says for
-//!    [`Thread::poll_timeout`], then start again if work arrived meanwhile. A step that ended in `Idle` or `Wait` usually knows
+//!    [`Thread::poll_timeout`] and how the loop stopped ([`LoopEnd`]), then start again if
+//!    work arrived meanwhile. A step that ended in `Idle` or `Wait` usually knows
 //!    the answer from the calls it read ([`Thread::take_wake_hint`], taken before anything
 //!    awaits), which saves the query. [`Thread::has_work`] answers that from storage; the
 //!    Worker, which sees every request that stores work, keeps a flag instead of reading.
@@ -65,22 +67,42 @@ pub enum AlarmChange {
     Set(i64),
     /// Delete it: nothing will need the thread.
     Delete,
-    /// Leave it as it is: the watchdog this instance armed has not run out, or none is set.
+    /// Leave it as it is: an idle thread's watchdog that has not run out, or none is set.
     Keep,
 }
 
-/// The alarm after the loop, for `wake` ([`Thread::poll_timeout`]) and what the driver knows
-/// of the alarm. With nothing to wake for, a watchdog still ahead is left to run out rather
-/// than deleted: when it fires it finds nothing to do and arms nothing (see step 2 above),
-/// and a thread whose next message arrives before then (an agent's loop, a client that
-/// answers at once) writes no alarm at all for that turn. An idle thread holds no alarm once
-/// that watchdog has fired: [`WATCHDOG_MS`] at most after its last work.
-pub fn alarm_after_loop(wake: Option<i64>, alarm: KnownAlarm, now: i64) -> AlarmChange {
-    match (wake, alarm) {
-        (Some(at), _) => AlarmChange::Set(at),
-        (None, KnownAlarm::Watchdog(until)) if until > now => AlarmChange::Keep,
-        (None, KnownAlarm::Unset) => AlarmChange::Keep,
-        (None, _) => AlarmChange::Delete,
+/// How the driver's loop stopped: what decides whether a watchdog may be left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopEnd {
+    /// The thread takes no step until something is stored or falls due: it is idle or
+    /// stopped ([`Thread::step_wanted`] said no, or the step ended in
+    /// [`Action::Idle`](crate::engine::thread::Action::Idle)).
+    Idle,
+    /// Anything else: a running thread that waits (for an approval, a webhook, a parked
+    /// call, a child thread), or a loop that stopped on an error.
+    Other,
+}
+
+/// The alarm after the loop, for `wake` ([`Thread::poll_timeout`]), how the loop stopped and
+/// what the driver knows of the alarm. An idle thread with nothing to wake for leaves a
+/// watchdog still ahead to run out rather than delete it: when it fires, the thread wants no
+/// step, so the loop arms nothing (see step 2 above); and a thread whose next message arrives
+/// before then (an agent's loop, a client that answers at once) writes no alarm for that
+/// turn. An idle thread holds no alarm once that watchdog has fired: [`WATCHDOG_MS`] at most
+/// after its last work. A running thread that waits deletes it: fired, it would step (and arm
+/// it again) every [`WATCHDOG_MS`] while it waits.
+pub fn alarm_after_loop(
+    wake: Option<i64>,
+    end: LoopEnd,
+    alarm: KnownAlarm,
+    now: i64,
+) -> AlarmChange {
+    match (wake, end, alarm) {
+        (Some(at), _, _) => AlarmChange::Set(at),
+        // None is set: there is nothing to delete.
+        (None, _, KnownAlarm::Unset) => AlarmChange::Keep,
+        (None, LoopEnd::Idle, KnownAlarm::Watchdog(until)) if until > now => AlarmChange::Keep,
+        (None, _, _) => AlarmChange::Delete,
     }
 }
 

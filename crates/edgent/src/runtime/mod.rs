@@ -187,6 +187,8 @@ pub struct ThreadRuntime {
     /// sets the watchdog again while more than half of it is left, and an alarm that fired
     /// is not deleted.
     alarm: Cell<KnownAlarm>,
+    /// How many changes of the alarm this instance has issued (see `arm_watchdog`).
+    alarm_change: Cell<u64>,
     /// Set by `stop` so a streaming model call is cut short.
     stop_requested: Cell<bool>,
     /// The schema was checked (and migrated) by this instance: later views skip the check.
@@ -216,6 +218,7 @@ impl ThreadRuntime {
             hooks_recorded: RefCell::new(None),
             copy_kept: RefCell::default(),
             alarm: Cell::new(KnownAlarm::Unknown),
+            alarm_change: Cell::new(0),
             stop_requested: Cell::new(false),
             schema_ready: Cell::new(false),
             contacted: Cell::new(false),
@@ -248,7 +251,9 @@ impl ThreadRuntime {
     /// The alarm fired: drives the thread until it is idle or waiting.
     pub async fn alarm(&self) {
         // A fired alarm is gone (the platform removes it once this returns): the loop arms
-        // the watchdog again before a step, and deletes nothing.
+        // the watchdog again before a step, and deletes nothing. An arming still on its way
+        // is not taken for a watchdog (it may be the alarm that fired).
+        self.alarm_changes();
         self.alarm.set(KnownAlarm::Unset);
         self.drive().await;
     }

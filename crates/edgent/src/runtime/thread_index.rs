@@ -234,7 +234,7 @@ impl ThreadRuntime {
     pub fn thread_erased(&self) {
         self.schema_ready.set(false);
         // The host deleted the alarm with the storage.
-        self.alarm.set(crate::engine::wake::KnownAlarm::Unknown);
+        self.alarm_changes();
         *self.cache.borrow_mut() = Rc::default();
         *self.hooks_recorded.borrow_mut() = None;
         *self.index.row.borrow_mut() = None;

@@ -13,7 +13,9 @@ use crate::config::{AgentConfig, ModelConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::{estimate_tokens, ThreadStatus};
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
-use crate::engine::wake::{alarm_after_loop, watchdog_due, AlarmChange, KnownAlarm, WATCHDOG_MS};
+use crate::engine::wake::{
+    alarm_after_loop, watchdog_due, AlarmChange, KnownAlarm, LoopEnd, WATCHDOG_MS,
+};
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::OutputFormat;
 use crate::values::message::Message;
@@ -95,13 +97,26 @@ impl ThreadRuntime {
         }
     }
 
-    /// (Re-)arms the watchdog. Returns the error a failed write gave.
+    /// (Re-)arms the watchdog. Returns the error a failed write gave. The watchdog is known
+    /// to be armed only if no other change of the alarm was issued while this one was on its
+    /// way: that one lands after it.
     pub(super) async fn arm_watchdog(&self) -> Result<(), String> {
-        self.alarm.set(KnownAlarm::Unknown);
+        let change = self.alarm_changes();
         self.platform.set_alarm(WATCHDOG_MS).await?;
-        self.alarm
-            .set(KnownAlarm::Watchdog(self.now() + WATCHDOG_MS));
+        if self.alarm_change.get() == change {
+            self.alarm
+                .set(KnownAlarm::Watchdog(self.now() + WATCHDOG_MS));
+        }
         Ok(())
+    }
+
+    /// A change of the alarm is about to be issued (or the alarm changed by itself): what this
+    /// instance knew of it no longer holds. Returns the change's number.
+    pub(super) fn alarm_changes(&self) -> u64 {
+        let change = self.alarm_change.get() + 1;
+        self.alarm_change.set(change);
+        self.alarm.set(KnownAlarm::Unknown);
+        change
     }
 
     /// The turn loop: performs actions until the thread has nothing to do, then sets the
@@ -120,7 +135,7 @@ impl ThreadRuntime {
             // Boxed: `drive` is awaited from three places (the alarm, `start_work`'s spawned
             // task, a parent waiting on a child), and unboxed its steps were inlined into two
             // of them, ~10 KB of wasm twice.
-            let known = Box::pin(self.drive_steps(sql)).await;
+            let (known, end) = Box::pin(self.drive_steps(sql)).await;
             let wake = match known {
                 Some(wake) => wake,
                 None => self
@@ -129,12 +144,13 @@ impl ThreadRuntime {
                     .ok()
                     .flatten(),
             };
-            let change = alarm_after_loop(wake, self.alarm.get(), self.now());
+            let change = alarm_after_loop(wake, end, self.alarm.get(), self.now());
             if change != AlarmChange::Keep {
                 // Forgotten before the change is issued, and not learnt after it: a handler
                 // storing work meanwhile arms the watchdog again, and its `set_alarm` lands
-                // after ours (storage operations complete in order).
-                self.alarm.set(KnownAlarm::Unknown);
+                // after ours (storage operations complete in order); an arming still on its
+                // way learns nothing either (see `arm_watchdog`).
+                self.alarm_changes();
             }
             let _ = match change {
                 AlarmChange::Set(at) => self.platform.set_alarm((at - self.now()).max(0)).await,
@@ -151,8 +167,9 @@ impl ThreadRuntime {
     }
 
     /// Performs the engine's actions until it has no step to take now. Returns when the
-    /// thread must wake next if the last step knew it (else the caller asks `poll_timeout`).
-    async fn drive_steps(&self, sql: &dyn Sql) -> Option<Option<i64>> {
+    /// thread must wake next if the last step knew it (else the caller asks `poll_timeout`),
+    /// and how the loop stopped.
+    async fn drive_steps(&self, sql: &dyn Sql) -> (Option<Option<i64>>, LoopEnd) {
         let mut agent: Option<Rc<AgentConfig>> = None;
         // The check of a copy older than its bound, until a step waited for it.
         let mut check: Option<ConfigCheck> = None;
@@ -164,21 +181,29 @@ impl ThreadRuntime {
                 }
                 t
             }
-            Err(ThreadError::NotFound) => return None,
+            Err(ThreadError::NotFound) => return (None, LoopEnd::Other),
             Err(e) => {
                 self.platform.log_error(&format!("cannot open thread: {e}"));
-                return None;
+                return (None, LoopEnd::Other);
             }
         };
         // Whether the last pass armed the watchdog: a failed arming is not tried again at once.
         let mut just_armed = false;
         // The order of calls is the engine's (see `crate::engine::wake`).
         loop {
-            let Ok(Some(summary)) = thread.step_wanted(self.now()) else {
-                // A reply that ended the turn in its own step knows the alarm (nothing parked).
-                let wake = thread.take_wake_hint();
-                self.flush(&mut thread);
-                break wake;
+            let summary = match thread.step_wanted(self.now()) {
+                Ok(Some(summary)) => summary,
+                wanted => {
+                    // A reply that ended the turn in its own step knows the alarm (nothing
+                    // parked).
+                    let wake = thread.take_wake_hint();
+                    self.flush(&mut thread);
+                    let end = match wanted {
+                        Ok(_) => LoopEnd::Idle,
+                        Err(_) => LoopEnd::Other,
+                    };
+                    break (wake, end);
+                }
             };
             // The watchdog is re-armed once half of it has run out, not at every step (and not
             // right after `start_work` armed it): if we die, it resumes the turn in time. After
@@ -208,19 +233,23 @@ impl ThreadRuntime {
                         self.platform
                             .log_error(&format!("could not fire a schedule: {e}"));
                         self.flush(&mut thread);
-                        break None;
+                        break (None, LoopEnd::Other);
                     }
                 }
             }
             if summary.status == ThreadStatus::Stopped {
                 // What a crash left on a stopped thread (a pending reply, calls without a
                 // result) is settled without the agent's configuration, which may be gone.
-                if let Err(e) = thread.next_action_for(self.now(), 0, summary) {
-                    self.platform.log_error(&format!("turn loop error: {e}"));
-                }
+                let end = match thread.next_action_for(self.now(), 0, summary) {
+                    Ok(_) => LoopEnd::Idle,
+                    Err(e) => {
+                        self.platform.log_error(&format!("turn loop error: {e}"));
+                        LoopEnd::Other
+                    }
+                };
                 let wake = thread.take_wake_hint();
                 self.flush(&mut thread);
-                return wake;
+                return (wake, end);
             }
             let (agent_id, side) = (&summary.agent_id, summary.current_side);
             let mut stale = agent
@@ -278,12 +307,12 @@ impl ThreadRuntime {
                             ));
                         }
                         self.flush(&mut thread);
-                        break None;
+                        break (None, LoopEnd::Other);
                     }
                 }
             }
             let Some(config) = agent.clone() else {
-                break None;
+                break (None, LoopEnd::Other);
             };
             thread.set_rules(TurnRules::from_config(&config));
             let action = match fresh {
@@ -324,17 +353,18 @@ impl ThreadRuntime {
                             ));
                         }
                         self.flush(&mut thread);
-                        break None;
+                        break (None, LoopEnd::Other);
                     }
                 }
                 continue;
             }
             match action {
-                Ok(Action::Idle | Action::Wait) => return wake,
+                Ok(Action::Idle) => return (wake, LoopEnd::Idle),
+                Ok(Action::Wait) => return (wake, LoopEnd::Other),
                 Ok(Action::Continue) => {}
                 Err(e) => {
                     self.platform.log_error(&format!("turn loop error: {e}"));
-                    break None;
+                    break (None, LoopEnd::Other);
                 }
                 Ok(Action::CallModel(call)) => {
                     // A copy fresh or loaded was kept when it was taken: only one confirmed
@@ -353,7 +383,7 @@ impl ThreadRuntime {
                         }
                         Verdict::Failed(_) => {
                             self.flush(&mut thread);
-                            break None;
+                            break (None, LoopEnd::Other);
                         }
                     }
                 }
