@@ -182,6 +182,44 @@ fn turns_that_follow_each_other_arm_the_watchdog_once_and_a_crash_between_them_r
 }
 
 #[test]
+fn a_heartbeat_arming_overtaken_by_the_loop_s_own_change_claims_no_watchdog() {
+    use edgent::tool::FlowHost;
+    let h = host(vec![]);
+    let rt = h.runtime();
+    // Alarm writes answer a second after they are issued (and apply in the order issued).
+    h.alarm_write_ms.set(1_000);
+    // The model opens 4.5 s after the loop asks: the watchdog fires during that long step.
+    h.model_open_ms.set(4_500);
+    h.script(Ok(reply_events("Slow but here.", &[])));
+    h.run(rt.apply(send("Hi"))).unwrap();
+    assert_eq!(h.now(), T0 + 1_000, "the handler waited for its arming");
+    assert_eq!(h.alarm_at(), Some(T0 + WATCHDOG_MS));
+
+    // At 5 s the watchdog fires while the step runs: the heartbeat arms it again (answered
+    // at 6 s). At 5.5 s the reply arrives and the loop, stopping, deletes the alarm (issued
+    // after the heartbeat's write, so it lands after it).
+    let fire = async {
+        FlowHost::sleep(&*h, 4_000).await;
+        assert_eq!(h.take_alarm(), Some(T0 + WATCHDOG_MS));
+        rt.alarm().await;
+    };
+    h.run_spawned_with(fire);
+    assert_eq!(transcript(&h).last().unwrap().1, "Slow but here.");
+    assert_eq!(h.alarm_at(), None, "the loop's delete landed last");
+
+    // The next message must not take the heartbeat's arming for a watchdog still in place.
+    h.set_now(T0 + 7_000);
+    h.script(Ok(reply_events("ok", &[])));
+    h.run(rt.apply(send("Again"))).unwrap();
+    assert_eq!(
+        h.alarm_at(),
+        Some(T0 + 7_000 + WATCHDOG_MS),
+        "stored work is covered by an alarm"
+    );
+    h.run_spawned();
+}
+
+#[test]
 fn a_turn_that_waits_for_an_approval_right_after_another_leaves_no_alarm() {
     let guarded = Tool::new("Needs a person's yes.")
         .needs_approval()

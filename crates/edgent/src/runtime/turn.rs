@@ -102,10 +102,11 @@ impl ThreadRuntime {
     /// way: that one lands after it.
     pub(super) async fn arm_watchdog(&self) -> Result<(), String> {
         let change = self.alarm_changes();
+        // When it fires counts from now, not from when the write answers.
+        let until = self.now() + WATCHDOG_MS;
         self.platform.set_alarm(WATCHDOG_MS).await?;
         if self.alarm_change.get() == change {
-            self.alarm
-                .set(KnownAlarm::Watchdog(self.now() + WATCHDOG_MS));
+            self.alarm.set(KnownAlarm::Watchdog(until));
         }
         Ok(())
     }

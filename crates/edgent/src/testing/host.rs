@@ -68,6 +68,9 @@ pub struct TestHost {
     pub(super) alarm: Cell<Option<i64>>,
     /// How many times the runtime set or deleted the alarm (each one a storage write).
     pub(super) alarm_writes: Cell<u32>,
+    /// How long, in virtual ms, an alarm write takes to answer (applied when issued, as
+    /// storage applies its operations in order): 0 by default.
+    pub alarm_write_ms: Cell<u64>,
     /// Work the runtime spawned to run after its handler answered.
     pub(super) spawned: RefCell<Vec<BoxFuture<'static, ()>>>,
     /// What the runtime logged for the operator.
@@ -185,6 +188,7 @@ impl TestHost {
             timers: Rc::default(),
             alarm: Cell::new(None),
             alarm_writes: Cell::new(0),
+            alarm_write_ms: Cell::new(0),
             spawned: RefCell::default(),
             errors: RefCell::default(),
             script: RefCell::default(),

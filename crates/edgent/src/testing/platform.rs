@@ -93,15 +93,24 @@ impl TestHost {
 
 impl Platform for TestHost {
     fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
+        // Applied in the order issued; the caller hears back `alarm_write_ms` later.
         self.alarm.set(Some(self.now().saturating_add(in_ms)));
         self.alarm_writes.set(self.alarm_writes.get() + 1);
-        Box::pin(async { Ok(()) })
+        let landed = self.sleep(self.alarm_write_ms.get());
+        Box::pin(async move {
+            landed.await;
+            Ok(())
+        })
     }
 
     fn delete_alarm(&self) -> BoxFuture<'static, Result<(), String>> {
         self.alarm.set(None);
         self.alarm_writes.set(self.alarm_writes.get() + 1);
-        Box::pin(async { Ok(()) })
+        let landed = self.sleep(self.alarm_write_ms.get());
+        Box::pin(async move {
+            landed.await;
+            Ok(())
+        })
     }
 
     fn spawn(&self, work: BoxFuture<'static, ()>) {
