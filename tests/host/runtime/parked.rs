@@ -75,5 +75,5 @@ fn a_turn_that_ends_the_conversation_cancels_the_parked_call_and_leaves_only_the
     let page = h.store().tool_call_page(10, 0, Order::Asc).unwrap();
     assert_eq!(page.tool_calls[0].status, "error", "cancelled by the stop");
     // A stopped thread parks nothing: its alarm is the watchdog, which finds nothing to do.
-    super::only_the_watchdog_left(&h, &rt);
+    super::watchdog::only_the_watchdog_left(&h, &rt);
 }
