@@ -96,21 +96,18 @@ fn a_streamed_reply_costs_no_statement_per_chunk_and_its_first_block_none_at_all
     turn(reply_events("warm-up", &[])); // an instance's first turn has one-time costs
     let one = turn(reply_events("Noon.", &[]));
     host.take_sent();
+    // A reply streamed as `pieces`, one text delta each.
+    let streamed = |pieces: &[String]| -> Vec<StreamEvent> {
+        let deltas = pieces.iter().map(|p| StreamEvent::TextDelta(p.clone()));
+        deltas
+            .chain([StreamEvent::Finish(FinishReason::Stop), StreamEvent::Done])
+            .collect()
+    };
     let pieces: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
-    let mut events: Vec<StreamEvent> = pieces
-        .iter()
-        .map(|p| StreamEvent::TextDelta(p.clone()))
-        .collect();
-    events.extend([StreamEvent::Finish(FinishReason::Stop), StreamEvent::Done]);
-    let forty = turn(events);
+    let forty = turn(streamed(&pieces));
     let pieces_100: Vec<String> = (0..100).map(|i| format!("x{i} ")).collect();
-    let mut events: Vec<StreamEvent> = pieces_100
-        .iter()
-        .map(|p| StreamEvent::TextDelta(p.clone()))
-        .collect();
-    events.extend([StreamEvent::Finish(FinishReason::Stop), StreamEvent::Done]);
     host.take_sent();
-    let hundred = turn(events);
+    let hundred = turn(streamed(&pieces_100));
     let counted = |s: &[String], prefix: &str| s.iter().filter(|q| q.starts_with(prefix)).count();
     // The reply's first block (64 seqs) is reserved by the insert of its pending message, so
     // up to 64 flushes of chunks cost no statement: one chunk and 40 cost what a reply that

@@ -89,12 +89,10 @@ impl TestHost {
         (agent_id == self.agent.agent_id() && side == self.agent.side)
             .then(|| Rc::new(self.agent.clone()))
     }
-}
 
-impl Platform for TestHost {
-    fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
-        // Applied in the order issued; the caller hears back `alarm_write_ms` later.
-        self.alarm.set(Some(self.now().saturating_add(in_ms)));
+    /// One alarm write: applied in the order issued, answered `alarm_write_ms` later.
+    fn write_alarm(&self, at: Option<i64>) -> BoxFuture<'static, Result<(), String>> {
+        self.alarm.set(at);
         self.alarm_writes.set(self.alarm_writes.get() + 1);
         let landed = self.sleep(self.alarm_write_ms.get());
         Box::pin(async move {
@@ -102,15 +100,15 @@ impl Platform for TestHost {
             Ok(())
         })
     }
+}
+
+impl Platform for TestHost {
+    fn set_alarm(&self, in_ms: i64) -> BoxFuture<'static, Result<(), String>> {
+        self.write_alarm(Some(self.now().saturating_add(in_ms)))
+    }
 
     fn delete_alarm(&self) -> BoxFuture<'static, Result<(), String>> {
-        self.alarm.set(None);
-        self.alarm_writes.set(self.alarm_writes.get() + 1);
-        let landed = self.sleep(self.alarm_write_ms.get());
-        Box::pin(async move {
-            landed.await;
-            Ok(())
-        })
+        self.write_alarm(None)
     }
 
     fn spawn(&self, work: BoxFuture<'static, ()>) {
