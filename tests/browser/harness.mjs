@@ -97,18 +97,26 @@ export async function startApp({ script = [], fallback, demo = false, vars = {} 
     get output() {
       return output;
     },
+
     /** A page in a fresh context (its own sessionStorage), 1280×800 unless `viewport` says. */
     async page({ viewport = { width: 1280, height: 800 } } = {}) {
       const context = await browser.newContext({ viewport, baseURL: base });
       contexts.add(context);
       const page = await context.newPage();
-      page.on('request', (r) => requests.push(r.url()));
+      // Requests still open, with when each started: a failing test names them (see uiTest).
+      const open = new Map();
+      watched.set(page, { open, output: () => output });
+      page.on('request', (r) => {
+        requests.push(r.url());
+        open.set(r, Date.now());
+      });
+      for (const ended of ['requestfinished', 'requestfailed']) page.on(ended, (r) => open.delete(r));
       page.setDefaultTimeout(10_000);
       return page;
     },
     /** Signs in with the server key and waits for the shell. */
     async login(page, credential = KEY) {
-      await page.goto('/');
+      await load(page, '/');
       await page.getByLabel('Server key or client token').fill(credential);
       await page.getByRole('button', { name: 'Sign in' }).click();
       await page.getByRole('button', { name: 'Sign out' }).waitFor();
@@ -138,12 +146,44 @@ export async function startApp({ script = [], fallback, demo = false, vars = {} 
   };
 }
 
+/** Each page's requests still open (request -> when it started) and its Worker's output. */
+const watched = new WeakMap();
+
+/** What a failing test prints about `page`: its requests still open, wrangler's last lines. */
+function diagnose(page) {
+  const seen = watched.get(page);
+  if (!seen) return '';
+  const open = [...seen.open].map(([r, at]) => `${r.method()} ${r.url()} (open ${Date.now() - at} ms)`);
+  return `\n  requests still open: ${open.length ? open.join(', ') : 'none'}` +
+    `\n  wrangler dev's last output:\n${seen.output().slice(-1500).replace(/^/gm, '    ')}`;
+}
+
+/**
+ * `page.goto(url)` for a page's first load. In about one full run of this layer in ten, one
+ * navigation right after the Stop test never got its page or its stylesheet from
+ * `wrangler dev` (static files, which the assets server answers without running the Worker),
+ * and the next test loaded at once. Such a load is tried once more, and said so on stderr with
+ * what was open and wrangler's last lines, so it stays visible; any other failure, or a second
+ * one, fails the test.
+ */
+export async function load(page, url) {
+  try {
+    await page.goto(url);
+  } catch (err) {
+    const seen = watched.get(page);
+    const stuck = [...(seen?.open.keys() ?? [])].filter((r) => r.resourceType() === 'document' || r.resourceType() === 'stylesheet');
+    if (err?.name !== 'TimeoutError' || stuck.length === 0) throw err;
+    console.error(`[browser harness] loading ${url} timed out; loading it once more.${diagnose(page)}`);
+    await page.goto(url);
+  }
+}
+
 /** Polls `check` (every 100 ms, up to `ms`) until it answers something truthy; that value. */
 export const until = (check, what, ms = 15_000) => pollUntil(check, what, ms, 100);
 
 /**
- * `test(name, fn)` that saves a full-page screenshot of `page()` when `fn` throws, under
- * SHOTS, and names the file in the error.
+ * `test(name, fn)` that, when `fn` throws, adds to the error the requests `page()` still has
+ * open and wrangler's last output, saves a full-page screenshot under SHOTS and names the file.
  */
 export function uiTest(name, fn, page, options = {}) {
   return test(name, { timeout: 60_000, ...options }, async (t) => {
@@ -151,13 +191,17 @@ export function uiTest(name, fn, page, options = {}) {
       await fn(t);
     } catch (err) {
       const p = page();
+      if (p) err.message += diagnose(p);
       if (p && !p.isClosed()) {
         mkdirSync(SHOTS, { recursive: true });
         const file = join(SHOTS, `${name.replace(/[^a-z0-9]+/gi, '-').slice(0, 80)}-${Date.now()}.png`);
         try {
           await p.screenshot({ path: file, fullPage: true });
           err.message += `\n  screenshot: ${file}`;
-        } catch {}
+        } catch (shot) {
+          // A page that cannot even be drawn says its renderer is stuck, not the network.
+          err.message += `\n  no screenshot: ${String(shot?.message ?? shot).split('\n')[0]}`;
+        }
       }
       throw err;
     }
