@@ -14,7 +14,11 @@
 //
 // With `--peer DIR` (and `--wrangler`), also the floor's ratios to the peer's medians in DIR, a
 // side-by-side run's results (`npm run bench:compare` passes its own right after it): the
-// lowest ratio any framework could show in that run's table, from the same hour.
+// lowest ratio any framework could show in that run's table, from the same hour. Its memory
+// comes from one more floor instance put through the harness's whole workload (the probes'
+// threads, every sequential round on both paths, the concurrent rounds; ROUNDS and
+// CONC_ROUNDS as the harness reads them), since a Worker's RSS grows with the threads and
+// turns it has served.
 //
 // The model server is the side-by-side harness's scripted_openai.py when ../shared/bench-peer
 // exists (what bench:compare measures with), else tests/support/model-server.mjs.
@@ -106,6 +110,55 @@ async function startFloorWrangler(modelUrl) {
   return { proxy: port, direct, rss: () => rssMiB(pid), stop: () => process.kill(-proc.pid, 'SIGTERM') };
 }
 
+/**
+ * The floor's Worker RSS (MiB) after what the side-by-side harness puts each framework through
+ * before it reads theirs, in one `wrangler dev`: two probe threads of three turns, then ROUNDS
+ * rounds of a text and a tool thread of TURNS + WARMUP turns on each path, then CONC_ROUNDS
+ * rounds of 20 threads x 22 turns at once on each path. One model server answers both kinds
+ * (a tool turn's first call gets the tool call).
+ */
+async function floorRssAfterHarnessWorkload() {
+  const rounds = Number(process.env.ROUNDS ?? 3);
+  const concRounds = Number(process.env.CONC_ROUNDS ?? 2);
+  const model = await startModelServer({
+    fallback: (req) => {
+      const last = req.body.messages?.at(-1);
+      return last?.role === 'user' && String(last.content).startsWith('tool')
+        ? { toolCalls: TOOL.tool_calls }
+        : { text: TEXT };
+    },
+  });
+  const floor = await startFloorWrangler(`${model.url}/v1`);
+  const open = (port, name) => floorSocket(`ws://127.0.0.1:${port}/${name}-${Date.now()}-${Math.random()}`);
+  try {
+    for (const kinds of [['text', 'text', 'tool'], ['text', 'text', 'tool']]) {
+      const socket = await open(floor.proxy, 'probe');
+      for (const kind of kinds) await socket.turn(`${kind} turn`);
+      socket.close();
+    }
+    for (let round = 0; round < rounds; round++) {
+      for (const port of [floor.proxy, floor.direct]) {
+        for (const kind of ['text', 'tool']) {
+          const socket = await open(port, `seq-${kind}`);
+          for (let i = 0; i < TURNS + WARMUP; i++) await socket.turn(`${kind} turn ${i}`);
+          socket.close();
+        }
+      }
+    }
+    for (let round = 0; round < concRounds; round++) {
+      for (const port of [floor.direct, floor.proxy]) {
+        const sockets = await Promise.all(Array.from({ length: 20 }, (_, i) => open(port, `conc-${i}`)));
+        await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 22; i++) await s.turn(`text turn ${i}`); }));
+        for (const s of sockets) s.close();
+      }
+    }
+    return floor.rss();
+  } finally {
+    floor.stop();
+    await model.close();
+  }
+}
+
 const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const p95 = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length * 0.95)];
 /** `turns` turns on `side` after the warm-up; the times in ms. */
@@ -140,7 +193,7 @@ function floorAgainstPeer(floor) {
     ['tool turn, via the URL', floor['tool via the URL'], peerMedian('seq-proxy-tool', 'median_ms')],
   ].map(([name, mine, theirs]) => `${name} ${ratio(mine, theirs)}`);
   rows.push(`20 x 20 at once, direct, turns/s ${ratio(floor.concurrent, peerMedian('conc-direct', 'turns_per_s'))}x`);
-  rows.push(`Worker RSS ${ratio(floor.rss * 1024, Number(facts['peer.rss_kb.after']))} (the floor ran fewer turns)`);
+  rows.push(`Worker RSS after the harness's workload ${ratio(floor.rss * 1024, Number(facts['peer.rss_kb.after']))}`);
   console.log(`the floor / peer (${PEER}): ${rows.join('; ')}`);
 }
 
@@ -172,8 +225,6 @@ try {
           floorMedians.concurrent = 400 / seconds;
           console.log(`floor under wrangler dev, 20 x 20 text turns at once, direct: ${(400 / seconds).toFixed(1)} turns/s`);
           for (const s of sockets) s.close();
-          floorMedians.rss = floor.rss();
-          console.log(`floor under wrangler dev: the Worker's workerd RSS after these runs ${floorMedians.rss.toFixed(1)} MiB`);
         }
       } finally {
         floor.stop();
@@ -201,7 +252,11 @@ try {
         `edgent adds ${med(diffs).toFixed(2)} ms (paired median), edgent / floor ${(med(times.edgent) / med(times.floor)).toFixed(2)}`,
     );
   }
-  if (WRANGLER && PEER) floorAgainstPeer(floorMedians);
+  if (WRANGLER && PEER) {
+    floorMedians.rss = await floorRssAfterHarnessWorkload();
+    console.log(`floor under wrangler dev: the Worker's workerd RSS after the harness's workload ${floorMedians.rss.toFixed(1)} MiB`);
+    floorAgainstPeer(floorMedians);
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -3,7 +3,7 @@
 # in ../shared/bench-peer when this machine has it (it is not part of the project). Builds
 # first; pass the harness's variables through (e.g. TURNS=60 ROUNDS=1 CONC_ROUNDS=1 for a quick
 # look; the full run takes about 12 minutes), then runs the floor (bench/floor.mjs --wrangler)
-# and prints its ratios to the same run's peer medians (about 2 minutes more).
+# and prints its ratios to the same run's peer medians (about 4 minutes more).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEER="${EDGENT_BENCH_PEER:-$ROOT/../shared/bench-peer}"
