@@ -117,10 +117,7 @@ fn clamp(n: u64) -> i64 {
 
 /// A page of the log, oldest or newest first.
 pub fn page(sql: &dyn Sql, limit: u32, offset: u32, order: Order) -> Result<LogPage, SqlError> {
-    let direction = match order {
-        Order::Asc => "ASC",
-        Order::Desc => "DESC",
-    };
+    let direction = order.sql();
     let rows = sql.exec(
         &format!("SELECT {COLUMNS} FROM model_requests ORDER BY seq {direction} LIMIT ? OFFSET ?"),
         &[limit.into(), offset.into()],

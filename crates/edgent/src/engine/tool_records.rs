@@ -436,10 +436,7 @@ impl Store<'_> {
         offset: u32,
         order: Order,
     ) -> Result<ToolCallPage, SqlError> {
-        let direction = match order {
-            Order::Asc => "ASC",
-            Order::Desc => "DESC",
-        };
+        let direction = order.sql();
         let total = self
             .sql()
             .exec("SELECT COUNT(*) FROM tool_calls", &[])?

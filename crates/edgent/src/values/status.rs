@@ -85,6 +85,16 @@ pub enum Order {
     Desc,
 }
 
+impl Order {
+    /// The SQL keyword (`ASC` or `DESC`) for an `ORDER BY`.
+    pub fn sql(self) -> &'static str {
+        match self {
+            Self::Asc => "ASC",
+            Self::Desc => "DESC",
+        }
+    }
+}
+
 /// Lets tests and callers compare a status with its wire name (`status == "queued"`).
 macro_rules! eq_str {
     ($($t:ty),*) => {$(

@@ -269,10 +269,7 @@ impl Store<'_> {
         order: Order,
         include_silent: bool,
     ) -> Result<MessagePage, SqlError> {
-        let direction = match order {
-            Order::Asc => "ASC",
-            Order::Desc => "DESC",
-        };
+        let direction = order.sql();
         let filter = if include_silent {
             "depth = 0"
         } else {
@@ -282,10 +279,6 @@ impl Store<'_> {
             &page_query(filter, direction),
             &[limit.into(), offset.into(), MAX_PAGE_BYTES.into()],
         )?;
-        let messages = rows
-            .iter()
-            .map(message_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
         let counter = if include_silent {
             "message_count"
         } else {
@@ -293,15 +286,8 @@ impl Store<'_> {
         };
         let total = self
             .sql
-            .exec(&format!("SELECT {counter} FROM thread LIMIT 1"), &[])?
-            .first()
-            .map_or(Ok(0), |r| r.int(0))?;
-        let has_more = i64::from(offset) + (messages.len() as i64) < total;
-        Ok(MessagePage {
-            messages,
-            total,
-            has_more,
-        })
+            .exec(&format!("SELECT {counter} FROM thread LIMIT 1"), &[])?;
+        page_of(&rows, &total, offset)
     }
 
     /// What the model sees: top-level, non-silent, completed messages, oldest first.
@@ -329,10 +315,7 @@ impl Store<'_> {
         offset: u32,
         order: Order,
     ) -> Result<MessagePage, SqlError> {
-        let direction = match order {
-            Order::Asc => "ASC",
-            Order::Desc => "DESC",
-        };
+        let direction = order.sql();
         let rows = self.sql.exec(
             &page_query("depth = ?", direction),
             &[
@@ -342,25 +325,12 @@ impl Store<'_> {
                 MAX_PAGE_BYTES.into(),
             ],
         )?;
-        let messages = rows
-            .iter()
-            .map(message_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
         // Sub-prompt messages are few next to the conversation, so a counted total is fine.
-        let total = self
-            .sql
-            .exec(
-                "SELECT COUNT(*) FROM messages WHERE depth = ?",
-                &[depth.into()],
-            )?
-            .first()
-            .map_or(Ok(0), |r| r.int(0))?;
-        let has_more = i64::from(offset) + (messages.len() as i64) < total;
-        Ok(MessagePage {
-            messages,
-            total,
-            has_more,
-        })
+        let total = self.sql.exec(
+            "SELECT COUNT(*) FROM messages WHERE depth = ?",
+            &[depth.into()],
+        )?;
+        page_of(&rows, &total, offset)
     }
 
     /// Assistant messages left `pending` by an interrupted model call.
@@ -371,6 +341,21 @@ impl Store<'_> {
         )?;
         rows.iter().map(message_from_row).collect()
     }
+}
+
+/// The page of messages in `rows`, starting at `offset`, of the total in `total`'s one row.
+fn page_of(rows: &[Row], total: &[Row], offset: u32) -> Result<MessagePage, SqlError> {
+    let messages = rows
+        .iter()
+        .map(message_from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    let total = total.first().map_or(Ok(0), |r| r.int(0))?;
+    let has_more = i64::from(offset) + (messages.len() as i64) < total;
+    Ok(MessagePage {
+        messages,
+        total,
+        has_more,
+    })
 }
 
 /// A page of messages matching `filter` (its parameters first, then limit, offset and the byte
