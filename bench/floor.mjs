@@ -17,8 +17,8 @@
 // lowest ratio any framework could show in that run's table, from the same hour. Its memory
 // comes from one more floor instance put through the harness's whole workload (the probes'
 // threads, every sequential round on both paths, the concurrent rounds; ROUNDS and
-// CONC_ROUNDS as the harness reads them), since a Worker's RSS grows with the threads and
-// turns it has served.
+// CONC_ROUNDS as the harness reads them; the project's node model server answers it), since a
+// Worker's RSS grows with the threads and turns it has served.
 //
 // The model server is the side-by-side harness's scripted_openai.py when ../shared/bench-peer
 // exists (what bench:compare measures with), else tests/support/model-server.mjs.
@@ -99,7 +99,10 @@ async function startFloorWrangler(modelUrl) {
     }
   };
   for (let i = 0; !(await answers(port)); i++) {
-    if (i > 600) throw new Error('wrangler dev did not start the floor');
+    if (i > 600) {
+      process.kill(-proc.pid, 'SIGTERM');
+      throw new Error('wrangler dev did not start the floor');
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
   let direct;
@@ -118,8 +121,8 @@ async function startFloorWrangler(modelUrl) {
  * (a tool turn's first call gets the tool call).
  */
 async function floorRssAfterHarnessWorkload() {
-  const rounds = Number(process.env.ROUNDS ?? 3);
-  const concRounds = Number(process.env.CONC_ROUNDS ?? 2);
+  const rounds = Number(process.env.ROUNDS || 3);
+  const concRounds = Number(process.env.CONC_ROUNDS || 2);
   const model = await startModelServer({
     fallback: (req) => {
       const last = req.body.messages?.at(-1);

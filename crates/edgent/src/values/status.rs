@@ -87,7 +87,7 @@ pub enum Order {
 
 impl Order {
     /// The SQL keyword (`ASC` or `DESC`) for an `ORDER BY`.
-    pub fn sql(self) -> &'static str {
+    pub(crate) fn sql(self) -> &'static str {
         match self {
             Self::Asc => "ASC",
             Self::Desc => "DESC",
