@@ -97,7 +97,6 @@ export async function startApp({ script = [], fallback, demo = false, vars = {} 
     get output() {
       return output;
     },
-
     /** A page in a fresh context (its own sessionStorage), 1280×800 unless `viewport` says. */
     async page({ viewport = { width: 1280, height: 800 } } = {}) {
       const context = await browser.newContext({ viewport, baseURL: base });
@@ -199,7 +198,8 @@ export function uiTest(name, fn, page, options = {}) {
           await p.screenshot({ path: file, fullPage: true });
           err.message += `\n  screenshot: ${file}`;
         } catch (shot) {
-          // A page that cannot even be drawn says its renderer is stuck, not the network.
+          // No frame to capture: the page still waits for its document or a stylesheet (they
+          // block rendering), or its renderer is stuck.
           err.message += `\n  no screenshot: ${String(shot?.message ?? shot).split('\n')[0]}`;
         }
       }
