@@ -133,6 +133,8 @@ async function floorRssAfterHarnessWorkload() {
   });
   const floor = await startFloorWrangler(`${model.url}/v1`);
   const open = (port, name) => floorSocket(`ws://127.0.0.1:${port}/${name}-${Date.now()}-${Math.random()}`);
+  // Both paths, as the harness runs them (the direct one only when its socket was found).
+  const paths = [floor.proxy, floor.direct].filter(Boolean);
   try {
     for (const kinds of [['text', 'text', 'tool'], ['text', 'text', 'tool']]) {
       const socket = await open(floor.proxy, 'probe');
@@ -140,7 +142,7 @@ async function floorRssAfterHarnessWorkload() {
       socket.close();
     }
     for (let round = 0; round < rounds; round++) {
-      for (const port of [floor.proxy, floor.direct]) {
+      for (const port of paths) {
         for (const kind of ['text', 'tool']) {
           const socket = await open(port, `seq-${kind}`);
           for (let i = 0; i < TURNS + WARMUP; i++) await socket.turn(`${kind} turn ${i}`);
@@ -149,7 +151,7 @@ async function floorRssAfterHarnessWorkload() {
       }
     }
     for (let round = 0; round < concRounds; round++) {
-      for (const port of [floor.direct, floor.proxy]) {
+      for (const port of [...paths].reverse()) {
         const sockets = await Promise.all(Array.from({ length: 20 }, (_, i) => open(port, `conc-${i}`)));
         await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 22; i++) await s.turn(`text turn ${i}`); }));
         for (const s of sockets) s.close();
