@@ -145,17 +145,13 @@ async function floorRssAfterHarnessWorkload() {
       for (const port of paths) {
         for (const kind of ['text', 'tool']) {
           const socket = await open(port, `seq-${kind}`);
-          for (let i = 0; i < TURNS + WARMUP; i++) await socket.turn(`${kind} turn ${i}`);
+          await timeTurns(socket, kind);
           socket.close();
         }
       }
     }
     for (let round = 0; round < concRounds; round++) {
-      for (const port of [...paths].reverse()) {
-        const sockets = await Promise.all(Array.from({ length: 20 }, (_, i) => open(port, `conc-${i}`)));
-        await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 22; i++) await s.turn(`text turn ${i}`); }));
-        for (const s of sockets) s.close();
-      }
+      for (const port of [...paths].reverse()) await turnsPerSecondAtOnce(port);
     }
     return floor.rss();
   } finally {
@@ -175,6 +171,18 @@ async function timeTurns(side, phase) {
     if (i >= WARMUP) times.push(performance.now() - t0);
   }
   return times;
+}
+
+/** bench:compare's concurrency run against the floor's socket on `port`: 20 fresh instances
+ *  x 20 text turns at once (after 2 warm-up turns each); the turns per second. */
+async function turnsPerSecondAtOnce(port) {
+  const sockets = await Promise.all(Array.from({ length: 20 }, (_, i) => floorSocket(`ws://127.0.0.1:${port}/conc-${i}-${Date.now()}-${Math.random()}`)));
+  await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 2; i++) await s.turn('warm-up'); }));
+  const t0 = performance.now();
+  await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 20; i++) await s.turn(`turn ${i}`); }));
+  const seconds = (performance.now() - t0) / 1000;
+  for (const s of sockets) s.close();
+  return 400 / seconds;
 }
 
 /** The peer's figure in a side-by-side results directory: the median over its rounds of
@@ -221,15 +229,8 @@ try {
         }
         console.log(`floor under wrangler dev, ${phase} turn (${TURNS}, ${model.name}): ${line.join('; ')}`);
         if (phase === 'text' && floor.direct) {
-          // bench:compare's concurrency run: 20 fresh instances x 20 turns at once (+2 warm-up).
-          const sockets = await Promise.all(Array.from({ length: 20 }, (_, i) => floorSocket(`ws://127.0.0.1:${floor.direct}/conc-${i}-${Date.now()}`)));
-          await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 2; i++) await s.turn('warm-up'); }));
-          const t0 = performance.now();
-          await Promise.all(sockets.map(async (s) => { for (let i = 0; i < 20; i++) await s.turn(`turn ${i}`); }));
-          const seconds = (performance.now() - t0) / 1000;
-          floorMedians.concurrent = 400 / seconds;
-          console.log(`floor under wrangler dev, 20 x 20 text turns at once, direct: ${(400 / seconds).toFixed(1)} turns/s`);
-          for (const s of sockets) s.close();
+          floorMedians.concurrent = await turnsPerSecondAtOnce(floor.direct);
+          console.log(`floor under wrangler dev, 20 x 20 text turns at once, direct: ${floorMedians.concurrent.toFixed(1)} turns/s`);
         }
       } finally {
         floor.stop();
