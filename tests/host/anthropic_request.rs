@@ -68,6 +68,7 @@ fn body_with(
         tool_choice,
         parallel_tool_calls,
         output: None,
+        memo: None,
     })
 }
 
@@ -106,6 +107,7 @@ fn request_has_model_system_stream_and_a_default_output_limit() {
         tool_choice: ToolChoice::Auto,
         parallel_tool_calls: true,
         output: None,
+        memo: None,
     });
     assert!(b.get("system").is_none());
 }

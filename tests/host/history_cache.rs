@@ -1,13 +1,19 @@
 //! The object's cache (`edgent::engine::store::ThreadCache`): a thread read through it
 //! sends the model exactly what a full read would, after appends, a budget cut, a message
 //! inserted before others and a final message edited by hand; and a model call reads only
-//! what was appended since the last one; and a stop is known without a read.
+//! what was appended since the last one; and a stop is known without a read. A call whose
+//! history is verbatim lets a wire format's memo stand for what it wrote before, and the body
+//! is the same as one written afresh (`tests/host/openai_memo.rs` covers the memo alone).
 
 use std::rc::Rc;
 
 use edgent::engine::store::ThreadCache;
 use edgent::engine::thread::{Action, InjectMessage, Thread, TurnRules};
+use edgent::llm::memo::{HistoryMemo, MemoUse};
+use edgent::llm::openai::request_body;
+use edgent::llm::{ModelRequest, Provider, Target, ToolChoice};
 use edgent::testing::{reply_events, Sqlite};
+use edgent::values::message::Message;
 
 const T0: i64 = 1_795_300_162_000;
 
@@ -17,6 +23,7 @@ struct Pair {
     plain: Sqlite,
     cache: Rc<ThreadCache>,
     budget: u32,
+    memo: HistoryMemo,
 }
 
 impl Pair {
@@ -26,6 +33,7 @@ impl Pair {
             plain: Sqlite::memory(),
             cache: Rc::default(),
             budget,
+            memo: HistoryMemo::default(),
         };
         for db in [&pair.cached, &pair.plain] {
             Thread::open(db)
@@ -57,6 +65,12 @@ impl Pair {
             let Action::CallModel(mut call) = t.next_action(T0, 10).unwrap() else {
                 panic!("expected a model call");
             };
+            if i == 0 {
+                let version = call.verbatim.expect("the stored messages, as stored");
+                self.same_body_with_memo(&call.history, version);
+            } else {
+                assert_eq!(call.verbatim, None, "no cache, no memo");
+            }
             sent[i] = call
                 .history
                 .iter()
@@ -69,6 +83,34 @@ impl Pair {
             assert!(matches!(t.next_action(T0, 10).unwrap(), Action::Idle));
         }
         sent
+    }
+
+    /// The chat-completions body of `history` with the pair's memo at `version` is the body
+    /// written afresh.
+    fn same_body_with_memo(&self, history: &[Message], version: i64) {
+        let request = |memo| ModelRequest {
+            target: Target {
+                provider: Provider::OpenAi,
+                model: "m",
+                base_url: "http://127.0.0.1:9",
+                max_output_tokens: None,
+            },
+            system: "",
+            history,
+            tools: &[],
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: false,
+            output: None,
+            memo,
+        };
+        let memo = MemoUse {
+            memo: &self.memo,
+            version,
+        };
+        assert_eq!(
+            request_body(&request(Some(memo))),
+            request_body(&request(None))
+        );
     }
 
     fn both(&self, f: impl Fn(&Sqlite)) {
@@ -127,6 +169,19 @@ fn the_cached_history_is_what_a_full_read_gives() {
         cached.iter().any(|(_, c)| c == "edited answer"),
         "{cached:?}"
     );
+    // An edit of the same length, of a message the memo holds (it was sent in the call
+    // before): only the history version tells the memo.
+    pair.turn("still there?", "yes");
+    pair.both(|db| {
+        db.0.execute(
+            "UPDATE messages SET content = 'FINE' WHERE content = 'fine'",
+            [],
+        )
+        .unwrap();
+    });
+    let [cached, plain] = pair.turn("last one", "bye");
+    assert_eq!(cached, plain);
+    assert!(cached.iter().any(|(_, c)| c == "FINE"), "{cached:?}");
 }
 
 #[test]

@@ -33,6 +33,7 @@ mod live_chunks;
 mod llm_conformance;
 mod model_chain;
 mod offer;
+mod openai_memo;
 mod openai_stream;
 mod protocol_schema;
 mod regenerate;

@@ -284,6 +284,7 @@ mod provider {
             tool_choice,
             parallel_tool_calls,
             output: None,
+            memo: None,
         }
     }
 

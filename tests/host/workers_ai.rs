@@ -245,6 +245,7 @@ fn input(m: &ModelConfig, history: &[Message], tools: &[ToolSpec], choice: ToolC
         tool_choice: choice,
         parallel_tool_calls: true,
         output: None,
+        memo: None,
     })
 }
 

@@ -93,6 +93,7 @@ pub(super) fn check_history(history: &[Message], context: &str) {
             tool_choice: ToolChoice::Auto,
             parallel_tool_calls: false,
             output: None,
+            memo: None,
         });
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let why = match provider {

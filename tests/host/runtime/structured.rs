@@ -71,6 +71,7 @@ fn request(provider: Provider, tools: &[ToolSpec], choice: ToolChoice, parallel:
             name: "trip",
             schema: &schema,
         }),
+        memo: None,
     })
 }
 
@@ -110,6 +111,7 @@ fn openai_requests_carry_the_json_schema_strict_only_when_openai_takes_it() {
             name: "trip",
             schema: &loose,
         }),
+        memo: None,
     });
     assert_eq!(body["response_format"]["json_schema"]["strict"], false);
     assert!(body.get("tools").is_none());

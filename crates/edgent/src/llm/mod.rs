@@ -9,6 +9,7 @@
 pub mod anthropic;
 pub mod embeddings;
 pub mod format;
+pub mod memo;
 pub mod openai;
 pub mod request;
 pub mod sse;

@@ -118,4 +118,7 @@ pub struct ModelRequest<'a> {
     pub parallel_tool_calls: bool,
     /// The shape of the final answer, when the prompt asks for one.
     pub output: Option<OutputFormat<'a>>,
+    /// What the format wrote of these messages before, when `history` is the thread's stored
+    /// messages as stored (see [`crate::llm::memo`]).
+    pub memo: Option<crate::llm::memo::MemoUse<'a>>,
 }

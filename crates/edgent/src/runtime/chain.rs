@@ -10,6 +10,7 @@ use crate::engine::model_chain::{AttemptEnd, ChainStep, ModelChain};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::structured::{correction, give_up, judge, Verdict, MAX_CORRECTIONS};
 use crate::engine::thread::Thread;
+use crate::llm::memo::MemoUse;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::{request_body, ModelRequest, OutputFormat};
 use crate::tool::nested::with_timeout;
@@ -29,6 +30,8 @@ pub(super) struct RequestParts<'a> {
     pub(super) config: &'a AgentConfig,
     /// The final answer's shape, when the prompt has a `response_format`.
     pub(super) output: Option<OutputFormat<'a>>,
+    /// What the wire format may reuse, when `history` is the stored messages as stored.
+    pub(super) memo: Option<MemoUse<'a>>,
 }
 
 impl RequestParts<'_> {
@@ -41,6 +44,7 @@ impl RequestParts<'_> {
             tool_choice: self.config.prompt.tool_choice,
             parallel_tool_calls: self.config.prompt.parallel_tool_calls,
             output: self.output,
+            memo: self.memo,
         })
     }
 }
@@ -156,6 +160,8 @@ pub(super) async fn run_checked_chain(
     loop {
         let attempt = RequestParts {
             history: &history,
+            // After a correction the history holds messages that are not stored.
+            memo: parts.memo.filter(|_| corrections == 0),
             ..*parts
         };
         run_chain(platform, models, &attempt, sink).await?;

@@ -45,6 +45,7 @@ impl ThreadRuntime {
                     config: &summariser,
                     // A summary is text, whatever the summarising prompt asks of its answers.
                     output: None,
+                    memo: None,
                 };
                 let mut sink = CollectSink {
                     runtime: self,

@@ -243,6 +243,7 @@ impl ThreadRuntime {
                             offer: &offer,
                             config: &config,
                             output,
+                            memo: None,
                         };
                         let mut sink = CollectSink {
                             runtime: self,

@@ -16,6 +16,7 @@ use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
 use crate::engine::wake::{
     alarm_after_loop, watchdog_due, AlarmChange, KnownAlarm, LoopEnd, WATCHDOG_MS,
 };
+use crate::llm::memo::MemoUse;
 use crate::llm::stream::{Completion, ProviderError, StreamEvent};
 use crate::llm::OutputFormat;
 use crate::values::message::Message;
@@ -543,12 +544,18 @@ impl ThreadRuntime {
         let offer = self
             .offer(Some(&mut *thread), config, history, mcp_tools)
             .await;
+        // The memo lives in the object's cache, which a view may replace meanwhile: held here.
+        let cache = self.cache.borrow().clone();
         let parts = RequestParts {
             system: &system,
             history,
             offer: &offer,
             config,
             output,
+            memo: call.verbatim.map(|version| MemoUse {
+                memo: cache.wire_memo(),
+                version,
+            }),
         };
         let mut sink = MainSink {
             runtime: self,

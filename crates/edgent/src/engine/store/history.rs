@@ -19,6 +19,7 @@
 use std::cell::RefCell;
 
 use super::*;
+use crate::llm::memo::HistoryMemo;
 
 /// Walks messages newest first and keeps those that fit the budget. The newest message is
 /// always kept, and a tool result pulls in its call even past the budget; older results
@@ -116,6 +117,8 @@ pub struct ThreadCache {
     /// The history budget a provider's context-overflow error taught (smaller than the
     /// model's configured one), and the turn in which it was learnt (one retry per turn).
     overflow: std::cell::Cell<Option<(i64, u64)>>,
+    /// The JSON the model calls' wire format wrote for the stored messages they sent.
+    wire: HistoryMemo,
 }
 
 /// The running prompt's name and its hook names.
@@ -165,6 +168,12 @@ impl ThreadCache {
     /// A context overflow in `turn`: histories are held to `budget` from now on.
     pub(crate) fn note_overflow(&self, turn: i64, budget: u64) {
         self.overflow.set(Some((turn, budget)));
+    }
+
+    /// What the wire format wrote for this thread's stored messages (see
+    /// [`crate::llm::memo`]): for model calls whose history is verbatim.
+    pub(crate) fn wire_memo(&self) -> &HistoryMemo {
+        &self.wire
     }
 
     /// Remembers the hook config as stored (`None` after a failed write: read it again).

@@ -8,6 +8,44 @@ use crate::values::tool_name::MAX_TOOL_NAME;
 /// its result (a missing one becomes an error result saying so), and results whose call is
 /// not in the history are dropped.
 pub fn repair_history(history: Vec<Message>) -> Vec<Message> {
+    repair_history_checked(history).0
+}
+
+/// [`repair_history`], and whether the history came back as it went in (then it is the same
+/// vector, untouched: nothing was dropped, added or moved).
+pub(crate) fn repair_history_checked(history: Vec<Message>) -> (Vec<Message>, bool) {
+    if well_paired(&history) {
+        return (history, true);
+    }
+    (repair_pairs(history), false)
+}
+
+/// Whether [`repair_pairs`] would give `history` back unchanged: every assistant message's
+/// calls are followed at once by exactly their results, in the calls' order, no other result
+/// appears, and no call id repeats (the repair pairs a repeated id once). The common case, and
+/// one pass with no allocation but the ids' sort.
+fn well_paired(history: &[Message]) -> bool {
+    let mut owed: &[ToolCall] = &[];
+    let mut ids: Vec<&str> = Vec::new();
+    for m in history {
+        match (&m.role, &m.tool_call_id) {
+            (Role::Tool, Some(id)) => match owed.split_first() {
+                Some((call, rest)) if call.id == *id => owed = rest,
+                _ => return false,
+            },
+            (Role::Tool, None) => return false,
+            _ if !owed.is_empty() => return false,
+            _ => {
+                owed = &m.tool_calls;
+                ids.extend(owed.iter().map(|c| c.id.as_str()));
+            }
+        }
+    }
+    ids.sort_unstable();
+    owed.is_empty() && ids.windows(2).all(|w| w[0] != w[1])
+}
+
+fn repair_pairs(history: Vec<Message>) -> Vec<Message> {
     let mut results: HashMap<String, Message> = HashMap::new();
     let mut rest = Vec::with_capacity(history.len());
     for m in history {
@@ -122,4 +160,102 @@ pub(super) fn fits_every_wire(id: &str) -> bool {
 /// A tool call id of ours, for a call whose provider id cannot name it in this thread.
 pub(super) fn internal_call_id() -> String {
     format!("call_{}", crate::values::ids::new_id().replace('-', ""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "lookup".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn asking(ids: &[&str]) -> Message {
+        let mut m = Message::new(Role::Assistant, "", 1);
+        m.tool_calls = ids.iter().map(|id| call(id)).collect();
+        m
+    }
+
+    fn result(id: &str) -> Message {
+        Message::tool_result(&call(id), "done", 2)
+    }
+
+    /// Histories from a small alphabet (users, replies calling up to two of four ids, results
+    /// of any id or none), many of them malformed: whenever the check lets one through
+    /// untouched, the repair would have given it back unchanged too.
+    #[test]
+    fn a_history_passed_through_is_one_the_repair_leaves_as_it_is() {
+        let ids = ["a", "b", "c", "d"];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let (mut passed, mut repaired) = (0, 0);
+        for _ in 0..20_000 {
+            let len = next(7);
+            let mut history = Vec::new();
+            for _ in 0..len {
+                history.push(match next(5) {
+                    0 => Message::new(Role::User, "hi", 0),
+                    1 => asking(&[]),
+                    2 => {
+                        let n = next(3) as usize;
+                        let picked: Vec<&str> = (0..n).map(|_| ids[next(4) as usize]).collect();
+                        asking(&picked)
+                    }
+                    3 => result(ids[next(4) as usize]),
+                    _ => Message {
+                        tool_call_id: None,
+                        ..result("a")
+                    },
+                });
+            }
+            let (out, unchanged) = repair_history_checked(history.clone());
+            if unchanged {
+                passed += 1;
+                assert_eq!(out, history);
+                assert_eq!(repair_pairs(history.clone()), history, "{history:?}");
+            } else {
+                repaired += 1;
+            }
+        }
+        assert!(passed > 1_000 && repaired > 1_000, "{passed} / {repaired}");
+    }
+
+    #[test]
+    fn paired_calls_pass_and_every_flaw_goes_to_the_repair() {
+        let ok = vec![
+            Message::new(Role::User, "hi", 0),
+            asking(&["a", "b"]),
+            result("a"),
+            result("b"),
+            asking(&[]),
+        ];
+        assert!(repair_history_checked(ok).1);
+        let flawed = [
+            // a result out of the calls' order
+            vec![asking(&["a", "b"]), result("b"), result("a")],
+            // a missing result, at the end and before the next message
+            vec![asking(&["a"])],
+            vec![asking(&["a"]), Message::new(Role::User, "hi", 0)],
+            // a result without its call, and one without an id
+            vec![result("a")],
+            vec![Message {
+                tool_call_id: None,
+                ..result("a")
+            }],
+            // an id called twice (the repair pairs it once)
+            vec![asking(&["a"]), result("a"), asking(&["a"]), result("a")],
+        ];
+        for history in flawed {
+            assert!(!repair_history_checked(history.clone()).1, "{history:?}");
+        }
+    }
 }

@@ -131,6 +131,11 @@ pub struct ModelCall {
     pub message_id: String,
     /// The model-ready history (repaired: every tool call has a result).
     pub history: Vec<Message>,
+    /// `Some(history version)` when `history` is the thread's stored messages exactly as
+    /// stored at that version (no hook, side view, compaction summary or repair changed it):
+    /// the driver may then let the wire format reuse what it wrote for them before
+    /// ([`crate::llm::memo`]).
+    pub verbatim: Option<i64>,
     /// The reply so far.
     pub completion: Completion,
     /// The final answer's value, when the prompt has a `response_format` and the reply is
@@ -291,6 +296,9 @@ impl<'a> Thread<'a> {
         // Also clears `needs_model`: set again by a reply with tool calls, a user message or a
         // forced turn arriving while the model streams.
         let (history_version, visible) = self.store.add_step(now)?;
+        // Whether the history will be the stored messages as stored (see `ModelCall::verbatim`).
+        let mut verbatim =
+            self.cache.is_some() && !self.rules.compacts && self.rules.kind == AgentKind::AiHuman;
         let history = match &self.cache {
             // The summary and what follows it (read each call: the cache keeps no summary).
             _ if self.rules.compacts => self.compacted_history(budget)?,
@@ -311,13 +319,16 @@ impl<'a> Thread<'a> {
             Some(ids) => ids,
             None => self.store.pending_tool_call_ids()?,
         };
+        verbatim &= parked.is_empty();
         let history = without_calls(history, &parked);
-        let mut history = repair_history(history);
+        let (mut history, unchanged) = repair_history_checked(history);
+        verbatim &= unchanged;
         if let Some((hooks, ctx)) = self.hooks(0) {
             let (filtered, failures) = hooks.prefilter_llm_history(&ctx, history);
             self.hook_failures.extend(failures);
             // A hook may drop a call or its result; the model still gets valid pairs.
             history = repair_history(filtered);
+            verbatim = false;
         }
         let message = Message {
             status: MessageStatus::Pending,
@@ -332,6 +343,7 @@ impl<'a> Thread<'a> {
         Ok(Action::CallModel(ModelCall {
             message_id: message.id,
             history,
+            verbatim: verbatim.then_some(history_version),
             completion: Completion::default(),
             structured: None,
             created_at: now,

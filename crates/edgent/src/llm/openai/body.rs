@@ -18,7 +18,9 @@ use crate::values::message::{Message, Role};
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: Vec<Msg<'a>>,
+    /// `None` in the text that is sent: [`request_body`] appends the messages itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<Vec<Msg<'a>>>,
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -118,18 +120,56 @@ fn plain<'a>(role: &'static str, content: &'a str) -> Msg<'a> {
 /// paired with its result); see [`crate::engine::thread::repair_history`].
 pub fn request_body(req: &ModelRequest) -> String {
     // Serialising borrowed strings, numbers and `Value`s cannot fail.
-    serde_json::to_string(&body_for(req)).unwrap_or_default()
+    let mut text = serde_json::to_string(&body_for(req, false)).unwrap_or_default();
+    // The messages go last, written here: those a memo kept are copied, not written again.
+    text.pop(); // the body's closing brace
+    text.push_str(",\"messages\":[");
+    match req.memo {
+        Some(memo) => memo.memo.write_with(
+            "openai",
+            memo.version,
+            req.history,
+            memoable,
+            |m| serde_json::to_string(&message(m, &mut Vec::new())).unwrap_or_default(),
+            |written| write_messages(&mut text, req, written),
+        ),
+        None => write_messages(&mut text, req, &[]),
+    }
+    text.push_str("]}");
+    text
+}
+
+/// Whether a message's JSON stands alone (a tool result with media also adds to the user
+/// message after its run of results): only those are kept in a memo.
+fn memoable(m: &Message) -> bool {
+    m.role != Role::Tool || m.parts.iter().all(|p| p.is_text())
+}
+
+/// Appends the request's messages to `text`, comma-separated: `written[i]` where the memo
+/// gave the JSON of `history[i]`, else written now.
+fn write_messages(text: &mut String, req: &ModelRequest, written: &[Option<&str>]) {
+    let mut first = true;
+    for m in messages(req.system, req.history, written) {
+        if !first {
+            text.push(',');
+        }
+        first = false;
+        match m {
+            Out::Written(json) => text.push_str(json),
+            Out::Fresh(msg) => text.push_str(&serde_json::to_string(&msg).unwrap_or_default()),
+        }
+    }
 }
 
 /// [`request_body`] as a `Value`.
 pub fn build_request_for(req: &ModelRequest) -> Value {
-    serde_json::to_value(body_for(req)).unwrap_or_default()
+    serde_json::to_value(body_for(req, true)).unwrap_or_default()
 }
 
 /// A streaming request body with the server's defaults for tool choice, parallel calls and
 /// output length, as a `Value`.
 pub fn build_request(model: &str, system: &str, history: &[Message], tools: &[ToolSpec]) -> Value {
-    serde_json::to_value(body(model, system, history, tools)).unwrap_or_default()
+    serde_json::to_value(body(model, system, history, tools, true)).unwrap_or_default()
 }
 
 /// Tools in the chat-completions `{"type": "function", "function": …}` shape (also what
@@ -139,8 +179,15 @@ pub fn function_tools(tools: &[ToolSpec]) -> Value {
     serde_json::to_value(tools).unwrap_or_default()
 }
 
-fn body_for<'a>(req: &ModelRequest<'a>) -> Body<'a> {
-    let mut body = body(req.target.model, req.system, req.history, req.tools);
+/// `with_messages`: false for the text that is sent (see [`request_body`]).
+fn body_for<'a>(req: &ModelRequest<'a>, with_messages: bool) -> Body<'a> {
+    let mut body = body(
+        req.target.model,
+        req.system,
+        req.history,
+        req.tools,
+        with_messages,
+    );
     if !req.tools.is_empty() {
         // Sent only alongside tools: several servers reject tool settings without any tools.
         body.tool_choice = Some(req.tool_choice.as_str());
@@ -168,24 +215,17 @@ fn body<'a>(
     system: &'a str,
     history: &'a [Message],
     tools: &'a [ToolSpec],
+    with_messages: bool,
 ) -> Body<'a> {
-    let mut messages = Vec::with_capacity(history.len() + 1);
-    if !system.is_empty() {
-        messages.push(plain("system", system));
-    }
-    // Chat completions accepts only text in `tool` messages, and nothing may come between the
-    // results of one assistant message: images and documents from tools are gathered and sent
-    // in one user message right after the run of results.
-    let mut media: Vec<Value> = Vec::new();
-    for m in history {
-        if m.role != Role::Tool && !media.is_empty() {
-            messages.push(media_message(std::mem::take(&mut media)));
-        }
-        messages.push(message(m, &mut media));
-    }
-    if !media.is_empty() {
-        messages.push(media_message(media));
-    }
+    let messages = with_messages.then(|| {
+        messages(system, history, &[])
+            .into_iter()
+            .filter_map(|m| match m {
+                Out::Fresh(msg) => Some(msg),
+                Out::Written(_) => None,
+            })
+            .collect()
+    });
     Body {
         model,
         messages,
@@ -199,6 +239,42 @@ fn body<'a>(
         max_tokens: None,
         response_format: None,
     }
+}
+
+/// A message of a body: to write now, or its JSON as a memo kept it.
+enum Out<'a> {
+    Fresh(Msg<'a>),
+    Written(&'a str),
+}
+
+/// The body's messages: the system text, then the history, with `written[i]` standing for
+/// `history[i]` where it is `Some` (a kept message adds no media: see `memoable`).
+fn messages<'a>(
+    system: &'a str,
+    history: &'a [Message],
+    written: &[Option<&'a str>],
+) -> Vec<Out<'a>> {
+    let mut messages = Vec::with_capacity(history.len() + 1);
+    if !system.is_empty() {
+        messages.push(Out::Fresh(plain("system", system)));
+    }
+    // Chat completions accepts only text in `tool` messages, and nothing may come between the
+    // results of one assistant message: images and documents from tools are gathered and sent
+    // in one user message right after the run of results.
+    let mut media: Vec<Value> = Vec::new();
+    for (i, m) in history.iter().enumerate() {
+        if m.role != Role::Tool && !media.is_empty() {
+            messages.push(Out::Fresh(media_message(std::mem::take(&mut media))));
+        }
+        messages.push(match written.get(i).copied().flatten() {
+            Some(json) => Out::Written(json),
+            None => Out::Fresh(message(m, &mut media)),
+        });
+    }
+    if !media.is_empty() {
+        messages.push(Out::Fresh(media_message(media)));
+    }
+    messages
 }
 
 fn message<'a>(m: &'a Message, media: &mut Vec<Value>) -> Msg<'a> {
@@ -343,6 +419,7 @@ mod tests {
                 tool_choice: choice,
                 parallel_tool_calls: parallel,
                 output: None,
+                memo: None,
             };
             same_json(&req, expected);
         }
