@@ -67,6 +67,8 @@ impl Pair {
             };
             if i == 0 {
                 let version = call.verbatim.expect("the stored messages, as stored");
+                // Given to the call without a copy: the cache holds the same messages.
+                assert_eq!(Rc::strong_count(&call.history), 2);
                 self.same_body_with_memo(&call.history, version);
             } else {
                 assert_eq!(call.verbatim, None, "no cache, no memo");

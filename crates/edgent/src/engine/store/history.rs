@@ -17,6 +17,7 @@
 //! are never deleted, so an equal count means the same rows.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use super::*;
 use crate::llm::memo::HistoryMemo;
@@ -188,8 +189,9 @@ struct Cached {
     budget: u64,
     /// Rows up to this position have been read (and are final).
     read_up_to: f64,
-    /// The last result, oldest first.
-    history: Vec<Message>,
+    /// The last result, oldest first; shared with the model call it was given to (and copied
+    /// on write only if that call still holds it).
+    history: Rc<Vec<Message>>,
     /// It holds every qualifying message of the thread (the budget never cut it).
     whole: bool,
     /// Top-level visible rows (any status) at positions up to `read_up_to`.
@@ -207,7 +209,7 @@ impl Cached {
         self.read_up_to = position;
         self.rows_upto += 1;
         if m.status == MessageStatus::Completed {
-            self.history.push(m);
+            Rc::make_mut(&mut self.history).push(m);
         }
     }
 }
@@ -264,7 +266,7 @@ impl Store<'_> {
         version: i64,
         visible: i64,
         cache: &ThreadCache,
-    ) -> Result<Vec<Message>, SqlError> {
+    ) -> Result<Rc<Vec<Message>>, SqlError> {
         let cached = cache.history.borrow_mut().take();
         if let Some(mut c) = cached.filter(|c| c.version == version && c.budget == budget) {
             let appended = std::mem::take(&mut c.appended);
@@ -301,20 +303,24 @@ impl Store<'_> {
             // A walk that ran out of cached messages would have read older rows: only a
             // cache holding the whole history can answer it.
             if cut || c.whole {
-                c.history.drain(..c.history.len() - taken);
+                if cut {
+                    let history = Rc::make_mut(&mut c.history);
+                    history.drain(..history.len() - taken);
+                }
                 c.whole &= !cut;
-                let history = c.history.clone();
+                let history = Rc::clone(&c.history);
                 *cache.history.borrow_mut() = Some(c);
                 return Ok(history);
             }
         }
         let read = self.read_history(budget)?;
+        let history = Rc::new(read.history);
         if let Some(read_up_to) = read.final_up_to {
             *cache.history.borrow_mut() = Some(Cached {
                 version,
                 budget,
                 read_up_to,
-                history: read.history.clone(),
+                history: Rc::clone(&history),
                 whole: read.exhausted,
                 // Every visible row is at or before the newest one read.
                 rows_upto: visible,
@@ -322,7 +328,7 @@ impl Store<'_> {
                 appended_lost: false,
             });
         }
-        Ok(read.history)
+        Ok(history)
     }
 
     fn read_history(&self, budget: u64) -> Result<FullRead, SqlError> {
@@ -380,7 +386,7 @@ mod tests {
             version: 0,
             budget: 1_000,
             read_up_to: 0.0,
-            history: Vec::new(),
+            history: Rc::default(),
             whole: true,
             rows_upto: 0,
             appended: Vec::new(),

@@ -124,7 +124,7 @@ pub const MAX_TOOL_INTERRUPTIONS: i64 = 3;
 
 pub use client::InjectMessage;
 pub use compaction::CompactJob;
-pub(crate) use history::repair_history_checked;
+pub(crate) use history::well_paired;
 use history::{
     fits_every_wire, internal_call_id, stop_answer, unfit_call_name, without_calls, worn_out,
 };

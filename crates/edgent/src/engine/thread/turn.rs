@@ -129,8 +129,9 @@ pub enum Action {
 pub struct ModelCall {
     /// The pending assistant message receiving the reply.
     pub message_id: String,
-    /// The model-ready history (repaired: every tool call has a result).
-    pub history: Vec<Message>,
+    /// The model-ready history (repaired: every tool call has a result). Shared with the
+    /// object's history cache when it is verbatim (no copy of the messages per call).
+    pub history: Rc<Vec<Message>>,
     /// `Some(history version)` when `history` is the thread's stored messages exactly as
     /// stored at that version (no hook, side view, compaction summary or repair changed it):
     /// the driver may then let the wire format reuse what it wrote for them before
@@ -296,22 +297,16 @@ impl<'a> Thread<'a> {
         // Also clears `needs_model`: set again by a reply with tool calls, a user message or a
         // forced turn arriving while the model streams.
         let (history_version, visible) = self.store.add_step(now)?;
-        // Whether the history will be the stored messages as stored (see `ModelCall::verbatim`).
+        // Whether the history goes to the model as stored (see `ModelCall::verbatim`).
         let mut verbatim =
             self.cache.is_some() && !self.rules.compacts && self.rules.kind == AgentKind::AiHuman;
         let history = match &self.cache {
             // The summary and what follows it (read each call: the cache keeps no summary).
-            _ if self.rules.compacts => self.compacted_history(budget)?,
+            _ if self.rules.compacts => Rc::new(self.compacted_history(budget)?),
             Some(cache) => self
                 .store
                 .model_cached(budget, history_version, visible, cache)?,
-            None => self.store.model_history_within(budget)?,
-        };
-        let history = match self.rules.kind {
-            AgentKind::DualAi => {
-                view_for_side(history, t.current_side, self.rules.other_label.as_deref())
-            }
-            AgentKind::AiHuman => history,
+            None => Rc::new(self.store.model_history_within(budget)?),
         };
         // Calls still parked (queued workflows that sleep or wait) have no result yet: the
         // model does not see them until they finish.
@@ -319,17 +314,26 @@ impl<'a> Thread<'a> {
             Some(ids) => ids,
             None => self.store.pending_tool_call_ids()?,
         };
-        verbatim &= parked.is_empty();
-        let history = without_calls(history, &parked);
-        let (mut history, unchanged) = repair_history_checked(history);
-        verbatim &= unchanged;
-        if let Some((hooks, ctx)) = self.hooks(0) {
-            let (filtered, failures) = hooks.prefilter_llm_history(&ctx, history);
-            self.hook_failures.extend(failures);
-            // A hook may drop a call or its result; the model still gets valid pairs.
-            history = repair_history(filtered);
-            verbatim = false;
-        }
+        let hooks = self.hooks(0);
+        verbatim &= parked.is_empty() && hooks.is_none() && well_paired(&history);
+        // Otherwise a copy, shaped for the model.
+        let history = if verbatim {
+            history
+        } else {
+            let mut history = Rc::unwrap_or_clone(history);
+            if self.rules.kind == AgentKind::DualAi {
+                let other = self.rules.other_label.as_deref();
+                history = view_for_side(history, t.current_side, other);
+            }
+            history = repair_history(without_calls(history, &parked));
+            if let Some((hooks, ctx)) = hooks {
+                let (filtered, failures) = hooks.prefilter_llm_history(&ctx, history);
+                self.hook_failures.extend(failures);
+                // A hook may drop a call or its result; the model still gets valid pairs.
+                history = repair_history(filtered);
+            }
+            Rc::new(history)
+        };
         let message = Message {
             status: MessageStatus::Pending,
             side: Some(t.current_side),
