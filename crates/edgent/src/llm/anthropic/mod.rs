@@ -10,7 +10,7 @@ use super::format::{StreamDecoder, WireFormat};
 use super::request::ModelRequest;
 use super::stream::{ProviderError, StreamEvent};
 
-pub use request::{build_request, DEFAULT_MAX_TOKENS, LEADING_USER_PLACEHOLDER};
+pub use request::{build_request, request_body, DEFAULT_MAX_TOKENS, LEADING_USER_PLACEHOLDER};
 pub use stream::AnthropicStream;
 
 /// The `anthropic-version` header value edgent speaks.
@@ -23,6 +23,10 @@ pub struct Anthropic;
 impl WireFormat for Anthropic {
     fn build_request(&self, req: &ModelRequest) -> Value {
         build_request(req)
+    }
+
+    fn request_body(&self, req: &ModelRequest) -> String {
+        request::request_body(req)
     }
 
     fn endpoint(&self, base_url: &str) -> Option<String> {

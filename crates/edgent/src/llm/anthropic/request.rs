@@ -2,7 +2,7 @@
 //!
 //! The Messages API is stricter than chat completions about history: roles must alternate
 //! user/assistant starting with user, tool results are content blocks of the next user turn
-//! and there is no `system` or `tool` role. [`build_request`] folds edgent's history into
+//! and there is no `system` or `tool` role. [`request_body`] folds edgent's history into
 //! that shape.
 
 use serde_json::{json, Value};
@@ -24,15 +24,48 @@ pub const LEADING_USER_PLACEHOLDER: &str = "(The conversation so far follows.)";
 /// [`crate::tool::CallToolResult::to_model_text`].
 const ERROR_PREFIX: &str = "Error:";
 
-/// Builds a streaming Messages request body.
+/// Builds a streaming Messages request body, as a `Value`: the text [`request_body`] sends,
+/// parsed (one way of writing the history, so the two cannot differ).
 ///
 /// `history` must already be model-ready (no silent or failed messages, every tool call
 /// paired with its result); see [`crate::engine::thread::repair_history`].
 pub fn build_request(req: &ModelRequest) -> Value {
+    serde_json::from_str(&request_body(req)).unwrap_or_default()
+}
+
+/// The streaming request body as the JSON text that is sent, `messages` written last. With a
+/// memo (see [`crate::llm::memo`]) each stored message's content blocks are written once per
+/// thread, not on every call; the turns they merge into are assembled around them.
+pub fn request_body(req: &ModelRequest) -> String {
+    let mut text = head(req).to_string();
+    text.pop(); // the closing brace
+    text.push_str(",\"messages\":[");
+    match req.memo {
+        Some(memo) => memo.memo.write_with(
+            "anthropic",
+            memo.version,
+            req.history,
+            memoable,
+            blocks_json,
+            |written| write_turns(&mut text, req.history, written),
+        ),
+        None => write_turns(&mut text, req.history, &[]),
+    }
+    text.push_str("]}");
+    text
+}
+
+/// Whether a memo keeps a message's blocks: not a result with media, whose base64 the memo
+/// would hold a second time for the object's life (it is written on each call instead).
+fn memoable(m: &Message) -> bool {
+    m.parts.iter().all(|p| p.is_text())
+}
+
+/// Every field of the body but `messages`.
+fn head(req: &ModelRequest) -> Value {
     let mut body = json!({
         "model": req.target.model,
         "max_tokens": req.target.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-        "messages": messages(req.history),
         "stream": true,
     });
     // An empty system text is left out rather than sent as "", which says nothing.
@@ -85,56 +118,88 @@ fn tool_choice(choice: ToolChoice, parallel: bool) -> Value {
     v
 }
 
-/// One turn being assembled: consecutive history messages of the same wire role merge.
-struct Turn {
-    role: &'static str,
-    content: Vec<Value>,
+/// The wire role a message's blocks go under.
+fn wire_role(m: &Message) -> &'static str {
+    match m.role {
+        Role::Assistant => "assistant",
+        Role::User | Role::System | Role::Tool => "user",
+    }
 }
 
-/// The history as strictly alternating turns that start with a user turn.
-fn messages(history: &[Message]) -> Vec<Value> {
-    let mut turns: Vec<Turn> = Vec::with_capacity(history.len() + 1);
-    for m in history {
-        let (role, blocks) = match m.role {
-            // A participant name has no field here; user text goes as it is.
-            Role::User => ("user", text_block(&m.content).into_iter().collect()),
-            // The only system slot is the top-level `system`, fixed before the whole
-            // conversation; moving a mid-conversation note there would lose where it was said.
-            // It stays in place as user text, tagged so the model can tell it from the user.
-            Role::System if m.content.trim().is_empty() => continue,
-            Role::System => (
-                "user",
-                vec![text(format!("<system>\n{}\n</system>", m.content))],
-            ),
-            Role::Assistant => ("assistant", assistant_blocks(m)),
-            Role::Tool => ("user", vec![tool_result(m)]),
+/// A message's content blocks (none: it is left out).
+fn blocks(m: &Message) -> Vec<Value> {
+    match m.role {
+        // A participant name has no field here; user text goes as it is.
+        Role::User => text_block(&m.content).into_iter().collect(),
+        // The only system slot is the top-level `system`, fixed before the whole
+        // conversation; moving a mid-conversation note there would lose where it was said.
+        // It stays in place as user text, tagged so the model can tell it from the user.
+        Role::System if m.content.trim().is_empty() => Vec::new(),
+        Role::System => vec![text(format!("<system>\n{}\n</system>", m.content))],
+        Role::Assistant => assistant_blocks(m),
+        Role::Tool => vec![tool_result(m)],
+    }
+}
+
+/// A message's content blocks as JSON, comma-separated (empty: it is left out).
+fn blocks_json(m: &Message) -> String {
+    let blocks: Vec<String> = blocks(m).iter().map(Value::to_string).collect();
+    blocks.join(",")
+}
+
+/// Appends the history to `out` as strictly alternating turns that start with a user turn:
+/// consecutive messages of one wire role merge into a turn, messages without blocks are left
+/// out (the API rejects empty content; merging their neighbours keeps the alternation), and a
+/// history that does not start with a user turn gets a placeholder first. `written[i]`, where
+/// present, is `history[i]`'s [`blocks_json`] from a memo.
+fn write_turns(out: &mut String, history: &[Message], written: &[Option<&str>]) {
+    // A turn is `{"content":[…],"role":…}`, the keys in the order `Value` writes them.
+    let mut open: Option<&'static str> = None;
+    for (i, m) in history.iter().enumerate() {
+        let fresh;
+        let json = match written.get(i).copied().flatten() {
+            Some(json) => json,
+            None => {
+                fresh = blocks_json(m);
+                fresh.as_str()
+            }
         };
-        // Empty messages are skipped (the API rejects empty content); merging the neighbours
-        // around them keeps the alternation.
-        if blocks.is_empty() {
+        if json.is_empty() {
             continue;
         }
-        match turns.last_mut() {
-            Some(turn) if turn.role == role => turn.content.extend(blocks),
-            _ => turns.push(Turn {
-                role,
-                content: blocks,
-            }),
+        let role = wire_role(m);
+        match open {
+            Some(current) if current == role => out.push(','),
+            Some(current) => {
+                close_turn(out, current);
+                out.push_str(",{\"content\":[");
+            }
+            None => {
+                if role != "user" {
+                    placeholder_turn(out);
+                    out.push(',');
+                }
+                out.push_str("{\"content\":[");
+            }
         }
+        out.push_str(json);
+        open = Some(role);
     }
-    if turns.first().is_none_or(|t| t.role != "user") {
-        turns.insert(
-            0,
-            Turn {
-                role: "user",
-                content: vec![text(LEADING_USER_PLACEHOLDER.to_owned())],
-            },
-        );
+    match open {
+        Some(role) => close_turn(out, role),
+        None => placeholder_turn(out),
     }
-    turns
-        .into_iter()
-        .map(|t| json!({ "role": t.role, "content": t.content }))
-        .collect()
+}
+
+fn close_turn(out: &mut String, role: &str) {
+    out.push_str("],\"role\":\"");
+    out.push_str(role);
+    out.push_str("\"}");
+}
+
+fn placeholder_turn(out: &mut String) {
+    let turn = json!({ "role": "user", "content": [text(LEADING_USER_PLACEHOLDER.to_owned())] });
+    out.push_str(&turn.to_string());
 }
 
 fn text(s: String) -> Value {
