@@ -6,7 +6,8 @@
 // 3-step tool turn (3 model calls + 2 tools), the paired difference, and each workerd's CPU
 // time per pair of turns (each build runs in its own process, so its CPU is its own).
 // REPLY_CHUNKS=n streams every text reply as n chunks of 8 characters (default: one short
-// reply, 'ok, noted.'), the way a model streams over the network.
+// reply, 'ok, noted.'), the way a model streams over the network; CHUNK_DELAY_MS=m sends them m ms
+// apart (default 0: back to back, so several may arrive in one read).
 // Usage: node bench/ab.mjs <other checkout> [turns]
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -23,7 +24,8 @@ if (!other) {
 }
 const TURNS = Number(process.argv[3] ?? 150);
 const CHUNKS = Number(process.env.REPLY_CHUNKS ?? 0);
-const reply = (text) => (CHUNKS > 0 ? { text: 'abcdefg '.repeat(CHUNKS), chunkSize: 8 } : { text });
+const CHUNK_DELAY_MS = Number(process.env.CHUNK_DELAY_MS ?? 0);
+const reply = (text) => (CHUNKS > 0 ? { text: 'abcdefg '.repeat(CHUNKS), chunkSize: 8, chunkDelayMs: CHUNK_DELAY_MS } : { text });
 const WARMUP = 10;
 const { startWorker: startOther } = await import(pathToFileURL(join(resolve(other), 'tests/support/worker.mjs')).href);
 

@@ -481,6 +481,29 @@ test('first-chunk timeout: a model that never answers fails after first_chunk_ti
   assert.equal(finalMessages(next).find((m) => m.role === 'assistant').content, 'Here now.');
 });
 
+test('first-chunk timeout after the headers: a reply whose body never starts fails with "no first chunk"', async (t) => {
+  const d = await simpleAgent({ modelOpts: { first_chunk_timeout_ms: 300 } });
+  const sock = await thread(t, d.agent);
+  model.push({ text: 'never sent', stallAfter: 0 }, { text: 'never sent', stallAfter: 0 });
+  const frames = await turn(sock, 'hello?', 0);
+  await noMoreRequests(2);
+  assert.deepEqual(errors(frames).map((e) => e.code), ['model_retry', 'model_timeout']);
+  assert.match(errors(frames)[1].message, /no first chunk within 300 ms/);
+});
+
+test('a first chunk slower than stall_timeout_ms is waited for under first_chunk_timeout_ms, and a stall counts from the last chunk', async (t) => {
+  const d = await simpleAgent({ modelOpts: { first_chunk_timeout_ms: 5000, stall_timeout_ms: 300 } });
+  const sock = await thread(t, d.agent);
+  // 800 ms before the first chunk (past the stall limit, within the first-chunk limit), then
+  // chunks 150 ms apart for about 1.2 s (longer than the stall limit in all, never quiet for it).
+  model.push({ text: 'Worth the wait, one piece at a time.', firstChunkDelayMs: 800, chunkSize: 4, chunkDelayMs: 150 });
+  const frames = await turn(sock, 'take your time', 1);
+  await noMoreRequests(1);
+  assert.deepEqual(errors(frames), []);
+  assert.equal(finalMessages(frames).find((m) => m.role === 'assistant').content, 'Worth the wait, one piece at a time.');
+  assert.ok(frames.filter((f) => f.type === 'message_chunk').length >= 5, 'the pieces were streamed as they came');
+});
+
 // ---------------------------------------------------------------------------------------------
 // 4. The request log
 // ---------------------------------------------------------------------------------------------

@@ -313,6 +313,8 @@ async function writeFrames(res, frames, gapMs, signal) {
 // have arrived). It takes the place of however the stream would have ended; the client hanging up or
 // close() ends it. Otherwise a stream ends cleanly, or is cut for `truncate`.
 async function writeStream(res, frames, step, signal) {
+  // The headers are out; the first frame waits (a model slow to start answering).
+  if (step.firstChunkDelayMs) await sleep(step.firstChunkDelayMs, undefined, { signal });
   const stalls = step.stallAfter !== undefined;
   await writeFrames(res, stalls ? frames.slice(0, step.stallAfter) : frames, step.chunkDelayMs, signal);
   if (stalls) return;

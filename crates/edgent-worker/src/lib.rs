@@ -39,6 +39,8 @@ mod mcp_calls;
 #[cfg(target_arch = "wasm32")]
 mod model;
 #[cfg(target_arch = "wasm32")]
+mod model_body;
+#[cfg(target_arch = "wasm32")]
 mod rate_limiter;
 #[cfg(target_arch = "wasm32")]
 mod router;

@@ -1,19 +1,16 @@
 //! One model attempt: a streaming call over `fetch` (bytes fed to the wire format's parser as
 //! they arrive, under the first-chunk and stall deadlines), or the `AI` binding.
 
-use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::future::{select, Either};
-
-use futures_util::StreamExt;
 use wasm_bindgen::JsValue;
 use worker::{
-    AbortController, ByteStream, Delay, Env, Fetch, Headers, Method, RequestInit, RequestRedirect,
+    AbortController, Env, Fetch, Headers, Method, RequestInit, RequestRedirect, ResponseBody,
 };
 
-use super::clock::{now, with_timeout};
+use super::clock::with_timeout;
 use super::http::read_at_most;
+use super::model_body::{ModelBody, Next};
 use edgent::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
@@ -31,20 +28,15 @@ const MAX_ERROR_BODY: usize = 16 * 1024;
 
 /// An open model response body.
 pub(crate) struct ModelStream {
-    body: ByteStream,
+    /// Read under the first-chunk and stall deadlines (see [`ModelBody`]).
+    body: ModelBody,
     parser: StreamParser,
     abort: Option<AbortController>,
     finished: bool,
-    /// Time allowed for the next chunk (the first one included).
+    /// The longest quiet allowed between chunks.
     stall: Duration,
-    /// Whether a body chunk has arrived yet.
-    started: bool,
+    /// The longest wait allowed for the first chunk.
     first_chunk: Duration,
-    /// When the last chunk arrived (the request was sent, before the first).
-    last_chunk_at: i64,
-    /// The armed deadline timer. Kept across chunks and re-armed only when it fires early
-    /// (chunks came meanwhile): a timer per chunk was a tenth of a turn's CPU.
-    timer: Option<Pin<Box<Delay>>>,
 }
 
 impl ModelStream {
@@ -129,82 +121,48 @@ impl ModelStream {
                 retry_after_ms,
             });
         }
-        let body = response
-            .stream()
-            .map_err(|e| ProviderError::Network(e.to_string()))?;
+        let ResponseBody::Stream(stream) = response.body() else {
+            return Err(ProviderError::Truncated);
+        };
+        let body = ModelBody::start(stream.as_ref(), first_chunk, stall);
         Ok(ModelStream {
             body,
             parser,
             abort: abort.0.take(),
             finished: false,
             stall,
-            started: false,
             first_chunk,
-            last_chunk_at: now(),
-            timer: None,
         })
     }
 
-    /// The next batch of events; `Ok(None)` once the stream has ended properly.
+    /// The next batch of events (every byte that arrived since the last batch, parsed);
+    /// `Ok(None)` once the stream has ended properly.
     pub(crate) async fn next_events(&mut self) -> Result<Option<Vec<StreamEvent>>, ProviderError> {
         if self.finished {
             return Ok(None);
         }
-        let limit = if self.started {
-            self.stall
-        } else {
-            self.first_chunk
-        };
-        let limit_ms = i64::try_from(limit.as_millis()).unwrap_or(i64::MAX);
-        let next = loop {
-            let timer = self
-                .timer
-                .get_or_insert_with(|| Box::pin(Delay::from(limit)));
-            match select(self.body.next(), timer.as_mut()).await {
-                Either::Left((item, _)) => break Some(item),
-                Either::Right(((), _)) => {
-                    self.timer = None;
-                    let quiet = now() - self.last_chunk_at;
-                    if quiet >= limit_ms {
-                        break None;
-                    }
-                    // Chunks came since it was armed: wait out the rest of the limit.
-                    let rest = u64::try_from(limit_ms - quiet).unwrap_or(0);
-                    self.timer = Some(Box::pin(Delay::from(Duration::from_millis(rest))));
-                }
-            }
-        };
-        if next.is_some() {
-            self.last_chunk_at = now();
-        }
-        match next {
-            None => {
-                self.cancel();
-                Err(ProviderError::Timeout(if self.started {
-                    format!("the stream stalled for {} ms", limit.as_millis())
-                } else {
-                    format!("no first chunk within {} ms", limit.as_millis())
-                }))
-            }
-            Some(Some(Ok(bytes))) => {
-                if !self.started {
-                    // The first-chunk timer is longer than the stall limit: arm afresh.
-                    self.timer = None;
-                }
-                self.started = true;
-                self.parser.feed(&bytes).map(Some)
-            }
-            // The server answered, then the connection broke: the reply is cut short.
-            Some(Some(Err(_))) => Err(ProviderError::Truncated),
-            Some(None) => {
+        match self.body.next().await {
+            Next::Bytes(bytes) => self.parser.feed(&bytes).map(Some),
+            Next::Finished => {
                 self.finished = true;
                 self.parser.finish().map(Some)
+            }
+            // The server answered, then the connection broke: the reply is cut short.
+            Next::Broken => Err(ProviderError::Truncated),
+            Next::TimedOut { started } => {
+                self.cancel();
+                Err(ProviderError::Timeout(if started {
+                    format!("the stream stalled for {} ms", self.stall.as_millis())
+                } else {
+                    format!("no first chunk within {} ms", self.first_chunk.as_millis())
+                }))
             }
         }
     }
 
     /// Aborts the underlying fetch (on stop or timeout) so the connection is not left open.
     pub(crate) fn cancel(&mut self) {
+        self.body.cancel();
         if let Some(abort) = self.abort.take() {
             abort.abort();
         }
