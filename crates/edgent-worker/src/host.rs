@@ -25,6 +25,20 @@ use edgent::tool::{BoxFuture, FlowHost, HostError, HttpRequest, HttpResponse, Re
 use edgent::values::protocol::ServerFrame;
 use edgent::values::sql::{Sql, SqlValue};
 
+// One call per frame for every socket: the text crosses into JavaScript once (not once per
+// socket), and no handle per socket is made and freed in the wasm. A socket that is closing
+// throws; it just misses the frame, as before.
+#[wasm_bindgen::prelude::wasm_bindgen(inline_js = "export function edgent_send_all(state, text) {
+    for (const ws of state.getWebSockets()) {
+        try {
+            ws.send(text);
+        } catch {}
+    }
+}")]
+extern "C" {
+    fn edgent_send_all(state: &JsValue, text: &str);
+}
+
 /// One per thread object instance (JS handles are reference-counted).
 pub(crate) struct ShellHost {
     pub(crate) sql: DoSql,
@@ -82,9 +96,8 @@ impl FlowHost for ShellHost {
         if matches!(frame, ServerFrame::Status { .. }) {
             crate::thread_object::close_expired_client_sockets(&self.state);
         }
-        for ws in self.state.get_websockets() {
-            let _ = ws.send_with_str(text);
-        }
+        let state: &JsValue = self.state.as_raw().as_ref();
+        edgent_send_all(state, text);
         self.chats.push(text);
         self.mcp.push(text);
     }
