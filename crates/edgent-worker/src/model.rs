@@ -121,6 +121,7 @@ impl ModelStream {
                 retry_after_ms,
             });
         }
+        // A success with no body at all is a reply cut short before its first byte.
         let ResponseBody::Stream(stream) = response.body() else {
             return Err(ProviderError::Truncated);
         };
