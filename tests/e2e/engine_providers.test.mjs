@@ -495,13 +495,30 @@ test('a first chunk slower than stall_timeout_ms is waited for under first_chunk
   const d = await simpleAgent({ modelOpts: { first_chunk_timeout_ms: 5000, stall_timeout_ms: 300 } });
   const sock = await thread(t, d.agent);
   // 800 ms before the first chunk (past the stall limit, within the first-chunk limit), then
-  // chunks 150 ms apart for about 1.2 s (longer than the stall limit in all, never quiet for it).
+  // chunks 150 ms apart for about 1.2 s (longer than the stall limit in all, never quiet for it,
+  // and ending well before the first-chunk deadline would).
   model.push({ text: 'Worth the wait, one piece at a time.', firstChunkDelayMs: 800, chunkSize: 4, chunkDelayMs: 150 });
   const frames = await turn(sock, 'take your time', 1);
   await noMoreRequests(1);
   assert.deepEqual(errors(frames), []);
   assert.equal(finalMessages(frames).find((m) => m.role === 'assistant').content, 'Worth the wait, one piece at a time.');
   assert.ok(frames.filter((f) => f.type === 'message_chunk').length >= 5, 'the pieces were streamed as they came');
+});
+
+test('a stall right after a slow first chunk is seen one stall limit later, not at the first-chunk deadline', async (t) => {
+  const d = await simpleAgent({ modelOpts: { first_chunk_timeout_ms: 5000, stall_timeout_ms: 300 } });
+  const sock = await thread(t, d.agent);
+  // The first chunk comes after 800 ms (within the first-chunk limit), then nothing: each
+  // attempt should fail about 300 ms after its chunk, not at 5 s.
+  const stalling = { text: 'Slow to start, then silent.', firstChunkDelayMs: 800, stallAfter: 2 };
+  model.push(stalling, { ...stalling });
+  const started = Date.now();
+  const frames = await turn(sock, 'and then?', 0);
+  const took = Date.now() - started;
+  await noMoreRequests(2);
+  assert.deepEqual(errors(frames).map((e) => e.code), ['model_retry', 'model_timeout']);
+  assert.match(errors(frames)[1].message, /the stream stalled for 300 ms/);
+  assert.ok(took < 5000, `two attempts of about 1.1 s each (and the retry's wait), the turn took ${took} ms`);
 });
 
 // ---------------------------------------------------------------------------------------------

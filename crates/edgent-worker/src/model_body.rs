@@ -4,12 +4,13 @@
 //! read, a `JsFuture` (two closures handed to `then`), a microtask to wake the task, two
 //! reflective property reads of the result and a copy, plus a timer of our own raced against
 //! every read (armed, re-armed at the first chunk, cleared at the end). The V8 profile of a
-//! text turn put about a tenth of the isolate's time in that path. The pump reads in a
-//! JavaScript loop and hands each chunk to one Rust closure made per reply, which appends it
-//! to an inbox and wakes the reader: bytes that arrive before Rust runs again are parsed (and
-//! sent to clients) together. One JavaScript timer keeps both deadlines (the first chunk, then
-//! the longest quiet between chunks), re-armed only when it fires early; a reply that streams
-//! without pause sets it once and clears it once.
+//! text turn put about a sixth of the isolate's busy time on that path (busy time is not CPU:
+//! the CPU saved was about 2%, `docs/decisions/2026-12-01-reply-bodies-read-in-javascript.md`).
+//! The pump reads in a JavaScript loop and hands each chunk to one Rust closure made per
+//! reply, which appends it to an inbox and wakes the reader: bytes that arrive before Rust runs
+//! again are parsed (and sent to clients) together. One JavaScript timer keeps both deadlines (the first chunk, then
+//! the longest quiet between chunks), re-armed only when it fires: a reply shorter than both
+//! limits sets it once and clears it once.
 
 use std::cell::RefCell;
 use std::future::poll_fn;
@@ -25,7 +26,9 @@ use worker::js_sys::{Function, Uint8Array};
 // answered, then the connection failed), 3 a deadline passed (value: whether a chunk had
 // come). Nothing is delivered after an end or after `cancel()`, so Rust may drop the closure
 // once it called `cancel()`. The timer is armed for the shorter of the two limits and, when it
-// fires, measures the quiet since the last chunk against the limit that applies then.
+// fires, measures the quiet since the last chunk against the limit that applies then; until
+// the first chunk it fires at least once per stall limit, so a stall right after a slow first
+// chunk is seen one stall limit after that chunk.
 #[wasm_bindgen(
     inline_js = "export function edgent_body_pump(body, deliver, firstMs, stallMs) {
     const reader = body.getReader();
@@ -46,7 +49,9 @@ use worker::js_sys::{Function, Uint8Array};
             reader.cancel().catch(() => {});
             end(3, started);
         } else {
-            timer = setTimeout(check, limit - quiet);
+            // Before the first chunk, wake at least once per stall limit: a first chunk may
+            // come before the longer first-chunk deadline, and the stall counts from it.
+            timer = setTimeout(check, started ? limit - quiet : Math.min(limit - quiet, stallMs));
         }
     };
     let timer = setTimeout(check, Math.min(firstMs, stallMs));
@@ -149,7 +154,9 @@ impl ModelBody {
                     });
                 }
             }
-            if let Some(waker) = inbox.waker.take() {
+            let waker = inbox.waker.take();
+            drop(inbox);
+            if let Some(waker) = waker {
                 waker.wake();
             }
         });
