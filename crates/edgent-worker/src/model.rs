@@ -10,7 +10,7 @@ use worker::{
 
 use super::clock::with_timeout;
 use super::http::read_at_most;
-use super::model_body::{ModelBody, Next};
+use super::model_body::{End, ModelBody, Next};
 use edgent::config::{
     ModelConfig, Provider, DEFAULT_FIRST_CHUNK_TIMEOUT_MS, DEFAULT_STALL_TIMEOUT_MS,
 };
@@ -144,13 +144,13 @@ impl ModelStream {
         }
         match self.body.next().await {
             Next::Bytes(bytes) => self.parser.feed(&bytes).map(Some),
-            Next::Finished => {
+            Next::End(End::Finished) => {
                 self.finished = true;
                 self.parser.finish().map(Some)
             }
             // The server answered, then the connection broke: the reply is cut short.
-            Next::Broken => Err(ProviderError::Truncated),
-            Next::TimedOut { started } => {
+            Next::End(End::Broken) => Err(ProviderError::Truncated),
+            Next::End(End::TimedOut { started }) => {
                 self.cancel();
                 Err(ProviderError::Timeout(if started {
                     format!("the stream stalled for {} ms", self.stall.as_millis())

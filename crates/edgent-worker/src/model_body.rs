@@ -8,9 +8,9 @@
 //! the CPU saved was about 2%, `docs/decisions/2026-12-01-reply-bodies-read-in-javascript.md`).
 //! The pump reads in a JavaScript loop and hands each chunk to one Rust closure made per
 //! reply, which appends it to an inbox and wakes the reader: bytes that arrive before Rust runs
-//! again are parsed (and sent to clients) together. One JavaScript timer keeps both deadlines (the first chunk, then
-//! the longest quiet between chunks), re-armed only when it fires: a reply shorter than both
-//! limits sets it once and clears it once.
+//! again are parsed (and sent to clients) together. One JavaScript timer keeps both deadlines
+//! (the first chunk, then the longest quiet between chunks), re-armed only when it fires: a
+//! reply shorter than both limits sets it once and clears it once.
 
 use std::cell::RefCell;
 use std::future::poll_fn;
@@ -97,20 +97,19 @@ extern "C" {
 pub(crate) enum Next {
     /// Every byte that arrived (never empty).
     Bytes(Vec<u8>),
-    /// The body ended.
+    /// How the body ended, once its bytes were read.
+    End(End),
+}
+
+/// How a body ended.
+#[derive(Clone, Copy)]
+pub(crate) enum End {
+    /// It ended properly.
     Finished,
     /// The connection broke after the server had answered.
     Broken,
     /// A deadline passed; `started`: after a chunk had come (the stall limit), else the
     /// first-chunk limit.
-    TimedOut { started: bool },
-}
-
-/// How the body ended, once it has.
-#[derive(Clone, Copy)]
-enum End {
-    Finished,
-    Broken,
     TimedOut { started: bool },
 }
 
@@ -182,9 +181,7 @@ impl ModelBody {
                 return Poll::Ready(Next::Bytes(std::mem::take(&mut inbox.bytes)));
             }
             match inbox.end {
-                Some(End::Finished) => Poll::Ready(Next::Finished),
-                Some(End::Broken) => Poll::Ready(Next::Broken),
-                Some(End::TimedOut { started }) => Poll::Ready(Next::TimedOut { started }),
+                Some(end) => Poll::Ready(Next::End(end)),
                 None => {
                     inbox.waker = Some(cx.waker().clone());
                     Poll::Pending
