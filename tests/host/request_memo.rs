@@ -41,8 +41,23 @@ fn request<'a>(
     }
 }
 
-/// The body in `provider`'s format with `memo` at `version`, checked against the body without
-/// one.
+/// The body in `provider`'s format written with `memo` at `version`.
+fn memo_body(
+    provider: Provider,
+    history: &[Message],
+    tools: &[ToolSpec],
+    memo: &HistoryMemo,
+    version: i64,
+) -> String {
+    request_body(&request(
+        provider,
+        history,
+        tools,
+        Some(MemoUse { memo, version }),
+    ))
+}
+
+/// [`memo_body`], checked against the body without a memo.
 fn same_body(
     provider: Provider,
     history: &[Message],
@@ -51,12 +66,7 @@ fn same_body(
     version: i64,
 ) -> String {
     let fresh = request_body(&request(provider, history, tools, None));
-    let kept = request_body(&request(
-        provider,
-        history,
-        tools,
-        Some(MemoUse { memo, version }),
-    ));
+    let kept = memo_body(provider, history, tools, memo, version);
     assert_eq!(kept, fresh, "{provider:?}");
     serde_json::from_str::<serde_json::Value>(&kept).expect("the body is JSON");
     kept
@@ -217,15 +227,7 @@ fn what_a_memo_kept_is_copied_not_written_again() {
         // so the memo's copy is sent. (This is why a memo is only for verbatim stored
         // messages.)
         history[3].content = "ANSWER 0".into();
-        let kept = request_body(&request(
-            provider,
-            &history,
-            &[],
-            Some(MemoUse {
-                memo: &memo,
-                version: 1,
-            }),
-        ));
+        let kept = memo_body(provider, &history, &[], &memo, 1);
         assert!(
             kept.contains("answer 0") && !kept.contains("ANSWER 0"),
             "{kept}"
