@@ -9,8 +9,12 @@ CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"
 export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$CARGO_BIN/wasm-bindgen}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$ROOT/node_modules/.bin/wasm-opt}"
+# The glue's one change (scripts/lib/glue.mjs says why): futures queued with `then`.
+patch_glue() { node "$ROOT/scripts/lib/glue.mjs" build/index.js; }
 if [[ "${EDGENT_FAST_BUILD:-}" == "1" ]]; then
-  exec worker-build --release --no-opt
+  worker-build --release --no-opt
+  patch_glue
+  exit
 fi
 # worker-build's own wasm-opt pass is -O (for speed); one pass of ours instead, for size: -Os
 # makes the wasm ~14% smaller gzipped than -O (bench/wasm-size.mjs, docs/decisions), and the
@@ -18,6 +22,7 @@ fi
 # list: rustc 1.95's wasm32 defaults and the exception handling of wasm-bindgen's catch
 # wrappers (named, not --all-features, so no encoding workerd cannot load is emitted).
 worker-build --release --no-opt
+patch_glue
 OPT=(-Os --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
   --enable-mutable-globals --enable-reference-types --enable-multivalue
   --enable-exception-handling)

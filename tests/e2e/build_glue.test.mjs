@@ -1,0 +1,63 @@
+// The one change scripts/build.sh makes to wasm-bindgen's glue (scripts/lib/glue.mjs): js-sys's
+// task queue is told there is no `queueMicrotask`, so it queues its futures with `then`.
+// Proves: the getter is found in the glue as worker-build writes it (minified) and unminified,
+// only that import changes, a glue with none or two getters stops the build with a message that
+// says where to look, and the Workers this suite runs were built with the change. Every other
+// e2e test then shows the Worker's futures still run with it.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { patchGlue } from '../../scripts/lib/glue.mjs';
+import { ROOT } from '../support/worker.mjs';
+
+const MINIFIED =
+  'var x={__wbg_push_c9:function(e,t){return e.push(t)},' +
+  '__wbg_queueMicrotask_1e8503a8a690f0a3:function(e){return e.queueMicrotask},' +
+  '__wbg_queueMicrotask_4a1a4d8dd332373b:function(e){queueMicrotask(e)},' +
+  '__wbg_then_5:function(e,t){return e.then(t)}};';
+
+const UNMINIFIED = `const imports = {
+    __wbg_queueMicrotask_0123abcd: function(arg0) {
+        const ret = arg0.queueMicrotask;
+        return ret;
+    },
+    __wbg_queueMicrotask_4567ef01: function(arg0) {
+        queueMicrotask(arg0);
+    },
+};`;
+
+test('the getter of the minified glue answers undefined; the other imports are unchanged', () => {
+  const out = patchGlue(MINIFIED);
+  assert.equal(
+    out,
+    MINIFIED.replace('function(e){return e.queueMicrotask}', 'function(e){return undefined}'),
+  );
+  // the call itself stays: js-sys never reaches it once the getter says there is none
+  assert.match(out, /__wbg_queueMicrotask_4a1a4d8dd332373b:function\(e\)\{queueMicrotask\(e\)\}/);
+});
+
+test('the getter of unminified glue is found too', () => {
+  const out = patchGlue(UNMINIFIED);
+  assert.match(out, /__wbg_queueMicrotask_0123abcd: function\(arg0\) \{return undefined\}/);
+  assert.doesNotMatch(out, /arg0\.queueMicrotask/);
+  assert.match(out, /queueMicrotask\(arg0\);/);
+});
+
+test('a glue without the getter, or with two, stops the build and says why', () => {
+  const none = MINIFIED.replace('return e.queueMicrotask', 'return e.other');
+  assert.throws(() => patchGlue(none), /expected one queueMicrotask getter .* found 0: .*scripts\/lib\/glue\.mjs/);
+  const twice = MINIFIED + MINIFIED.replace('1e8503a8a690f0a3', 'ffff');
+  assert.throws(() => patchGlue(twice), /found 2/);
+  // already changed (a second run over the same file) is a miss as well: build.sh runs it once
+  assert.throws(() => patchGlue(patchGlue(MINIFIED)), /found 0/);
+});
+
+test('the Workers under test were built with the change', () => {
+  for (const app of ['.', 'examples/hello']) {
+    const glue = readFileSync(join(ROOT, app, 'build', 'index.js'), 'utf8');
+    assert.match(glue, /__wbg_queueMicrotask_[0-9a-f]+:function\(\w+\)\{return undefined\}/, `${app}: getter not changed`);
+    assert.doesNotMatch(glue, /__wbg_queueMicrotask_[0-9a-f]+:function\((\w+)\)\{return \1\.queueMicrotask\}/, app);
+  }
+});
