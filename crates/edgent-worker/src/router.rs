@@ -6,8 +6,8 @@ use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 use super::clock::now;
 use super::d1::D1;
 use super::http::{
-    error, json, logged, origin, query_pairs, query_param, raw_query, read_body, read_body_within,
-    registry_error,
+    boxed, error, json, logged, origin, query_pairs, query_param, raw_query, read_body,
+    read_body_within, registry_error,
 };
 use edgent::api::access::{self, presented, Principal, SUBPROTOCOL, TOKEN_SECRET};
 use edgent::api::cors::{AllowedOrigins, ALLOWED_ORIGINS_VAR};
@@ -96,37 +96,48 @@ async fn route_request(
     let outcome = match route {
         Route::Health => return json(200, &json!({ "ok": true, "version": VERSION })),
         Route::Refused { error: e, .. } => Err(e),
-        Route::Webhook { thread_id, token } => webhook(&mut req, &env, thread_id, token).await,
-        Route::ThreadStream(id) => stream(&req, &env, Some(id), &principal).await,
+        Route::Webhook { thread_id, token } => {
+            boxed(webhook(&mut req, &env, thread_id, token)).await
+        }
+        Route::ThreadStream(id) => boxed(stream(&req, &env, Some(id), &principal)).await,
         // The object decodes the rest (`ThreadOp::from_http` is the one table of them) and
         // checks the operation's scope.
         Route::ThreadOp { thread_id, op } => {
-            forward(&mut req, &env, thread_id, method, &op, &principal).await
+            boxed(forward(&mut req, &env, thread_id, method, &op, &principal)).await
         }
         // The MCP server checks a token against the session it names.
-        Route::Mcp { agent } => super::mcp::handle(&mut req, &env, agent, &principal).await,
+        Route::Mcp { agent } => boxed(super::mcp::handle(&mut req, &env, agent, &principal)).await,
         // Everything else is the server's.
         _ if principal != Principal::Server => Err(ApiError::new(
             403,
             "forbidden",
             "a client token reaches only its own thread; this route needs the server key",
         )),
-        Route::Tools => tools(&env).await,
-        Route::RecommendTools => recommend_tools(&req, &env).await,
-        Route::CreateThread => create_thread(&mut req, &env).await,
-        Route::PutConfig => configure(&mut req, &env, None).await,
-        Route::ListDefinitions(kind) => answer(admin::list(&D1(env.clone()), kind).await),
-        Route::GetDefinition(kind, name) => answer(admin::get(&D1(env.clone()), kind, name).await),
-        Route::PutDefinition(kind, name) => configure(&mut req, &env, Some((kind, name))).await,
+        Route::Tools => boxed(tools(&env)).await,
+        Route::RecommendTools => boxed(recommend_tools(&req, &env)).await,
+        Route::CreateThread => boxed(create_thread(&mut req, &env)).await,
+        Route::PutConfig => boxed(configure(&mut req, &env, None)).await,
+        Route::ListDefinitions(kind) => {
+            boxed(async { answer(admin::list(&D1(env.clone()), kind).await) }).await
+        }
+        Route::GetDefinition(kind, name) => {
+            boxed(async { answer(admin::get(&D1(env.clone()), kind, name).await) }).await
+        }
+        Route::PutDefinition(kind, name) => {
+            boxed(configure(&mut req, &env, Some((kind, name)))).await
+        }
         Route::DeleteDefinition(kind, name) => {
-            answer(admin::delete(&D1(env.clone()), kind, name).await)
+            boxed(async { answer(admin::delete(&D1(env.clone()), kind, name).await) }).await
         }
-        Route::NewThreadStream => stream(&req, &env, None, &principal).await,
+        Route::NewThreadStream => boxed(stream(&req, &env, None, &principal)).await,
         Route::ListThreads => {
-            let listed = thread_index::list_threads(&D1(env.clone()), &query_pairs(&req)).await;
-            answer(listed.map(|page| (200, page)))
+            boxed(async {
+                let listed = thread_index::list_threads(&D1(env.clone()), &query_pairs(&req)).await;
+                answer(listed.map(|page| (200, page)))
+            })
+            .await
         }
-        Route::DeleteThread(thread_id) => delete_thread(&env, thread_id).await,
+        Route::DeleteThread(thread_id) => boxed(delete_thread(&env, thread_id)).await,
         _ => Err(ApiError::not_found("no such route")),
     };
     match outcome {

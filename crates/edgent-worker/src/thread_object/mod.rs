@@ -21,7 +21,9 @@ use super::chat::ChatStreams;
 use super::clock::now;
 use super::do_sql::DoSql;
 use super::host::ShellHost;
-use super::http::{error, json, logged, query_pairs, query_param, read_body, registry_error};
+use super::http::{
+    boxed, error, json, logged, query_pairs, query_param, read_body, registry_error,
+};
 use super::mcp_calls::{self, McpCalls};
 use super::router::PRINCIPAL_HEADER;
 use chat_answers::is_chat_resume;
@@ -134,27 +136,26 @@ impl ThreadObject {
         }
         let path = req.path();
         let result = match (req.method(), path.as_str()) {
-            (worker::Method::Post, "/create") => self.create(&mut req).await,
-            (worker::Method::Post, "/webhook") => self.webhook(&mut req).await,
-            (worker::Method::Post, "/delete") => self.delete().await,
+            (worker::Method::Post, "/create") => boxed(self.create(&mut req)).await,
+            (worker::Method::Post, "/webhook") => boxed(self.webhook(&mut req)).await,
+            (worker::Method::Post, "/delete") => boxed(self.delete()).await,
             (worker::Method::Post, "/mcp/ask" | "/mcp/tool") => match self.runtime() {
-                Ok(rt) => mcp_calls::handle(rt, &self.mcp, &mut req, &path).await,
+                Ok(rt) => boxed(mcp_calls::handle(rt, &self.mcp, &mut req, &path)).await,
                 Err(e) => Err(e),
             },
             (worker::Method::Post, "/run") => match self.runtime() {
-                Ok(rt) => rt
-                    .run_to_end()
+                Ok(rt) => boxed(rt.run_to_end())
                     .await
                     .map(|s| (200, json!(s)))
                     .map_err(|e| ApiError::internal(e.to_string())),
                 Err(e) => Err(e),
             },
-            (worker::Method::Get, "/stream") => return self.accept_socket(&req).await,
-            (worker::Method::Post, "/op/chat") => return self.chat(&mut req).await,
+            (worker::Method::Get, "/stream") => return boxed(self.accept_socket(&req)).await,
+            (worker::Method::Post, "/op/chat") => return boxed(self.chat(&mut req)).await,
             (worker::Method::Get, op) if is_chat_resume(op) => return self.resume_chat(&req),
             (_, op) => match op.strip_prefix(OP_PREFIX) {
                 Some(op) if op.is_empty() || op.starts_with('/') => {
-                    self.http_op(&mut req, op).await
+                    boxed(self.http_op(&mut req, op)).await
                 }
                 _ => Err(ApiError::not_found("no such thread operation")),
             },
