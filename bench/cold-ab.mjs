@@ -7,6 +7,8 @@
 // reply, and of the workerd's CPU over the whole. What it measures is mostly V8 compiling the
 // wasm functions these requests run for the first time
 // (docs/decisions/2026-12-02-a-cold-isolate-compiles-what-it-runs.md).
+// Both builds are started with this checkout's test support (D1 migrations, agents' seed, the
+// scripted model server): compare with a checkout whose migrations and agents match this one's.
 // Usage: node bench/cold-ab.mjs <other checkout> [repetitions]
 import { resolve } from 'node:path';
 import { ROOT, startWorker } from '../tests/support/worker.mjs';

@@ -3,8 +3,8 @@
 // build: js-sys's task queue (which runs every Rust future of the Worker) is told the global
 // scope has no `queueMicrotask`, so it takes its own fallback, `Promise.prototype.then` on a
 // resolved promise. Both queue a microtask; in workerd `queueMicrotask` costs about 3 µs a call
-// and `then` about 0.05 µs (it wraps each callback), and a turn schedules the queue dozens of
-// times. Measured in docs/decisions/2026-12-02-futures-queued-with-then.md.
+// (workerd wraps each callback before V8 queues it) and `then` about 0.1 µs, and a turn
+// schedules the queue dozens of times. Measured in docs/decisions/2026-12-02-futures-queued-with-then.md.
 //
 // The getter js-sys reads once, when its queue is created, is the import whose body returns
 // `<global>.queueMicrotask`. Exactly one must be found: the toolchain is pinned (wasm-bindgen
@@ -12,7 +12,8 @@
 // and the build stops and says so rather than ship a slower Worker unnoticed.
 //
 // Usage: node scripts/lib/glue.mjs build/index.js
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 /** The getter's import, minified (`function(e){return e.queueMicrotask}`) or not. */
 const GETTER =
@@ -30,10 +31,19 @@ export function patchGlue(glue) {
     );
   }
   const [[whole, head]] = getters;
-  return glue.replace(whole, `${head}return undefined}`);
+  return glue.replace(whole, () => `${head}return undefined}`);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+/** Whether this file is the script node was asked to run (through a symlink or not). */
+function isMain() {
+  try {
+    return realpathSync(process.argv[1] ?? '') === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
   const path = process.argv[2];
   if (!path) {
     console.error('usage: node scripts/lib/glue.mjs <build/index.js>');

@@ -1,4 +1,5 @@
-//! JSON responses and bounded body reading.
+//! JSON responses, bounded body reading, outgoing requests, and the boxed handler futures the
+//! router and the thread object dispatch to.
 
 use futures_util::StreamExt;
 use serde::Serialize;

@@ -97,7 +97,7 @@ impl ThreadRuntime {
     /// async function (and not inlined into it) so its state machine holds only the awaits:
     /// every arm inlined there was Worker code size for nothing. A message, the operation of
     /// nearly every turn, is carried out apart from the others: the wasm engine compiles a
-    /// function when it first runs, and all the others together are 41 KB.
+    /// function when it first runs, and the others together are most of this code.
     #[inline(never)]
     fn carry_out(&self, op: ThreadOp) -> Result<Value, ApiError> {
         match op {
@@ -106,7 +106,9 @@ impl ThreadRuntime {
         }
     }
 
-    /// `send_message`: the message is stored and handed to the turn that follows.
+    /// `send_message`: the message is stored and handed to the turn that follows. Not inlined:
+    /// one copy, whichever of the two callers reaches it.
+    #[inline(never)]
     fn send_message(&self, content: &str) -> Result<Value, ApiError> {
         let now = self.now();
         let message = self.with_thread(|t| {
