@@ -13,7 +13,7 @@
 import { resolve } from 'node:path';
 import { ROOT, startWorker } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { cpuMs, seedBench, workerdPid } from './lib.mjs';
+import { cpuMs, median, seedBench, workerdPid } from './lib.mjs';
 
 const other = process.argv[2];
 if (!other) {
@@ -49,7 +49,6 @@ try {
 } finally {
   await model.close?.();
 }
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 for (const [label, dir] of builds) {
   const r = rows[label];
   console.log(

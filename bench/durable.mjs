@@ -16,7 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readlinkSync } from 'node:fs';
 import WebSocket from 'ws';
-import { summary } from './lib.mjs';
+import { median, summary } from './lib.mjs';
 import { startWorker, API_KEY } from '../tests/support/worker.mjs';
 import { startWeatherServer } from '../tests/support/weather-server.mjs';
 
@@ -27,7 +27,6 @@ const WARMUP = 50; // rounds; workerd's JIT needs ~100 calls before times settle
 const OPS = 50; // samples of each unrelated operation per K
 const BATCH = 100; // queue_tool rpcs in flight while parking
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const ms = (x) => `${x.toFixed(2)} ms`;
 const kib = (n) => `${(n / 1024).toFixed(0)} KiB`;

@@ -7,6 +7,9 @@ import { freePort } from '../tests/support/net.mjs';
 
 const q = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
+/** The median of `xs` as `summary` prints it: the upper middle value of an even count. */
+export const median = (xs) => q([...xs].sort((a, b) => a - b), 0.5);
+
 /** Prints n, median, p95, mean, min and max of `xs` (milliseconds). */
 export function summary(label, xs) {
   const s = [...xs].sort((a, b) => a - b);

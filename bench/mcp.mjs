@@ -10,7 +10,7 @@
 //     result go out in one flush.
 // The first MCP turn (initialize, tools/list) is measured apart.
 // Usage: npm run build && node bench/mcp.mjs [turns=100]
-import { summary } from './lib.mjs';
+import { median, summary } from './lib.mjs';
 import { startWorker } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
 import { startMcpServer } from '../tests/support/mcp-server.mjs';
@@ -52,7 +52,6 @@ for (let i = 0; i < TURNS; i++) {
   // The frames of finished turns are not needed again.
   if (sock.frames.length > 2000) sock.frames.length = 0;
 }
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 summary('turn with an MCP call', turns.mcp);
 summary('turn with a local call', turns.local);
 console.log(`MCP round-trip overhead per call (difference of the median turns): ${(median(turns.mcp) - median(turns.local)).toFixed(2)} ms`);

@@ -11,7 +11,7 @@ import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { startWorker, ROOT } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { summary, seedBench } from './lib.mjs';
+import { median, summary, seedBench } from './lib.mjs';
 
 const TURNS = Number(process.argv[2] ?? process.env.TURNS ?? 200);
 const KIND = process.argv[3] ?? 'text';
@@ -50,7 +50,6 @@ try {
   summary(`${KIND} turn latency (user message -> final assistant frame, ${TURNS} turns)`, times);
   summary('  first 50 turns', times.slice(0, 50));
   summary('  last 50 turns', times.slice(-50));
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const [first, last] = [median(times.slice(0, 20)), median(times.slice(-20))];
   const messages = (await worker.client.request('GET', `/api/threads/${id}/messages?limit=1`)).body.total;
   console.log(`flat cost: first 20 turns median ${first.toFixed(2)} ms, last 20 ${last.toFixed(2)} ms ` +
