@@ -109,10 +109,15 @@ test('an error result reaches the model; a passing outage is retried; approval i
   await client.request('POST', `/api/threads/${id}/messages`, { body: { content: 'Delete article a1' } });
   await waiting;
   assert.ok(!mcp.log.calls.some((c) => c.tool === 'delete_doc'), 'not before approval');
+  const answered = sock.frames.length;
   const approved = await client.request('POST', `/api/threads/${id}/tool-calls/c_delete/approve`, { body: {} });
   assert.equal(approved.status, 200, JSON.stringify(approved.body));
   await sock.waitFor((f) => f.type === 'message' && f.message.tool_call_id === 'c_delete', { timeout: 10000 });
   assert.deepEqual(mcp.log.calls.at(-1), { tool: 'delete_doc', id: 'a1' });
+  // The turn's last model call ('Deleted.') is this test's: a later test's model must not
+  // answer it (the next test resets the scripted model and counts its requests).
+  await sock.waitFor((f) => f.type === 'status' && f.state === 'idle', { timeout: 10000, from: answered });
+  assert.equal(model.requests.length, 6);
   sock.close();
 });
 
@@ -140,6 +145,8 @@ test('a tool list the server says changed is listed again before the next model 
   const sock = await open(id);
   model.push({ toolCalls: [{ id: 'c_more', name: 'kb__enable_more', arguments: {} }] }, { text: 'enabled' });
   await turn(sock, id, 'enable more');
+  assert.equal(model.requests.length, 2, 'both model calls are this thread\'s');
+  assert.ok(toolsOffered(model.requests[0]).includes('kb__enable_more'));
   assert.ok(!toolsOffered(model.requests[0]).includes('kb__more'));
   assert.ok(toolsOffered(model.requests[1]).includes('kb__more'), 'offered right after the notification');
   sock.close();
