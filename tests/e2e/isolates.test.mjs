@@ -71,9 +71,16 @@ test('the object refuses an unknown agent; an agent added through the API serves
 });
 
 test('a prompt changed through the API reaches a thread in the objects\' isolate within 5 s', async (t) => {
-  const original = (await api('GET', '/api/prompts/support')).body;
-  t.after(() => api('PUT', '/api/prompts/support', original));
-  const sock = await client.openNew('support');
+  // A prompt and agent of this test's own: the objects' isolate keeps its copy of what this
+  // test changes, so a later test using `support` would meet a copy that turns stale mid-call.
+  const { name: _, ...original } = (await api('GET', '/api/prompts/support')).body;
+  const own = await api('PUT', '/api/prompts/isolates_prompt', original);
+  assert.equal(own.status, 201, JSON.stringify(own.body));
+  t.after(() => api('DELETE', '/api/prompts/isolates_prompt'));
+  const agent = await api('PUT', '/api/agents/isolates_haiku', { side_a: { prompt: 'isolates_prompt' } });
+  assert.equal(agent.status, 201, JSON.stringify(agent.body));
+  t.after(() => api('DELETE', '/api/agents/isolates_haiku'));
+  const sock = await client.openNew('isolates_haiku');
   t.after(() => sock.close());
   model.push({ text: 'one' });
   await turn(sock, 'first');
@@ -81,7 +88,7 @@ test('a prompt changed through the API reaches a thread in the objects\' isolate
   assert.equal(systemOf(0), original.system);
 
   // The API clears the router's cache only: the objects' copy holds until it is 5 s old...
-  const put = await api('PUT', '/api/prompts/support', { ...original, system: 'Answer in haiku.' });
+  const put = await api('PUT', '/api/prompts/isolates_prompt', { ...original, system: 'Answer in haiku.' });
   assert.equal(put.status, 200, JSON.stringify(put.body));
   model.push({ text: 'two' });
   await turn(sock, 'second');

@@ -156,5 +156,8 @@ test('the example tool daily_summary makes a cron schedule through flow.schedule
   const bad = await sock.rpc('queue_tool', { name: 'daily_summary', args: { hour_utc: 24 } });
   assert.equal(bad.ok, false);
   assert.match(bad.error.message, /not a time of day/);
+  // Cancelled, so it can never fire the model during a later test.
+  const cancelled = await client.request('DELETE', schedules(id, `/${made.schedule.id}`));
+  assert.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
   sock.close();
 });
