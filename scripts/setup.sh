@@ -44,9 +44,6 @@ if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -qF "$WASM_BINDGEN_V
   tool_install wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION"
 fi
 
-LOCK_HASH="$(sha256sum package-lock.json | cut -d' ' -f1)"
-if [[ ! -x node_modules/.bin/wrangler || "$(cat node_modules/.edgent-lock 2>/dev/null)" != "$LOCK_HASH" ]]; then
-  step "installing npm packages (npm ci)"
-  npm ci --no-audit --no-fund
-  echo "$LOCK_HASH" > node_modules/.edgent-lock
-fi
+# shellcheck source=lib/npm-once.sh
+source scripts/lib/npm-once.sh
+npm_once . node_modules/.bin/wrangler

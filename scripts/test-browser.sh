@@ -11,10 +11,8 @@ if [[ ! -x "$CHROMIUM" ]]; then
   echo "test-browser: no Chromium at $CHROMIUM: install Debian's package (apt-get install chromium) or set CHROMIUM" >&2
   exit 1
 fi
-LOCK_HASH="$(sha256sum tests/browser/package-lock.json | cut -d' ' -f1)"
-if [[ ! -d tests/browser/node_modules/playwright-core || "$(cat tests/browser/node_modules/.edgent-lock 2>/dev/null)" != "$LOCK_HASH" ]]; then
-  npm ci --prefix tests/browser --no-audit --no-fund
-  echo "$LOCK_HASH" > tests/browser/node_modules/.edgent-lock
-fi
+# shellcheck source=lib/npm-once.sh
+source scripts/lib/npm-once.sh
+npm_once tests/browser node_modules/playwright-core
 export CHROMIUM
 node --test --test-concurrency=2 tests/browser/

@@ -2,58 +2,103 @@
 # `npm test`: install what is missing, then host tests (cargo test), the TypeScript clients' unit
 # tests, the example page's build, a short fuzzing run, build the Worker, then the end-to-end
 # tests (node --test) against the real built Worker in Miniflare and wrangler dev, and the UI's
-# tests in headless Chromium.
+# tests in headless Chromium. Ends with how long each step took.
+#
+# Steps that wait on the network or on one core run beside the ones that keep both cores busy:
+# the JavaScript package sets install while cargo test compiles, and the fuzzing step (its own
+# nightly build, then the targets) runs beside the Workers' release builds, whose last link is
+# one long single-threaded LTO. Each background step's output is printed when it is awaited.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+# shellcheck source=lib/npm-once.sh
+source scripts/lib/npm-once.sh
 
-bash scripts/setup.sh
+LOGS="$(mktemp -d "${TMPDIR:-/tmp}/edgent-test.XXXXXX")"
+trap 'rm -rf "$LOGS"' EXIT
+STARTED=$SECONDS
+TIMES=()
+# step NAME COMMAND...: runs it in the foreground and keeps its time for the summary.
+step() {
+  local name="$1" t0=$SECONDS
+  shift
+  echo "[test] $name"
+  "$@"
+  TIMES+=("$(printf '%5d s  %s' $((SECONDS - t0)) "$name")")
+}
+# started NAME COMMAND...: runs it in the background, its output kept in a log.
+declare -A PIDS BEGAN
+started() {
+  local name="$1"
+  shift
+  BEGAN[$name]=$SECONDS
+  "$@" >"$LOGS/$name.log" 2>&1 &
+  PIDS[$name]=$!
+}
+# awaited NAME: waits for a background step, prints its output, and stops on its failure.
+awaited() {
+  local name="$1" status=0
+  wait "${PIDS[$name]}" || status=$?
+  echo "[test] $name (ran in the background):"
+  cat "$LOGS/$name.log"
+  TIMES+=("$(printf '%5d s  %s (in the background)' $((SECONDS - BEGAN[$name])) "$name")")
+  if [[ "$status" -ne 0 ]]; then
+    echo "[test] $name FAILED (exit $status)" >&2
+    exit "$status"
+  fi
+}
 
-echo "[test] host tests (cargo test)"
-cargo test --workspace --quiet
+step "setup (the toolchain's parts and the project's npm packages)" bash scripts/setup.sh
+
+# The package sets of the clients, the example page, the UI and the browser tests: each its own
+# lockfile, installed once per lockfile (scripts/lib/npm-once.sh), meanwhile cargo compiles.
+started "npm packages: clients/js" npm_once clients/js node_modules/.bin/tsc
+started "npm packages: examples/chat-web" npm_once examples/chat-web node_modules/.bin/vite
+started "npm packages: ui" npm_once ui node_modules/.bin/vite
+started "npm packages: tests/browser" npm_once tests/browser node_modules/playwright-core
+
+step "host tests (cargo test)" cargo test --workspace --quiet
+
+awaited "npm packages: clients/js"
+awaited "npm packages: examples/chat-web"
+awaited "npm packages: ui"
+awaited "npm packages: tests/browser"
 
 # The TypeScript clients: @edgent/client and @edgent/react have their own packages (not the
-# root's), installed once per lockfile; their tests build them, check the generated types
-# against the schema the host tests keep current, and run against fake servers.
-# tests/e2e/js_client.test.mjs then uses the built client against the real Worker.
-echo "[test] TypeScript clients (clients/js: build, generated types, unit tests)"
-JS_LOCK_HASH="$(sha256sum clients/js/package-lock.json | cut -d' ' -f1)"
-if [[ ! -x clients/js/node_modules/.bin/tsc || "$(cat clients/js/node_modules/.edgent-lock 2>/dev/null)" != "$JS_LOCK_HASH" ]]; then
-  npm ci --prefix clients/js --no-audit --no-fund
-  echo "$JS_LOCK_HASH" > clients/js/node_modules/.edgent-lock
-fi
-npm test --prefix clients/js
+# root's). Their tests build them, check the generated types against the schema the host tests
+# keep current, and run against fake servers. tests/e2e/js_client.test.mjs then uses the built
+# client against the real Worker.
+step "TypeScript clients (clients/js: build, generated types, unit tests)" npm test --prefix clients/js
 
-# The example page (examples/chat-web): its own packages, installed once per lockfile like the
-# clients' above; type-checked and built with Vite (about 10 s) so that
+# The example page (examples/chat-web): type-checked and built with Vite (about 10 s) so that
 # tests/e2e/chat_web.test.mjs serves it as assets beside the Worker under wrangler dev.
-echo "[test] the example page (examples/chat-web: type check, vite build)"
-WEB_LOCK_HASH="$(sha256sum examples/chat-web/package-lock.json | cut -d' ' -f1)"
-if [[ ! -x examples/chat-web/node_modules/.bin/vite || "$(cat examples/chat-web/node_modules/.edgent-lock 2>/dev/null)" != "$WEB_LOCK_HASH" ]]; then
-  npm ci --prefix examples/chat-web --no-audit --no-fund
-  echo "$WEB_LOCK_HASH" > examples/chat-web/node_modules/.edgent-lock
-fi
-npm run build --prefix examples/chat-web
+step "the example page (examples/chat-web: type check, vite build)" npm run build --prefix examples/chat-web
 
-# The playground and inspector (ui/): its own packages, type-checked and built with Vite into
-# ui/dist, which the Worker serves at / and tests/browser drives in Chromium.
-echo "[test] the UI (ui/: type check, vite build)"
-EDGENT_UI_FORCE=1 bash scripts/ui.sh
+# The playground and inspector (ui/): type-checked and built with Vite into ui/dist, which the
+# Worker serves at / and tests/browser drives in Chromium.
+step "the UI (ui/: type check, vite build)" env EDGENT_UI_FORCE=1 bash scripts/ui.sh
 
-# The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as
-# proptest cases): 5 s each; `npm run fuzz [seconds]` fuzzes for longer.
-echo "[test] fuzzing (cargo-fuzz, 5 s per target)"
-bash scripts/fuzz.sh 5
+# The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as proptest
+# cases): 5 s each, as many at once as there are cores, from an unoptimised build (half the
+# build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. Beside the Workers' builds below: separate target dirs, and the builds' final LTO
+# leaves a core free.
+started "fuzzing (cargo-fuzz, 5 s per target)" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh 5
 
-echo "[test] building the Workers (the example app, examples/hello, and tests/apps/upgraded: the example's workflows after a deploy)"
-bash scripts/build.sh
-EDGENT_APP_DIR=examples/hello bash scripts/build.sh
-EDGENT_APP_DIR=tests/apps/upgraded bash scripts/build.sh
+build_workers() {
+  bash scripts/build.sh
+  EDGENT_APP_DIR=examples/hello bash scripts/build.sh
+  EDGENT_APP_DIR=tests/apps/upgraded bash scripts/build.sh
+}
+step "building the Workers (the example app, examples/hello, and tests/apps/upgraded: the example's workflows after a deploy)" build_workers
 
-echo "[test] end-to-end tests (node --test)"
+awaited "fuzzing (cargo-fuzz, 5 s per target)"
+
 # Test files are independent (each starts its own Worker, model server and state on free
 # ports), so they run side by side; the longest, reliability.test.mjs, sets the wall time.
-node --test --test-concurrency=4 tests/e2e/
+step "end-to-end tests (node --test)" node --test --test-concurrency=4 tests/e2e/
 
-echo "[test] browser tests (Chromium + playwright-core, tests/browser)"
-bash scripts/test-browser.sh
+step "browser tests (Chromium + playwright-core, tests/browser)" bash scripts/test-browser.sh
+
+echo
+echo "[test] passed in $((SECONDS - STARTED)) s:"
+printf '%s\n' "${TIMES[@]}"

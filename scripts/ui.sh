@@ -8,12 +8,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 UI="$ROOT/ui"
 
-LOCK_HASH="$(sha256sum "$UI/package-lock.json" | cut -d' ' -f1)"
-if [[ ! -x "$UI/node_modules/.bin/vite" || "$(cat "$UI/node_modules/.edgent-lock" 2>/dev/null)" != "$LOCK_HASH" ]]; then
-  echo "[ui] installing ui/'s packages (npm ci, once per lockfile)"
-  npm ci --prefix "$UI" --no-audit --no-fund
-  echo "$LOCK_HASH" > "$UI/node_modules/.edgent-lock"
-fi
+# shellcheck source=lib/npm-once.sh
+source "$ROOT/scripts/lib/npm-once.sh"
+npm_once "$UI" node_modules/.bin/vite
 
 # What the build reads: the app's files (sources, public/ with the security headers, configs),
 # the client packages it bundles and the script that builds them, and VITE_EDGENT_URL. Their
