@@ -28,11 +28,12 @@ step() {
 }
 # started NAME COMMAND...: runs it in the background, its output kept in a log.
 declare -A PIDS BEGAN
+log_of() { echo "$LOGS/${1//[^A-Za-z0-9]/_}.log"; }
 started() {
   local name="$1"
   shift
   BEGAN[$name]=$SECONDS
-  "$@" >"$LOGS/$name.log" 2>&1 &
+  "$@" >"$(log_of "$name")" 2>&1 &
   PIDS[$name]=$!
 }
 # awaited NAME: waits for a background step, prints its output, and stops on its failure.
@@ -40,7 +41,7 @@ awaited() {
   local name="$1" status=0
   wait "${PIDS[$name]}" || status=$?
   echo "[test] $name (ran in the background):"
-  cat "$LOGS/$name.log"
+  cat "$(log_of "$name")"
   TIMES+=("$(printf '%5d s  %s (in the background)' $((SECONDS - BEGAN[$name])) "$name")")
   if [[ "$status" -ne 0 ]]; then
     echo "[test] $name FAILED (exit $status)" >&2
