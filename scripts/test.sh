@@ -5,9 +5,9 @@
 # tests in headless Chromium. Ends with how long each step took.
 #
 # Steps that wait on the network or on one core run beside the ones that keep both cores busy:
-# the JavaScript package sets install while cargo test compiles, and the fuzzing step (its own
-# nightly build, then the targets) runs beside the Workers' release builds, whose last link is
-# one long single-threaded LTO. Each background step's output is printed when it is awaited.
+# setup and the JavaScript package sets install while cargo test compiles, and the fuzzing step
+# (its own nightly build, then the targets) runs beside the Workers' release builds, whose last
+# link is one long single-threaded LTO. Each background step's output is printed when it is awaited.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -33,7 +33,13 @@ started() {
   local name="$1"
   shift
   BEGAN[$name]=$SECONDS
-  "$@" >"$(log_of "$name")" 2>&1 &
+  # The step's own end, for the summary (it may end long before it is awaited).
+  (
+    status=0
+    "$@" || status=$?
+    echo "$SECONDS" >"$(log_of "$name").end"
+    exit "$status"
+  ) >"$(log_of "$name")" 2>&1 &
   PIDS[$name]=$!
 }
 # awaited NAME: waits for a background step, prints its output, and stops on its failure.
@@ -42,14 +48,18 @@ awaited() {
   wait "${PIDS[$name]}" || status=$?
   echo "[test] $name (ran in the background):"
   cat "$(log_of "$name")"
-  TIMES+=("$(printf '%5d s  %s (in the background)' $((SECONDS - BEGAN[$name])) "$name")")
+  local ended
+  ended="$(cat "$(log_of "$name").end" 2>/dev/null || echo "$SECONDS")"
+  TIMES+=("$(printf '%5d s  %s (in the background)' $((ended - BEGAN[$name])) "$name")")
   if [[ "$status" -ne 0 ]]; then
     echo "[test] $name FAILED (exit $status)" >&2
     exit "$status"
   fi
 }
 
-step "setup (the toolchain's parts and the project's npm packages)" bash scripts/setup.sh
+# Setup (the wasm32 target, worker-build and the wasm-bindgen CLI, a few minutes of compiling on
+# a fresh machine, and the project's npm packages) is not needed by cargo test: beside it.
+started "setup (the toolchain's parts and the project's npm packages)" bash scripts/setup.sh
 
 # The package sets of the clients, the example page, the UI and the browser tests: each its own
 # lockfile, installed once per lockfile (scripts/lib/npm-once.sh), meanwhile cargo compiles.
@@ -60,6 +70,7 @@ started "npm packages: tests/browser" npm_once tests/browser node_modules/playwr
 
 step "host tests (cargo test)" cargo test --workspace --quiet
 
+awaited "setup (the toolchain's parts and the project's npm packages)"
 awaited "npm packages: clients/js"
 awaited "npm packages: examples/chat-web"
 awaited "npm packages: ui"
