@@ -33,6 +33,7 @@ started() {
   local name="$1"
   shift
   BEGAN[$name]=$SECONDS
+  echo "[test] $name: started in the background"
   # The step's own end, for the summary (it may end long before it is awaited).
   (
     status=0
