@@ -7,7 +7,8 @@
 # Steps that wait on the network or on one core run beside the ones that keep both cores busy:
 # setup and the JavaScript package sets install while cargo test compiles, and the fuzzing step
 # (its own nightly build, then the targets) runs beside the Workers' release builds, whose last
-# link is one long single-threaded LTO. Each background step's output is printed when it is awaited.
+# link is one long single-threaded LTO. Each background step's output is printed when it is
+# awaited.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -15,7 +16,19 @@ export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 source scripts/lib/npm-once.sh
 
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/edgent-test.XXXXXX")"
-trap 'rm -rf "$LOGS"' EXIT
+# A step that fails ends the run: the background steps still running (a cargo install, a fuzz
+# run) end with it, children first, instead of running on unseen.
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+cleanup() {
+  local pid
+  for pid in $(jobs -pr); do kill_tree "$pid"; done
+  rm -rf "$LOGS"
+}
+trap cleanup EXIT
 STARTED=$SECONDS
 TIMES=()
 # step NAME COMMAND...: runs it in the foreground and keeps its time for the summary.
@@ -93,8 +106,8 @@ step "the UI (ui/: type check, vite build)" env EDGENT_UI_FORCE=1 bash scripts/u
 
 # The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as proptest
 # cases): 5 s each, as many at once as there are cores, from an unoptimised build (half the
-# build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. Beside the Workers' builds below: separate target dirs, and the builds' final LTO
-# leaves a core free.
+# build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. Beside the Workers'
+# builds below: separate target dirs, and each build's final LTO leaves a core free.
 started "fuzzing (cargo-fuzz, 5 s per target)" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh 5
 
 build_workers() {
