@@ -7,8 +7,8 @@
 //
 // Why beside bench/cpu.mjs (one thread, turn after turn): a workerd that serves many turns at
 // once pays less per turn for waking up, and the floor gains more from that than edgent does
-// (2026-12-02, 20 x 20: the floor 0.7-1.1 ms, edgent 2.2-3.5 ms; turn after turn 2.0 and 3.5-4.3),
-// so the harness's "20 x 20 at once" row depends on this figure, not on cpu.mjs's.
+// (the numbers in docs/testing.md), so the harness's "20 x 20 at once" row depends on this
+// figure, not on cpu.mjs's. `1 100` gives the one-thread figure the same way.
 //
 // Usage: npm run build && node bench/at-once.mjs [threads] [turns]   (20 x 20 by default)
 import { Miniflare } from 'miniflare';

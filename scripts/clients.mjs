@@ -1,6 +1,6 @@
 // Makes sure the local @edgent/client and @edgent/react (linked from clients/js with `file:`)
 // are built: installs clients/js's own dev dependencies once per lockfile (the same check and
-// marker as scripts/test.sh), then runs its `tsc` build unless dist/ is newer than src/.
+// marker as scripts/lib/npm-once.sh), then runs its `tsc` build unless dist/ is newer than src/.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';

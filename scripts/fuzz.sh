@@ -83,7 +83,7 @@ run_target() {
   fi
   {
     if [ "$crashes" -gt 0 ]; then
-      echo "[fuzz] $t FAILED (log: fuzz/$log)"
+      echo "[fuzz] $t FAILED (exit $status; log: fuzz/$log)"
       grep -E "panicked at|^(thread|Error|==[0-9]+==ERROR)" "$log" | head -5 || true
       newest=$(find "artifacts/$t" -type f -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2- || true)
       if [ -n "$newest" ]; then

@@ -17,11 +17,14 @@ source scripts/lib/npm-once.sh
 
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/edgent-test.XXXXXX")"
 # A step that fails ends the run: the background steps still running (a cargo install, a fuzz
-# run) end with it, children first, instead of running on unseen.
+# run) end with it instead of running on unseen. Each process is stopped before its children
+# are listed, so none can start another meanwhile; then all are ended.
 kill_tree() {
   local child
-  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
-  kill "$1" 2>/dev/null || true
+  kill -STOP "$1" 2>/dev/null || return 0
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill -TERM "$1" 2>/dev/null || true
+  kill -CONT "$1" 2>/dev/null || true
 }
 cleanup() {
   local pid
@@ -47,12 +50,11 @@ started() {
   shift
   BEGAN[$name]=$SECONDS
   echo "[test] $name: started in the background"
-  # The step's own end, for the summary (it may end long before it is awaited).
+  # The step's own end, for the summary (it may end long before it is awaited), written on its
+  # way out so that the step runs with `set -e` in force.
   (
-    status=0
-    "$@" || status=$?
-    echo "$SECONDS" >"$(log_of "$name").end"
-    exit "$status"
+    trap 'echo "$SECONDS" >"$(log_of "$name").end"' EXIT
+    "$@"
   ) >"$(log_of "$name")" 2>&1 &
   PIDS[$name]=$!
 }
@@ -64,30 +66,38 @@ awaited() {
   cat "$(log_of "$name")"
   local ended
   ended="$(cat "$(log_of "$name").end" 2>/dev/null || echo "$SECONDS")"
-  TIMES+=("$(printf '%5d s  %s (in the background)' $((ended - BEGAN[$name])) "$name")")
+  TIMES+=("$(printf '%5d s  %s (in the background)' $((ended - ${BEGAN[$name]})) "$name")")
   if [[ "$status" -ne 0 ]]; then
     echo "[test] $name FAILED (exit $status)" >&2
     exit "$status"
   fi
 }
 
-# Setup (the wasm32 target, worker-build and the wasm-bindgen CLI, a few minutes of compiling on
-# a fresh machine, and the project's npm packages) is not needed by cargo test: beside it.
-started "setup (the toolchain's parts and the project's npm packages)" bash scripts/setup.sh
+# The project's own packages first (seconds): npm reads them while installing the package sets
+# below (it looks up from the clients the UI and the example page link), so they do not change
+# under it.
+step "the project's npm packages" npm_once . node_modules/.bin/wrangler
 
-# The package sets of the clients, the example page, the UI and the browser tests: each its own
-# lockfile, installed once per lockfile (scripts/lib/npm-once.sh), meanwhile cargo compiles.
-started "npm packages: clients/js" npm_once clients/js node_modules/.bin/tsc
-started "npm packages: examples/chat-web" npm_once examples/chat-web node_modules/.bin/vite
-started "npm packages: ui" npm_once ui node_modules/.bin/vite
+# Setup (the wasm32 target, worker-build and the wasm-bindgen CLI: a few minutes of compiling on
+# a fresh machine; the packages above are there) is not needed by cargo test: beside it.
+started "setup (the toolchain's parts)" bash scripts/setup.sh
+
+# The package sets of the clients, the example page, the UI and the browser tests, each from its
+# own lockfile (scripts/lib/npm-once.sh), meanwhile cargo compiles. The UI and the example page
+# link the clients' packages, so they install once the clients' are in place.
+link_users() {
+  npm_once clients/js node_modules/.bin/tsc
+  npm_once examples/chat-web node_modules/.bin/vite &
+  npm_once ui node_modules/.bin/vite
+  wait $!
+}
+started "npm packages: clients/js, then examples/chat-web and ui" link_users
 started "npm packages: tests/browser" npm_once tests/browser node_modules/playwright-core
 
 step "host tests (cargo test)" cargo test --workspace --quiet
 
-awaited "setup (the toolchain's parts and the project's npm packages)"
-awaited "npm packages: clients/js"
-awaited "npm packages: examples/chat-web"
-awaited "npm packages: ui"
+awaited "setup (the toolchain's parts)"
+awaited "npm packages: clients/js, then examples/chat-web and ui"
 awaited "npm packages: tests/browser"
 
 # The TypeScript clients: @edgent/client and @edgent/react have their own packages (not the

@@ -74,12 +74,16 @@ test('a prompt changed through the API reaches a thread in the objects\' isolate
   // A prompt and agent of this test's own: the objects' isolate keeps its copy of what this
   // test changes, so a later test using `support` would meet a copy that turns stale mid-call.
   const { name: _, ...original } = (await api('GET', '/api/prompts/support')).body;
+  // One hook, the agent first: hooks run in the order they were added, and a prompt an agent
+  // still uses cannot be deleted.
+  t.after(async () => {
+    await api('DELETE', '/api/agents/isolates_haiku');
+    await api('DELETE', '/api/prompts/isolates_prompt');
+  });
   const own = await api('PUT', '/api/prompts/isolates_prompt', original);
   assert.equal(own.status, 201, JSON.stringify(own.body));
-  t.after(() => api('DELETE', '/api/prompts/isolates_prompt'));
   const agent = await api('PUT', '/api/agents/isolates_haiku', { side_a: { prompt: 'isolates_prompt' } });
   assert.equal(agent.status, 201, JSON.stringify(agent.body));
-  t.after(() => api('DELETE', '/api/agents/isolates_haiku'));
   const sock = await client.openNew('isolates_haiku');
   t.after(() => sock.close());
   model.push({ text: 'one' });
