@@ -11,85 +11,30 @@
 // figure, not on cpu.mjs's. `1 100` gives the one-thread figure the same way.
 //
 // Usage: npm run build && node bench/at-once.mjs [threads] [turns]   (20 x 20 by default)
-import { Miniflare } from 'miniflare';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { startWorker } from '../tests/support/worker.mjs';
-import { cpuMs, seedBench, workerdPid } from './lib.mjs';
-import { floorSocket } from './sides.mjs';
+import { cpuMs } from './lib.mjs';
+import { startEdgent, startFloor } from './sides.mjs';
 
 const [THREADS, TURNS] = [Number(process.argv[2] ?? 20), Number(process.argv[3] ?? 20)];
 const ROUNDS = 3;
 
-/** Edgent's built Worker with THREADS threads of `bench_support`, each with its socket. */
-async function edgent(modelUrl) {
-  const worker = await startWorker({ modelUrl });
-  await seedBench(worker.db);
-  const sockets = [];
-  for (let i = 0; i < THREADS; i++) {
-    sockets.push(await worker.client.connect(await worker.client.createThread('bench_support')));
-  }
-  let turn = 0;
-  const one = async (sock, n, content) => {
-    const from = sock.frames.length;
-    sock.send({ type: 'rpc', id: `t${n}`, method: 'send_message', params: { content } });
-    await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === n, { from, timeout: 60_000 });
-  };
-  return {
-    pid: workerdPid(worker.url),
-    async round(label) {
-      const first = turn + 1;
-      turn += TURNS;
-      await Promise.all(sockets.map(async (sock) => {
-        for (let i = 0; i < TURNS; i++) await one(sock, first + i, `${label} ${i}`);
-      }));
-    },
-    async dispose() {
-      for (const sock of sockets) sock.close();
-      await worker.dispose();
-    },
-  };
-}
-
-/** The floor in a Miniflare of its own, with THREADS objects and a socket to each. */
-async function floor(modelUrl) {
-  const mf = new Miniflare({
-    modules: true,
-    scriptPath: new URL('./floor-worker.mjs', import.meta.url).pathname,
-    compatibilityDate: '2026-04-20',
-    durableObjects: { FLOOR: { className: 'Floor', useSQLite: true } },
-    bindings: { MODEL_URL: modelUrl },
-    port: 0,
-    host: '127.0.0.1',
-  });
-  const url = (await mf.ready).toString().replace(/^http/, 'ws');
-  const sockets = [];
-  for (let i = 0; i < THREADS; i++) sockets.push(await floorSocket(`${url}floor-${i}-${Date.now()}`));
-  return {
-    pid: workerdPid(url.replace(/^ws/, 'http')),
-    async round(label) {
-      await Promise.all(sockets.map(async (sock) => {
-        for (let i = 0; i < TURNS; i++) await sock.turn(`${label} ${i}`);
-      }));
-    },
-    async dispose() {
-      for (const sock of sockets) sock.close();
-      await mf.dispose();
-    },
-  };
-}
+/** TURNS turns on each of the side's threads, one after another, the threads at once. */
+const round = (side, label) => Promise.all(side.turns.map(async (turn) => {
+  for (let i = 0; i < TURNS; i++) await turn(`${label} ${i}`);
+}));
 
 const model = await startModelServer({ fallback: { text: 'ok, noted.' } });
 try {
   console.log(`${THREADS} threads x ${TURNS} text turns at once, ${ROUNDS} rounds after a warm-up`);
   const cpu = {};
-  for (const [name, start] of [['floor', floor], ['edgent', edgent]]) {
-    const side = await start(`${model.url}/v1`);
+  for (const [name, start] of [['floor', startFloor], ['edgent', startEdgent]]) {
+    const side = await start(`${model.url}/v1`, THREADS);
     try {
-      await side.round('warm-up');
+      await round(side, 'warm-up');
       const rounds = [];
       for (let r = 1; r <= ROUNDS; r++) {
         const [c0, t0] = [cpuMs(side.pid), performance.now()];
-        await side.round(`round ${r}`);
+        await round(side, `round ${r}`);
         const [wall, used] = [performance.now() - t0, cpuMs(side.pid) - c0];
         rounds.push({ perSecond: (THREADS * TURNS * 1000) / wall, cpu: used / (THREADS * TURNS) });
       }

@@ -1,6 +1,7 @@
 // The two sides the floor benches compare, each one thread driven over its socket in Miniflare:
 // edgent (the built Worker) and the floor (bench/floor-worker.mjs). `turn(content)` resolves
-// when the turn has ended; `pid` is the side's workerd process.
+// when the turn has ended; `pid` is the side's workerd process. With `threads`, each side has
+// that many threads, driven one each through `turns`.
 import { Miniflare } from 'miniflare';
 import WebSocket from 'ws';
 import { startWorker } from '../tests/support/worker.mjs';
@@ -31,8 +32,11 @@ export async function floorSocket(url) {
   };
 }
 
-/** The floor in Miniflare, with one socket. */
-export async function startFloor(modelUrl) {
+/**
+ * The floor in Miniflare, with `threads` objects and a socket to each: `turns[i](content)` runs
+ * a turn on object i, `turn` on the first.
+ */
+export async function startFloor(modelUrl, threads = 1) {
   const mf = new Miniflare({
     modules: true,
     scriptPath: new URL('./floor-worker.mjs', import.meta.url).pathname,
@@ -43,33 +47,48 @@ export async function startFloor(modelUrl) {
     host: '127.0.0.1',
   });
   const url = (await mf.ready).toString();
-  const socket = await floorSocket(`${url.replace(/^http/, 'ws')}floor-${Date.now()}`);
+  const sockets = [];
+  for (let i = 0; i < threads; i++) {
+    sockets.push(await floorSocket(`${url.replace(/^http/, 'ws')}floor-${i}-${Date.now()}`));
+  }
+  const turns = sockets.map((socket) => socket.turn);
   return {
     pid: workerdPid(url),
-    turn: socket.turn,
+    turn: turns[0],
+    turns,
     async dispose() {
-      socket.close();
+      for (const socket of sockets) socket.close();
       await mf.dispose();
     },
   };
 }
 
-/** Edgent's built Worker in Miniflare, with one new thread of `bench_support` and its socket. */
-export async function startEdgent(modelUrl) {
+/**
+ * Edgent's built Worker in Miniflare, with `threads` new threads of `bench_support` and a socket
+ * to each: `turns[i](content)` runs a turn on thread i, `turn` on the first.
+ */
+export async function startEdgent(modelUrl, threads = 1) {
   const worker = await startWorker({ modelUrl });
   await seedBench(worker.db);
-  const sock = await worker.client.connect(await worker.client.createThread('bench_support'));
-  let n = 0;
-  return {
-    pid: workerdPid(worker.url),
-    async turn(content) {
+  const sockets = [];
+  for (let i = 0; i < threads; i++) {
+    sockets.push(await worker.client.connect(await worker.client.createThread('bench_support')));
+  }
+  const turns = sockets.map((sock) => {
+    let n = 0;
+    return async (content) => {
       const from = sock.frames.length;
       sock.send({ type: 'rpc', id: `f${n}`, method: 'send_message', params: { content } });
       const turn = ++n;
       await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === turn, { from, timeout: 30_000 });
-    },
+    };
+  });
+  return {
+    pid: workerdPid(worker.url),
+    turn: turns[0],
+    turns,
     async dispose() {
-      sock.close();
+      for (const sock of sockets) sock.close();
       await worker.dispose();
     },
   };
