@@ -387,3 +387,38 @@ fn a_short_turn_is_written_to_the_index_once_idle() {
     assert_eq!(row["status"], "idle");
     assert_eq!(row["turn_count"], 2);
 }
+
+/// Two writes of one thread's row start at least `INDEX_WRITE_GAP_MS` (1 s) apart: a turn
+/// that ends right after a write is written once the gap has passed (not at the 500 ms
+/// settle), with the newest row. Without the gap, turns back to back write the row at every
+/// turn.
+#[test]
+fn a_row_written_moments_ago_waits_out_the_gap_before_the_next_write() {
+    let host = TestHost::with_thread(T0);
+    let rt = host.runtime();
+    turn(&host, &rt, "First");
+    host.run_spawned();
+    for (n, text) in ["Second", "Third"].into_iter().enumerate() {
+        let (before, from) = (host.index.batches(), host.now());
+        host.script(Ok(reply_events("Noted.", &[])));
+        host.run(rt.apply(send(text))).unwrap();
+        host.run_spawned_together();
+        assert_eq!(
+            host.index.batches() - before,
+            1,
+            "one write for turn {text}"
+        );
+        // The host's writes take no time, so the last one started when the previous turn's
+        // work ended: this write started a whole gap after it, not at the settle's 500 ms.
+        assert!(
+            host.now() - from >= 1_000,
+            "turn {text}'s row written {} ms after the last write",
+            host.now() - from
+        );
+        let row = &rows(&host.index)[0];
+        assert_eq!(
+            (row["status"].as_str(), row["turn_count"].as_i64()),
+            (Some("idle"), i64::try_from(n + 2).ok())
+        );
+    }
+}

@@ -39,6 +39,8 @@ pub(super) struct IndexMirror {
     /// The thread was deleted: nothing more is written (a write in flight removes its row
     /// again once it lands).
     erased: Cell<bool>,
+    /// When this instance last started a write (ms), for [`INDEX_WRITE_GAP_MS`].
+    last_write_at: Cell<Option<i64>>,
 }
 
 impl IndexMirror {
@@ -84,6 +86,12 @@ const INDEX_RETRY_MS: u64 = 1_000;
 /// sooner, and then one write carries both the start and the end (a D1 write per turn less).
 /// A longer turn is written as running, then again when it ends.
 const INDEX_SETTLE_MS: u64 = 500;
+/// The least time between the starts of two writes of one thread's row. A thread whose turns
+/// follow each other quickly (a client or a schedule driving it, tool turns back to back)
+/// would otherwise write its row at every turn: a D1 write (five b-trees with the listing's
+/// indexes) per turn, for a copy nobody reads that often. Changes within the gap are
+/// written together, the newest row, when it has passed.
+const INDEX_WRITE_GAP_MS: i64 = 1_000;
 
 impl ThreadRuntime {
     /// Starts a background write of the index row if one is owed and none is in flight.
@@ -115,6 +123,18 @@ impl ThreadRuntime {
                 self.platform.sleep(INDEX_SETTLE_MS).await;
                 continue;
             }
+            let now = self.platform.now_ms();
+            let gap_left = index.last_write_at.get().map_or(0, |at| {
+                at.saturating_add(INDEX_WRITE_GAP_MS).saturating_sub(now)
+            });
+            if gap_left > 0 {
+                // Written moments ago: what changes meanwhile goes in the next write.
+                self.platform
+                    .sleep(u64::try_from(gap_left).unwrap_or(0))
+                    .await;
+                continue;
+            }
+            index.last_write_at.set(Some(now));
             index.due.set(false);
             let db = self.platform.index_db();
             let written = db.batch(row.upsert()).await;
