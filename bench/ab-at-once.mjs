@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+// A/B of two builds' CPU per turn with many threads at once: this checkout's Worker and another
+// checkout's (a `git worktree` of another commit, built with its own scripts/build.sh), each in
+// a Miniflare of its own against one scripted model server. Each side gets THREADS threads; a
+// round runs TURNS text turns on every thread, the threads at once; the sides take rounds in
+// turn (ABBA order, so drift in the machine's speed hits both alike), and each round's workerd
+// CPU per turn (/proc, user + system) and turns per second are printed with their medians.
+// Why beside bench/ab.mjs (one thread, turn after turn, latency and CPU): the harness's
+// "20 x 20 at once" row depends on CPU per turn under concurrency, where a workerd pays less per
+// turn for waking up (bench/at-once.mjs), so a change can move the two differently.
+// Usage: node bench/ab-at-once.mjs <other checkout> [threads] [turns] [rounds]   (20 20 6)
+import { resolve } from 'node:path';
+import { startModelServer } from '../tests/support/model-server.mjs';
+import { startWorker, ROOT } from '../tests/support/worker.mjs';
+import { cpuMs, seedBench, workerdPid } from './lib.mjs';
+
+const other = process.argv[2];
+if (!other) {
+  console.error('usage: node bench/ab-at-once.mjs <other checkout> [threads] [turns] [rounds]');
+  process.exit(2);
+}
+const [THREADS, TURNS, ROUNDS] = [3, 4, 5].map((i, k) => Number(process.argv[i] ?? [20, 20, 6][k]));
+
+/** One build's Worker with THREADS threads of `bench_support`, a socket and a turn function each. */
+async function start(appDir, modelUrl) {
+  const worker = await startWorker({ modelUrl, appDir });
+  await seedBench(worker.db);
+  const sockets = [];
+  for (let i = 0; i < THREADS; i++) {
+    sockets.push(await worker.client.connect(await worker.client.createThread('bench_support')));
+  }
+  const turns = sockets.map((sock) => {
+    let n = 0;
+    return async (content) => {
+      const from = sock.frames.length;
+      sock.send({ type: 'rpc', id: `ab${n}`, method: 'send_message', params: { content } });
+      const turn = ++n;
+      await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === turn, { from, timeout: 30_000 });
+    };
+  });
+  return {
+    pid: workerdPid(worker.url),
+    turns,
+    async dispose() {
+      for (const sock of sockets) sock.close();
+      await worker.dispose();
+    },
+  };
+}
+
+const round = (side, label) => Promise.all(side.turns.map(async (turn) => {
+  for (let i = 0; i < TURNS; i++) await turn(`${label} ${i}`);
+}));
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+const model = await startModelServer({ fallback: { text: 'ok, noted.' } });
+const sides = {};
+try {
+  sides.this = await start(ROOT, `${model.url}/v1`);
+  sides.other = await start(resolve(other), `${model.url}/v1`);
+  for (const side of Object.values(sides)) await round(side, 'warm-up');
+  const rounds = { this: [], other: [] };
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const name of r % 2 ? ['other', 'this'] : ['this', 'other']) {
+      const side = sides[name];
+      const [c0, t0] = [cpuMs(side.pid), performance.now()];
+      await round(side, `round ${r}`);
+      const [wall, used] = [performance.now() - t0, cpuMs(side.pid) - c0];
+      rounds[name].push({ cpu: used / (THREADS * TURNS), perSecond: (THREADS * TURNS * 1000) / wall });
+    }
+  }
+  console.log(`${THREADS} threads x ${TURNS} text turns at once, ${ROUNDS} rounds per build after a warm-up`);
+  for (const [name, rs] of Object.entries(rounds)) {
+    const cpu = rs.map((x) => x.cpu);
+    console.log(`${name.padEnd(5)}: ms CPU per turn ${cpu.map((c) => c.toFixed(2)).join(' ')} | median ${median(cpu).toFixed(2)}, ${median(rs.map((x) => x.perSecond)).toFixed(0)} turns/s`);
+  }
+  const ratio = median(rounds.this.map((x) => x.cpu)) / median(rounds.other.map((x) => x.cpu));
+  // Each round's pair ran back to back, so their ratio is the least disturbed by drift.
+  const paired = median(rounds.this.map((x, r) => x.cpu / rounds.other[r].cpu));
+  console.log(`this / other, CPU per turn: ${ratio.toFixed(3)} (medians), ${paired.toFixed(3)} (median of each round's pair)`);
+} finally {
+  for (const side of Object.values(sides)) await side.dispose();
+  await model.close();
+}
