@@ -48,7 +48,7 @@ fn tool(name: &str) -> ToolSpec {
     ToolSpec {
         name: name.into(),
         description: format!("{name} does things"),
-        parameters: json!({"type":"object","properties":{"x":{"type":"string"}}}),
+        parameters: json!({"type":"object","properties":{"x":{"type":"string"}}}).into(),
         returns: None,
     }
 }

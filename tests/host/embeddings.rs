@@ -166,7 +166,7 @@ fn many_uncached_tools_are_sent_in_requests_of_at_most_the_limit() {
         .map(|i| edgent::llm::ToolSpec {
             name: format!("tool_{i}"),
             description: format!("Tool number {i}."),
-            parameters: json!({}),
+            parameters: json!({}).into(),
             returns: None,
         })
         .collect();

@@ -289,11 +289,13 @@ fn a_listed_tool_the_selection_left_out_still_runs_when_the_model_calls_it() {
 fn mcp_tools_are_candidates_of_the_same_selection() {
     let registry = crate::registry().unwrap();
     let config = support(Some(3), &["get_current_time"]);
-    let spec = |name: &str, description: &str| edgent::llm::ToolSpec {
+    let spec = |name: &str, description: &str| {
+        edgent::llm::ToolSpec {
         name: name.into(),
         description: description.into(),
-        parameters: json!({ "type": "object", "properties": { "query": { "type": "string", "description": "What to look for." } } }),
+        parameters: json!({ "type": "object", "properties": { "query": { "type": "string", "description": "What to look for." } } }).into(),
         returns: None,
+    }
     };
     let mcp = vec![
         spec(

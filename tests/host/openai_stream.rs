@@ -209,7 +209,7 @@ fn request_body_has_history_tools_and_streaming() {
     let tools = [ToolSpec {
         name: "t".into(),
         description: "d".into(),
-        parameters: serde_json::json!({"type":"object"}),
+        parameters: serde_json::json!({"type":"object"}).into(),
         returns: None,
     }];
     let body = build_request(
@@ -264,7 +264,7 @@ mod provider {
         vec![ToolSpec {
             name: "t".into(),
             description: "d".into(),
-            parameters: json!({"type":"object"}),
+            parameters: json!({"type":"object"}).into(),
             returns: None,
         }]
     }

@@ -108,7 +108,7 @@ fn a_growing_history_is_written_as_without_a_memo() {
     let tools = [ToolSpec {
         name: "lookup".into(),
         description: "Looks things up.".into(),
-        parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+        parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}).into(),
         returns: None,
     }];
     for (provider, _) in FORMATS {

@@ -231,7 +231,7 @@ fn tools() -> Vec<ToolSpec> {
     vec![ToolSpec {
         name: "get_weather".into(),
         description: "Weather for a city".into(),
-        parameters: json!({"type":"object","properties":{"city":{"type":"string"}}}),
+        parameters: json!({"type":"object","properties":{"city":{"type":"string"}}}).into(),
         returns: None,
     }]
 }

@@ -79,7 +79,7 @@ fn lookup() -> ToolSpec {
     ToolSpec {
         name: "lookup".into(),
         description: "Looks up.".into(),
-        parameters: json!({ "type": "object", "properties": {} }),
+        parameters: json!({ "type": "object", "properties": {} }).into(),
         returns: None,
     }
 }

@@ -60,8 +60,10 @@ pub struct ToolSpec {
     pub name: String,
     /// What it does, for the model.
     pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: serde_json::Value,
+    /// JSON Schema of the arguments object, shared with the registry's tool (every model
+    /// call lists its offered tools: a copy each time was a tree of map nodes to build and
+    /// drop per tool per call).
+    pub parameters: std::rc::Rc<serde_json::Value>,
     /// JSON Schema of a successful result, when the tool declares one (listed by
     /// `GET /api/tools`; providers have no field for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -112,7 +112,7 @@ pub(crate) type RunFn = Rc<dyn Fn(FlowState, Box<dyn Any>) -> BoxFuture<'static,
 pub(crate) struct ArgsSpec {
     pub(crate) type_id: TypeId,
     pub(crate) type_name: &'static str,
-    pub(crate) schema: Value,
+    pub(crate) schema: Rc<Value>,
     pub(crate) parse: fn(Value) -> Result<Box<dyn Any>, Invalid>,
 }
 
@@ -120,7 +120,9 @@ impl ArgsSpec {
     /// No arguments: `{}` only, described as such (not by `NoArgs`'s own doc comment).
     pub(crate) fn none() -> Self {
         ArgsSpec {
-            schema: serde_json::json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+            schema: Rc::new(
+                serde_json::json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+            ),
             ..Self::of::<NoArgs>()
         }
     }
@@ -130,7 +132,7 @@ impl ArgsSpec {
     /// the schema.
     pub(crate) fn schema_only(schema: Value) -> Self {
         ArgsSpec {
-            schema,
+            schema: Rc::new(schema),
             ..Self::of::<Map<String, Value>>()
         }
     }
@@ -139,7 +141,7 @@ impl ArgsSpec {
         ArgsSpec {
             type_id: TypeId::of::<T>(),
             type_name: std::any::type_name::<T>(),
-            schema: schema_for::<T>(),
+            schema: Rc::new(schema_for::<T>()),
             parse: parse_boxed::<T>,
         }
     }

@@ -319,6 +319,11 @@ impl Tool {
         &self.args.schema
     }
 
+    /// The same schema, shared (what a [`crate::llm::ToolSpec`] holds).
+    pub(crate) fn shared_parameters(&self) -> Rc<Value> {
+        Rc::clone(&self.args.schema)
+    }
+
     /// JSON Schema of a successful result, when the handler declares one.
     pub fn returns(&self) -> Option<&Value> {
         self.returns.as_ref()

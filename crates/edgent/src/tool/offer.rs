@@ -61,7 +61,7 @@ pub fn candidates<'d>(
         specs.push(ToolSpec {
             name: name.clone(),
             description,
-            parameters: delegate_parameters(),
+            parameters: std::rc::Rc::new(delegate_parameters()),
             returns: None,
         });
     }

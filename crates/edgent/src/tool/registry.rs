@@ -173,7 +173,7 @@ impl Registry {
                     .map(|(name, t)| ToolSpec {
                         name: (*name).to_owned(),
                         description: t.description().to_owned(),
-                        parameters: t.parameters().clone(),
+                        parameters: t.shared_parameters(),
                         returns: t.returns().filter(|_| with_returns).cloned(),
                     })
             })

@@ -218,7 +218,7 @@ pub fn tool_page(
             Some(ToolSpec {
                 name,
                 description: tool["description"].as_str().unwrap_or_default().to_owned(),
-                parameters,
+                parameters: parameters.into(),
                 returns: None,
             })
         })

@@ -289,7 +289,7 @@ pub fn ask_descriptor(agent: &str, description: &str, session: bool) -> Value {
 
 /// A registered tool's listing: its name, description and argument schema.
 pub fn tool_descriptor(spec: &ToolSpec) -> Value {
-    let mut schema = spec.parameters.clone();
+    let mut schema = Value::clone(&spec.parameters);
     // MCP requires an object schema at the top; every registered tool's is one already.
     if schema.get("type").is_none() {
         schema["type"] = json!("object");

@@ -346,7 +346,7 @@ mod client_side {
         assert_eq!(next.as_deref(), Some("p2"));
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["kb__search", "kb__odd"]);
-        assert_eq!(tools[1].parameters, json!({"type": "object"}));
+        assert_eq!(*tools[1].parameters, json!({"type": "object"}));
 
         let result = call_result(&json!({"content": [
             {"type": "text", "text": "chart"},
@@ -403,7 +403,8 @@ fn on_mcp_a_registered_tool_names_its_thread() {
             "type": "object",
             "properties": { "email": { "type": "string" } },
             "required": ["email"],
-        }),
+        })
+        .into(),
         returns: None,
     };
     let listing = tool_descriptor_in_thread(&spec).unwrap();
@@ -417,7 +418,7 @@ fn on_mcp_a_registered_tool_names_its_thread() {
     );
     // No arguments of its own: the thread is the only one.
     let bare = ToolSpec {
-        parameters: json!({ "type": "object" }),
+        parameters: json!({ "type": "object" }).into(),
         ..spec.clone()
     };
     assert_eq!(
@@ -426,7 +427,8 @@ fn on_mcp_a_registered_tool_names_its_thread() {
     );
     // A tool with a thread_id of its own is left to /mcp/:agent.
     let own = ToolSpec {
-        parameters: json!({ "type": "object", "properties": { "thread_id": { "type": "string" } } }),
+        parameters:
+            json!({ "type": "object", "properties": { "thread_id": { "type": "string" } } }).into(),
         ..spec
     };
     assert!(tool_descriptor_in_thread(&own).is_none());

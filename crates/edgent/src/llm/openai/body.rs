@@ -393,7 +393,9 @@ mod tests {
         let tools = [ToolSpec {
             name: "lookup".into(),
             description: "Looks things up.".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+            parameters:
+                serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}})
+                    .into(),
             returns: None,
         }];
         for (expected, (system, tools, limit, choice, parallel)) in EXPECTED.iter().zip([

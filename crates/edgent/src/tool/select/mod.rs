@@ -304,7 +304,7 @@ mod tests {
         ToolSpec {
             name: name.into(),
             description: description.into(),
-            parameters,
+            parameters: parameters.into(),
             returns: None,
         }
     }
