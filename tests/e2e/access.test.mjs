@@ -13,6 +13,7 @@ import WebSocket from 'ws';
 import { TOKEN_SECRET } from '../support/worker.mjs';
 import { withWorker } from '../support/setup.mjs';
 import { EdgentClient } from '../support/client.mjs';
+import { until } from '../support/until.mjs';
 
 const ORIGIN = 'https://app.example';
 
@@ -290,4 +291,7 @@ test('a socket whose token expires is closed at the thread\'s next change of sta
   assert.equal(r.status, 202);
   assert.equal(await closed, 4401);
   assert.ok(!sock.frames.some((f) => f.type === 'message_chunk'), 'no frame of the new answer reached it');
+  // The turn goes on for the server: let it end here, so that its model call cannot reach a
+  // test added after this one.
+  await until(async () => (await client.request('GET', `/api/threads/${threadId}`)).body?.status === 'idle', 'the turn to end');
 });
