@@ -1,6 +1,6 @@
 // Picking an agent and starting a thread with it, and the newest threads to go back to
 // (server key only: listing agents and threads needs it).
-import { useId, useState, type FormEvent } from 'react';
+import { useEffect, useId, useState, type FormEvent } from 'react';
 import type { ConfigDefinition, ThreadIndexRow } from '@edgent/client';
 import { describe, useApi, useLoad } from '../api';
 import { Badge, ErrorNote, Time } from '../components';
@@ -20,10 +20,22 @@ function agentChoice(def: ConfigDefinition): AgentChoice {
   };
 }
 
+/** How often the recent threads are listed again while one of them is running. */
+const RECENT_REFRESH_MS = 2_000;
+
 export function StartThread({ onThread }: { onThread: (id: string) => void }) {
   const { client } = useApi();
   const agents = useLoad(async () => (await client.listConfig('agents')).map(agentChoice).filter((a) => a.id), [client]);
   const recent = useLoad(async () => (await client.listThreads({ limit: 10 })).threads, [client]);
+  // The list is the thread index, which lags a thread by up to about a second (docs/api.md):
+  // while a listed thread shows as running, look again, so a turn that has ended shows idle.
+  const running = recent.data?.some((t) => t.status === 'running') ?? false;
+  const { data: recentRows, reload: reloadRecent } = recent;
+  useEffect(() => {
+    if (!running) return;
+    const timer = setTimeout(reloadRecent, RECENT_REFRESH_MS);
+    return () => clearTimeout(timer);
+  }, [running, recentRows, reloadRecent]);
   const [chosen, setChosen] = useState('');
   const [starting, setStarting] = useState(false);
   const [error, setError] = useState<string | null>(null);
