@@ -11,8 +11,9 @@
 // Usage: node bench/ab-at-once.mjs <other checkout> [threads] [turns] [rounds]   (20 20 6)
 import { resolve } from 'node:path';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { startWorker, ROOT } from '../tests/support/worker.mjs';
-import { cpuMs, seedBench, workerdPid } from './lib.mjs';
+import { ROOT } from '../tests/support/worker.mjs';
+import { cpuMs } from './lib.mjs';
+import { startEdgent } from './sides.mjs';
 
 const other = process.argv[2];
 if (!other) {
@@ -20,33 +21,6 @@ if (!other) {
   process.exit(2);
 }
 const [THREADS, TURNS, ROUNDS] = [3, 4, 5].map((i, k) => Number(process.argv[i] ?? [20, 20, 6][k]));
-
-/** One build's Worker with THREADS threads of `bench_support`, a socket and a turn function each. */
-async function start(appDir, modelUrl) {
-  const worker = await startWorker({ modelUrl, appDir });
-  await seedBench(worker.db);
-  const sockets = [];
-  for (let i = 0; i < THREADS; i++) {
-    sockets.push(await worker.client.connect(await worker.client.createThread('bench_support')));
-  }
-  const turns = sockets.map((sock) => {
-    let n = 0;
-    return async (content) => {
-      const from = sock.frames.length;
-      sock.send({ type: 'rpc', id: `ab${n}`, method: 'send_message', params: { content } });
-      const turn = ++n;
-      await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === turn, { from, timeout: 30_000 });
-    };
-  });
-  return {
-    pid: workerdPid(worker.url),
-    turns,
-    async dispose() {
-      for (const sock of sockets) sock.close();
-      await worker.dispose();
-    },
-  };
-}
 
 const round = (side, label) => Promise.all(side.turns.map(async (turn) => {
   for (let i = 0; i < TURNS; i++) await turn(`${label} ${i}`);
@@ -56,8 +30,8 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const model = await startModelServer({ fallback: { text: 'ok, noted.' } });
 const sides = {};
 try {
-  sides.this = await start(ROOT, `${model.url}/v1`);
-  sides.other = await start(resolve(other), `${model.url}/v1`);
+  sides.this = await startEdgent(`${model.url}/v1`, THREADS, ROOT);
+  sides.other = await startEdgent(`${model.url}/v1`, THREADS, resolve(other));
   for (const side of Object.values(sides)) await round(side, 'warm-up');
   const rounds = { this: [], other: [] };
   for (let r = 0; r < ROUNDS; r++) {

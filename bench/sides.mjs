@@ -65,10 +65,11 @@ export async function startFloor(modelUrl, threads = 1) {
 
 /**
  * Edgent's built Worker in Miniflare, with `threads` new threads of `bench_support` and a socket
- * to each: `turns[i](content)` runs a turn on thread i, `turn` on the first.
+ * to each: `turns[i](content)` runs a turn on thread i, `turn` on the first. `appDir` is the
+ * checkout whose `build/` and `agents/` run (this one by default; another for an A/B).
  */
-export async function startEdgent(modelUrl, threads = 1) {
-  const worker = await startWorker({ modelUrl });
+export async function startEdgent(modelUrl, threads = 1, appDir = undefined) {
+  const worker = await startWorker({ modelUrl, appDir });
   await seedBench(worker.db);
   const sockets = [];
   for (let i = 0; i < threads; i++) {
