@@ -49,6 +49,8 @@ test('openai: split text and tool-call frames, two parallel calls run together a
     {
       text: intro,
       chunkSize: 3,
+      // Further apart than the Worker's chunk window (20 ms): each piece is a frame of its own.
+      chunkDelayMs: 30,
       argsChunkSize: 2,
       toolCalls: [
         { id: 'call_lookup', name: 'lookup_customer', arguments: { email: 'ada@example.com' } },
@@ -171,7 +173,8 @@ test('anthropic: streamed text and a tool_use round trip, with x-api-key, anthro
   const finalText = 'It is exactly the time the tool said.';
   model.push(
     { text: 'Let me look.', chunkSize: 4, argsChunkSize: 1, toolCalls: [{ id: 'toolu_time1', name: 'get_current_time', arguments: {} }] },
-    { text: finalText, chunkSize: 3 },
+    // Further apart than the Worker's chunk window (20 ms): each piece is a frame of its own.
+    { text: finalText, chunkSize: 3, chunkDelayMs: 30 },
   );
   const frames = await turn(sock, 'What time is it?', 1);
 

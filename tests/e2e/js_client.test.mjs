@@ -99,7 +99,8 @@ test('the key mints a chat token; the token connects as a subprotocol; the answe
   assert.ok(!sockets[0].url.includes('token='), 'the token is not in the URL');
 
   const text = 'Streaming through the TypeScript client, chunk by chunk.';
-  model.push({ text, chunkSize: 6 });
+  // Pieces further apart than the Worker's chunk window (20 ms): each is a frame of its own.
+  model.push({ text, chunkSize: 6, chunkDelayMs: 30 });
   const { message_id } = await store.send('hello from @edgent/client');
   assert.ok(message_id);
   const final = await until(() => finalAssistant(store), 'the final assistant message');

@@ -99,7 +99,8 @@ test('a turn over the socket streams chunks, stores the answer and calls the mod
   assert.deepEqual(status, { type: 'status', state: 'idle', turn: 0, side: status.side });
 
   const text = 'Hello there! This answer arrives in several small pieces.';
-  model.push({ text, chunkSize: 4 });
+  // Pieces further apart than the Worker's chunk window (20 ms): each is a frame of its own.
+  model.push({ text, chunkSize: 4, chunkDelayMs: 30 });
   const from = sock.frames.length;
   const r = await sock.rpc('send_message', { content: 'hi' });
   assert.equal(r.ok, true, JSON.stringify(r));
@@ -154,6 +155,23 @@ test('a turn over the socket streams chunks, stores the answer and calls the mod
   const msgs = await client.request('GET', `/api/threads/${id}/messages`);
   assert.ok(!JSON.stringify(msgs.body).includes(MODEL_SECRET), 'secret leaked into messages');
   assert.ok(!JSON.stringify(s).includes(MODEL_SECRET), 'secret leaked into the summary');
+});
+
+test('a reply streamed faster than the chunk window goes out in a few frames, none of its text lost', async (t) => {
+  const id = await client.createThread();
+  const sock = await open(t, id);
+  // 40 pieces written one after the other (each its own write, no pause): the Worker sends the
+  // first at once and the text within 20 ms of the last chunk it sent together.
+  const text = Array.from({ length: 40 }, (_, i) => `w${i} `).join('');
+  model.push({ text, chunkSize: 4 });
+  const from = sock.frames.length;
+  await sock.rpc('send_message', { content: 'stream it' });
+  const fin = await sock.finalAssistant(from);
+  const chunks = sock.frames.slice(from).filter((f) => f.type === 'message_chunk' && f.message_id === fin.message.id);
+  assert.equal(fin.message.content, text);
+  assert.equal(chunks.map((c) => c.delta).join(''), text, 'every piece, in order');
+  assert.ok(chunks.length >= 1 && chunks.length <= 10, `40 pieces in ${chunks.length} frames`);
+  await idle(sock, 1, from);
 });
 
 test('POST /api/threads/:id/messages answers 202 and the turn runs', async (t) => {

@@ -14,6 +14,7 @@ use crate::flow_host::WithThread;
 use edgent::engine::frame_log::{self, Replay, LIVE_CHUNKS_MAX_BYTES, PRUNE_EVERY};
 use edgent::engine::thread::{Action, ModelCall};
 use edgent::llm::stream::{FinishReason, StreamEvent};
+use edgent::runtime::CHUNK_WINDOW_MS;
 use edgent::testing::{reply_events, TestHost};
 use edgent::tool::emit_thread_event;
 use edgent::values::message::{Message, MessageStatus, Role};
@@ -94,7 +95,8 @@ fn a_streamed_reply_costs_no_statement_per_chunk_and_its_first_block_none_at_all
         // re-arms it midway (when it does depends on how far the clock moved, which the
         // thread index's background writes move too).
         while host.fire_alarm(&rt).is_some() {}
-        host.script_streamed(events);
+        // One read per piece, each past the chunk window: one flush per piece.
+        host.script_paced(events, CHUNK_WINDOW_MS);
         crate::statements::statements_of_turn(&host, &rt)
     };
     turn(reply_events("warm-up", &[])); // an instance's first turn has one-time costs

@@ -13,6 +13,7 @@ mod admin;
 mod adversarial;
 mod anthropic_request;
 mod anthropic_stream;
+mod chunk_window;
 mod config_db;
 mod config_resolve;
 mod config_version;

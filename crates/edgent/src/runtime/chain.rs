@@ -1,7 +1,7 @@
 //! One model call: the attempts the engine's [`ModelChain`] asks for (retries after their
 //! delay, fallbacks to the next model), each streamed from the platform into a sink.
 
-use futures_util::future::join;
+use futures_util::future::{join, select, Either};
 use serde_json::Value;
 
 use crate::config::policy::ModelPolicy;
@@ -18,7 +18,8 @@ use crate::tool::offer::Offer;
 use crate::values::message::Message;
 
 use super::config_check::ConfigCheck;
-use super::{Platform, ThreadRuntime};
+use super::{ModelReply, Platform, ThreadRuntime};
+use crate::tool::BoxFuture;
 
 /// The request body for a model, from what every provider needs.
 #[derive(Clone, Copy)]
@@ -87,6 +88,38 @@ pub(super) trait ChainSink {
     /// [`super::config_check`]).
     fn config_check(&mut self) -> Option<&mut ConfigCheck> {
         None
+    }
+    /// In how many ms the frames the sink holds back are due (`None`: it holds none). The
+    /// chain sends them then ([`ChainSink::send_held`]) if no event came first.
+    fn held_for(&self) -> Option<u64> {
+        None
+    }
+    /// Sends the frames held back, their window over.
+    fn send_held(&mut self) {}
+}
+
+/// The reply's next batch of events. While the sink holds frames back, their window's end is
+/// raced with the read (one timer per window, kept in `due` across reads): when it comes
+/// first, they are sent and the same read is awaited on.
+async fn next_batch(
+    platform: &dyn Platform,
+    reply: &mut dyn ModelReply,
+    sink: &mut dyn ChainSink,
+    due: &mut Option<BoxFuture<'static, ()>>,
+) -> Result<Option<Vec<StreamEvent>>, ProviderError> {
+    let mut read = reply.next_events();
+    let Some(wait) = sink.held_for() else {
+        *due = None;
+        return read.await;
+    };
+    let timer = due.get_or_insert_with(|| platform.sleep(wait));
+    match select(&mut read, timer).await {
+        Either::Left((events, _)) => events,
+        Either::Right(((), _)) => {
+            *due = None;
+            sink.send_held();
+            read.await
+        }
     }
 }
 
@@ -312,7 +345,8 @@ async fn attempt_once(
             }
             None => opening.await?,
         };
-        while let Some(events) = reply.next_events().await? {
+        let mut due = None;
+        while let Some(events) = next_batch(platform, &mut *reply, sink, &mut due).await? {
             if first_chunk_at.is_none() {
                 *first_chunk_at = Some(platform.now_ms());
             }

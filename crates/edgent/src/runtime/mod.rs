@@ -36,12 +36,14 @@ mod mcp;
 mod ops;
 pub mod recommend;
 pub mod selection;
+mod stream_sink;
 pub mod thread_index;
 mod tools;
 mod turn;
 
 pub use delegate::ChildError;
 pub use selection::Embedder;
+pub use stream_sink::CHUNK_WINDOW_MS;
 
 /// The I/O of the host a thread lives in (the Worker driver's Durable Object, or a test
 /// host): what tools see ([`FlowHost`]), the embedding requests of tool selection

@@ -6,10 +6,11 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-use super::chain::{run_checked_chain, superseded, ChainSink, RequestParts};
+use super::chain::{run_checked_chain, superseded, RequestParts};
 use super::config_check::{ConfigCheck, Verdict};
+use super::stream_sink::MainSink;
 use super::ThreadRuntime;
-use crate::config::{AgentConfig, ModelConfig, PromptConfig};
+use crate::config::{AgentConfig, PromptConfig};
 use crate::engine::request_log::ModelRequestLog;
 use crate::engine::store::{estimate_tokens, ThreadStatus};
 use crate::engine::thread::{Action, ModelCall, Thread, ThreadError, TurnRules};
@@ -17,77 +18,10 @@ use crate::engine::wake::{
     alarm_after_loop, watchdog_due, AlarmChange, KnownAlarm, LoopEnd, WATCHDOG_MS,
 };
 use crate::llm::memo::MemoUse;
-use crate::llm::stream::{Completion, ProviderError, StreamEvent};
+use crate::llm::stream::{Completion, ProviderError};
 use crate::llm::OutputFormat;
 use crate::values::message::Message;
 use crate::values::sql::Sql;
-
-/// Receives one top-level model call's stream: chunks go to clients as they arrive.
-struct MainSink<'t, 'a> {
-    runtime: &'t ThreadRuntime,
-    thread: &'t mut Thread<'a>,
-    call: &'t mut ModelCall,
-    models: &'t [ModelConfig],
-    /// The attempt's end marker arrived: later batches are not flushed on their own.
-    ended: bool,
-    /// The check of the configuration the call was planned with, while it runs.
-    check: Option<&'t mut ConfigCheck>,
-}
-
-impl ChainSink for MainSink<'_, '_> {
-    fn events(&mut self, events: Vec<StreamEvent>) -> Result<(), ProviderError> {
-        self.ended |= events.iter().any(|e| matches!(e, StreamEvent::Done));
-        for ev in events {
-            self.thread.on_model_event(self.call, ev)?;
-        }
-        // From the end marker on, chunks go out with the stored reply, in one logged insert:
-        // the chain only reads the body's end (the server closes it with the marker), and
-        // the turn loop flushes before it awaits anything else.
-        if !self.ended {
-            self.runtime.flush(self.thread);
-        }
-        Ok(())
-    }
-
-    fn reset(&mut self) {
-        self.ended = false;
-        self.thread.reset_model_call(self.call);
-        self.runtime.flush(self.thread);
-    }
-
-    fn attempt_done(
-        &mut self,
-        mut log: ModelRequestLog,
-        _ok: bool,
-        retry: Option<(&ProviderError, &str)>,
-    ) {
-        log.message_id = Some(self.call.message_id.clone());
-        // A failed attempt's reported usage counts too (a provider bills what it streamed):
-        // the thread's budget sees every token.
-        log.add_usage(&self.call.completion, self.models);
-        self.runtime.record(self.thread, &log);
-        if let Some((error, plan)) = retry {
-            self.thread.report_retry(error, &log.model, plan);
-            self.runtime.flush(self.thread);
-        }
-    }
-
-    fn stopped(&self) -> bool {
-        self.runtime.stop_requested.get()
-    }
-
-    fn completion(&mut self) -> &mut Completion {
-        &mut self.call.completion
-    }
-
-    fn correcting(&mut self, format_name: &str, why: &str) {
-        self.thread.report_correction(format_name, why);
-    }
-
-    fn config_check(&mut self) -> Option<&mut ConfigCheck> {
-        self.check.as_deref_mut()
-    }
-}
 
 impl ThreadRuntime {
     /// Appends to the request log; a failure to log never fails the turn.
@@ -564,6 +498,8 @@ impl ThreadRuntime {
             models: &config.models,
             ended: false,
             check,
+            chunk_sent_at: None,
+            holding: false,
         };
         run_checked_chain(&*self.platform, &config.models, &parts, &mut sink).await
     }

@@ -36,8 +36,9 @@ pub(super) enum Scripted {
     Answer(Result<Vec<StreamEvent>, ProviderError>),
     /// Its events, then a stream that never ends.
     Endless(Vec<StreamEvent>),
-    /// Its events one per read, as a network stream delivers them.
-    Streamed(Vec<StreamEvent>),
+    /// Its events one per read, as a network stream delivers them, each read the given ms
+    /// (of virtual time) after the last.
+    Streamed(Vec<(i64, StreamEvent)>),
 }
 /// A thread's database, the tools, a virtual clock and the world outside, as one
 /// [`FlowHost`](crate::tool::FlowHost) and [`Platform`](crate::runtime::Platform). Thread
@@ -359,6 +360,18 @@ impl TestHost {
     /// Queues a model attempt that delivers `events` one per read, as a model streaming over
     /// the network does (each text delta its own flush of frames).
     pub fn script_streamed(&self, events: Vec<StreamEvent>) {
+        self.script_paced(events, 0);
+    }
+
+    /// Queues a model attempt that delivers `events` one per read, `gap_ms` of virtual time
+    /// apart (a model that streams at its own pace).
+    pub fn script_paced(&self, events: Vec<StreamEvent>, gap_ms: i64) {
+        self.script_timed(events.into_iter().map(|e| (gap_ms, e)).collect());
+    }
+
+    /// Queues a model attempt that delivers each event in its own read, the given ms of
+    /// virtual time after the one before (a model that pauses where it likes).
+    pub fn script_timed(&self, events: Vec<(i64, StreamEvent)>) {
         self.script
             .borrow_mut()
             .push_back(Scripted::Streamed(events));

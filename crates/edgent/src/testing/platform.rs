@@ -26,21 +26,23 @@ struct VirtualSleep {
     until: i64,
     clock: Rc<std::cell::Cell<i64>>,
     timers: Rc<std::cell::RefCell<Vec<(i64, Waker)>>>,
+    /// Its time is in `timers` (once: the host polls every piece of work while time stands
+    /// still, so a sleep is polled many times before it is due).
+    registered: bool,
 }
 
 impl Future for VirtualSleep {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.clock.get() >= self.until {
             return Poll::Ready(());
         }
-        let mut timers = self.timers.borrow_mut();
-        let known = timers
-            .iter()
-            .any(|(t, w)| *t == self.until && w.will_wake(cx.waker()));
-        if !known {
-            timers.push((self.until, cx.waker().clone()));
+        if !self.registered {
+            self.timers
+                .borrow_mut()
+                .push((self.until, cx.waker().clone()));
+            self.registered = true;
         }
         Poll::Pending
     }
@@ -61,12 +63,32 @@ impl ModelReply for EndlessReply {
 }
 
 /// A reply delivered one event per read.
-struct StreamedReply(std::collections::VecDeque<StreamEvent>);
+/// A reply whose events arrive one per read, each the given ms of virtual time after the
+/// last (0: at once).
+struct StreamedReply {
+    events: std::collections::VecDeque<(i64, StreamEvent)>,
+    clock: Rc<std::cell::Cell<i64>>,
+    timers: Rc<std::cell::RefCell<Vec<(i64, Waker)>>>,
+}
 
 impl ModelReply for StreamedReply {
     fn next_events(&mut self) -> BoxFuture<'_, Result<Option<Vec<StreamEvent>>, ProviderError>> {
-        let next = self.0.pop_front().map(|event| vec![event]);
-        Box::pin(async move { Ok(next) })
+        let (gap_ms, next) = match self.events.pop_front() {
+            Some((gap_ms, event)) => (gap_ms, Some(vec![event])),
+            None => (0, None),
+        };
+        let gap = (gap_ms > 0).then(|| VirtualSleep {
+            until: self.clock.get().saturating_add(gap_ms),
+            clock: self.clock.clone(),
+            timers: self.timers.clone(),
+            registered: false,
+        });
+        Box::pin(async move {
+            if let Some(gap) = gap {
+                gap.await;
+            }
+            Ok(next)
+        })
     }
 
     fn cancel(&mut self) {}
@@ -230,6 +252,7 @@ impl Platform for TestHost {
             )))
         });
         let opened = self.sleep(self.model_open_ms.get());
+        let (clock, timers) = (self.clock.clone(), self.timers.clone());
         Box::pin(async move {
             opened.await;
             match answer {
@@ -237,7 +260,11 @@ impl Platform for TestHost {
                     answer.map(|events| Box::new(WholeReply::new(events)) as Box<dyn ModelReply>)
                 }
                 Scripted::Endless(events) => Ok(Box::new(EndlessReply(Some(events))) as _),
-                Scripted::Streamed(events) => Ok(Box::new(StreamedReply(events.into())) as _),
+                Scripted::Streamed(events) => Ok(Box::new(StreamedReply {
+                    events: events.into(),
+                    clock,
+                    timers,
+                }) as _),
             }
         })
     }
@@ -277,6 +304,7 @@ impl FlowHost for TestHost {
             until: self.now().saturating_add(ms),
             clock: self.clock.clone(),
             timers: self.timers.clone(),
+            registered: false,
         })
     }
 

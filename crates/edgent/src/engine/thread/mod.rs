@@ -413,6 +413,11 @@ impl<'a> Thread<'a> {
         Ok(ServerFrame::status(t.status, t.turn_count, t.current_side))
     }
 
+    /// Whether frames wait to be broadcast ([`Thread::poll_frame`]).
+    pub fn has_frames(&self) -> bool {
+        !self.frames.is_empty()
+    }
+
     /// The next frame to broadcast to every socket of this thread.
     pub fn poll_frame(&mut self) -> Option<ServerFrame> {
         self.frames.pop_front()
