@@ -30,6 +30,9 @@ const MAX_DRIVE_STEPS: usize = 10_000;
 /// wait on real I/O, so a future still pending after these waits for a sleep or nothing).
 const POLLS_BEFORE_TIME_PASSES: usize = 1_000;
 
+/// The host's pending sleeps: when each falls due, and the waker of its latest poll.
+pub(super) type Timers = Rc<RefCell<Vec<(i64, Rc<RefCell<Waker>>)>>>;
+
 /// One scripted model attempt.
 pub(super) enum Scripted {
     /// Its events at once (or its failure to open).
@@ -64,7 +67,7 @@ pub struct TestHost {
     /// The backoff jitter the runtime uses (set by [`TestHost::drive`]).
     pub(super) jitter: Cell<f64>,
     /// Deadlines of the virtual sleeps that are waiting, with the waker of each.
-    pub(super) timers: Rc<RefCell<Vec<(i64, Waker)>>>,
+    pub(super) timers: Timers,
     /// When the thread's alarm is set to fire (`None`: not set).
     pub(super) alarm: Cell<Option<i64>>,
     /// How many times the runtime set or deleted the alarm (each one a storage write).
@@ -446,7 +449,7 @@ impl TestHost {
                 .partition(|(t, _)| *t <= now);
             *self.timers.borrow_mut() = later;
             for (_, waker) in due {
-                waker.wake();
+                waker.borrow().wake_by_ref();
             }
         }
     }

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, Waker};
 
 use serde_json::{Map, Value};
 
-use super::host::{Scripted, TestHost};
+use super::host::{Scripted, TestHost, Timers};
 use crate::config::{AgentConfig, ModelConfig};
 use crate::engine::durable::Window;
 use crate::engine::store::Side;
@@ -25,10 +25,22 @@ use crate::values::sql::{Sql, SqlValue};
 struct VirtualSleep {
     until: i64,
     clock: Rc<std::cell::Cell<i64>>,
-    timers: Rc<std::cell::RefCell<Vec<(i64, Waker)>>>,
-    /// Its time is in `timers` (once: the host polls every piece of work while time stands
-    /// still, so a sleep is polled many times before it is due).
-    registered: bool,
+    timers: Timers,
+    /// Its entry in `timers`, once polled: one entry per sleep, whose waker a later poll
+    /// replaces (the host polls every piece of work many times while time stands still, and
+    /// its no-op waker never "will wake" its clone, so an entry per poll grew without bound).
+    entry: Option<Rc<std::cell::RefCell<Waker>>>,
+}
+
+impl VirtualSleep {
+    fn new(ms: i64, clock: &Rc<std::cell::Cell<i64>>, timers: &Timers) -> Self {
+        VirtualSleep {
+            until: clock.get().saturating_add(ms),
+            clock: clock.clone(),
+            timers: timers.clone(),
+            entry: None,
+        }
+    }
 }
 
 impl Future for VirtualSleep {
@@ -38,11 +50,14 @@ impl Future for VirtualSleep {
         if self.clock.get() >= self.until {
             return Poll::Ready(());
         }
-        if !self.registered {
-            self.timers
-                .borrow_mut()
-                .push((self.until, cx.waker().clone()));
-            self.registered = true;
+        match &self.entry {
+            Some(waker) if waker.borrow().will_wake(cx.waker()) => {}
+            Some(waker) => *waker.borrow_mut() = cx.waker().clone(),
+            None => {
+                let waker = Rc::new(std::cell::RefCell::new(cx.waker().clone()));
+                self.timers.borrow_mut().push((self.until, waker.clone()));
+                self.entry = Some(waker);
+            }
         }
         Poll::Pending
     }
@@ -68,7 +83,7 @@ impl ModelReply for EndlessReply {
 struct StreamedReply {
     events: std::collections::VecDeque<(i64, StreamEvent)>,
     clock: Rc<std::cell::Cell<i64>>,
-    timers: Rc<std::cell::RefCell<Vec<(i64, Waker)>>>,
+    timers: Timers,
 }
 
 impl ModelReply for StreamedReply {
@@ -77,12 +92,7 @@ impl ModelReply for StreamedReply {
             Some((gap_ms, event)) => (gap_ms, Some(vec![event])),
             None => (0, None),
         };
-        let gap = (gap_ms > 0).then(|| VirtualSleep {
-            until: self.clock.get().saturating_add(gap_ms),
-            clock: self.clock.clone(),
-            timers: self.timers.clone(),
-            registered: false,
-        });
+        let gap = (gap_ms > 0).then(|| VirtualSleep::new(gap_ms, &self.clock, &self.timers));
         Box::pin(async move {
             if let Some(gap) = gap {
                 gap.await;
@@ -300,12 +310,7 @@ impl FlowHost for TestHost {
 
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
         let ms = i64::try_from(ms).unwrap_or(i64::MAX);
-        Box::pin(VirtualSleep {
-            until: self.now().saturating_add(ms),
-            clock: self.clock.clone(),
-            timers: self.timers.clone(),
-            registered: false,
-        })
+        Box::pin(VirtualSleep::new(ms, &self.clock, &self.timers))
     }
 
     fn sql(&self) -> &dyn Sql {
