@@ -309,3 +309,52 @@ fn call_ids_from_other_providers_are_made_valid_on_both_sides() {
     assert_eq!(b["messages"][1]["content"][0]["id"], "call_1_a");
     assert_eq!(b["messages"][2]["content"][0]["tool_use_id"], "call_1_a");
 }
+
+/// The exact text sent for the requests below, as the `json!`-built head wrote it before the
+/// head borrowed its tools' schemas: keys in `Value`'s (sorted) order, `messages` last.
+#[test]
+fn request_text_is_byte_for_byte_what_it_was() {
+    use edgent::llm::anthropic::request_body;
+    use edgent::llm::OutputFormat;
+    const EXPECTED: [&str; 5] = [
+        r#"{"max_tokens":512,"model":"claude-x","stream":true,"system":"be brief","tool_choice":{"type":"auto"},"tools":[{"description":"a does things","input_schema":{"properties":{"x":{"type":"string"}},"type":"object"},"name":"a"},{"description":"b does things","input_schema":{"properties":{"x":{"type":"string"}},"type":"object"},"name":"b"}],"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"},{"content":[{"id":"c1","input":{},"name":"a","type":"tool_use"}],"role":"assistant"},{"content":[{"content":"ok","tool_use_id":"c1","type":"tool_result"}],"role":"user"}]}"#,
+        r#"{"max_tokens":512,"model":"claude-x","stream":true,"tool_choice":{"disable_parallel_tool_use":true,"type":"any"},"tools":[{"description":"a does things","input_schema":{"properties":{"x":{"type":"string"}},"type":"object"},"name":"a"}],"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"},{"content":[{"id":"c1","input":{},"name":"a","type":"tool_use"}],"role":"assistant"},{"content":[{"content":"ok","tool_use_id":"c1","type":"tool_result"}],"role":"user"}]}"#,
+        r#"{"max_tokens":512,"model":"claude-x","stream":true,"system":"be brief","messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"},{"content":[{"id":"c1","input":{},"name":"a","type":"tool_use"}],"role":"assistant"},{"content":[{"content":"ok","tool_use_id":"c1","type":"tool_result"}],"role":"user"}]}"#,
+        r#"{"max_tokens":512,"model":"claude-x","stream":true,"system":"x","tool_choice":{"disable_parallel_tool_use":true,"type":"any"},"tools":[{"description":"a does things","input_schema":{"properties":{"x":{"type":"string"}},"type":"object"},"name":"a"},{"description":"b does things","input_schema":{"properties":{"x":{"type":"string"}},"type":"object"},"name":"b"},{"description":"Gives your final answer. Call it once you have everything you need, with the whole answer as its input; it ends your turn.","input_schema":{"properties":{"n":{"type":"number"}},"required":["n"],"type":"object"},"name":"answer"}],"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"},{"content":[{"id":"c1","input":{},"name":"a","type":"tool_use"}],"role":"assistant"},{"content":[{"content":"ok","tool_use_id":"c1","type":"tool_result"}],"role":"user"}]}"#,
+        r#"{"max_tokens":512,"model":"claude-x","stream":true,"system":"x","tool_choice":{"name":"answer","type":"tool"},"tools":[{"description":"Gives your final answer. Call it once you have everything you need, with the whole answer as its input; it ends your turn.","input_schema":{"properties":{"n":{"type":"number"}},"required":["n"],"type":"object"},"name":"answer"}],"messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"},{"content":[{"id":"c1","input":{},"name":"a","type":"tool_use"}],"role":"assistant"},{"content":[{"content":"ok","tool_use_id":"c1","type":"tool_result"}],"role":"user"}]}"#,
+    ];
+    let m = model(Some(512));
+    let h = [
+        msg(Role::User, "hi"),
+        assistant_calling("", &[("c1", "a", "{}")]),
+        result("c1", "ok"),
+    ];
+    let tools = [tool("a"), tool("b")];
+    let answer = json!({"type":"object","properties":{"n":{"type":"number"}},"required":["n"]});
+    let output = Some(OutputFormat {
+        name: "answer",
+        schema: &answer,
+    });
+    let cases = [
+        ("be brief", &tools[..], ToolChoice::Auto, true, None),
+        ("", &tools[..1], ToolChoice::Required, false, None),
+        ("be brief", &[][..], ToolChoice::None, true, None),
+        ("x", &tools[..], ToolChoice::Auto, false, output),
+        ("x", &[][..], ToolChoice::Auto, true, output),
+    ];
+    for (expected, (system, tools, tool_choice, parallel_tool_calls, output)) in
+        EXPECTED.iter().zip(cases)
+    {
+        let text = request_body(&ModelRequest {
+            target: m.target(),
+            system,
+            history: &h,
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            output,
+            memo: None,
+        });
+        assert_eq!(&text, expected);
+    }
+}

@@ -5,6 +5,7 @@
 //! and there is no `system` or `tool` role. [`request_body`] folds edgent's history into
 //! that shape.
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::llm::request::{OutputFormat, ToolChoice};
@@ -37,7 +38,7 @@ pub fn build_request(req: &ModelRequest) -> Value {
 /// memo (see [`crate::llm::memo`]) each stored message's content blocks are written once per
 /// thread, not on every call; the turns they merge into are assembled around them.
 pub fn request_body(req: &ModelRequest) -> String {
-    let mut text = head(req).to_string();
+    let mut text = head(req);
     text.pop(); // the closing brace
     text.push_str(",\"messages\":[");
     match req.memo {
@@ -61,33 +62,63 @@ fn memoable(m: &Message) -> bool {
     m.parts.iter().all(|p| p.is_text())
 }
 
-/// Every field of the body but `messages`.
-fn head(req: &ModelRequest) -> Value {
-    let mut body = json!({
-        "model": req.target.model,
-        "max_tokens": req.target.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-        "stream": true,
-    });
+/// Every field of the body but `messages`, in the order `Value` wrote them when the head was
+/// a `json!` tree (sorted keys). Borrowed: the tools' schemas are written from the registry's
+/// shared values instead of being copied into a tree per call.
+#[derive(Serialize)]
+struct Head<'a> {
+    max_tokens: u32,
+    model: &'a str,
+    stream: bool,
     // An empty system text is left out rather than sent as "", which says nothing.
-    if !req.system.is_empty() {
-        body["system"] = Value::from(req.system);
-    }
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+}
+
+/// One entry of `tools` (keys sorted, as above).
+#[derive(Serialize)]
+struct WireTool<'a> {
+    description: &'a str,
+    input_schema: &'a Value,
+    name: &'a str,
+}
+
+fn head(req: &ModelRequest) -> String {
+    let mut head = Head {
+        max_tokens: req.target.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        model: req.target.model,
+        stream: true,
+        system: req.system,
+        tool_choice: None,
+        tools: None,
+    };
     if !req.tools.is_empty() || req.output.is_some() {
-        let mut tools: Vec<Value> = req
+        let mut tools: Vec<WireTool> = req
             .tools
             .iter()
-            .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.parameters }))
+            .map(|t| WireTool {
+                description: &t.description,
+                input_schema: &t.parameters,
+                name: &t.name,
+            })
             .collect();
-        tools.extend(req.output.map(|o| {
-            json!({ "name": o.name, "description": OutputFormat::ANSWER_TOOL_DESCRIPTION, "input_schema": o.schema })
+        tools.extend(req.output.map(|o| WireTool {
+            description: OutputFormat::ANSWER_TOOL_DESCRIPTION,
+            input_schema: o.schema,
+            name: o.name,
         }));
-        body["tools"] = Value::Array(tools);
-        body["tool_choice"] = match req.output {
+        head.tools = Some(tools);
+        head.tool_choice = Some(match req.output {
             None => tool_choice(req.tool_choice, req.parallel_tool_calls),
             Some(output) => answer_choice(req, output.name),
-        };
+        });
     }
-    body
+    // Borrowed strings and values only: serialising them cannot fail.
+    serde_json::to_string(&head).unwrap_or_default()
 }
 
 /// With an answer tool, the model never ends with plain text: it must call a tool, and the
