@@ -41,10 +41,6 @@ impl Sql for Sqlite {
         if let Some(log) = self.1.borrow_mut().as_mut() {
             log.push(statement.split_whitespace().collect::<Vec<_>>().join(" "));
         }
-        let mut stmt = self
-            .0
-            .prepare(statement)
-            .map_err(|e| SqlError(e.to_string()))?;
         let values: Vec<RValue> = params
             .iter()
             .map(|p| match p {
@@ -54,23 +50,19 @@ impl Sql for Sqlite {
                 SqlValue::Text(s) => RValue::Text(s.clone()),
             })
             .collect();
-        let n = stmt.column_count();
-        let mut rows = stmt
-            .query(rusqlite::params_from_iter(values))
-            .map_err(|e| SqlError(e.to_string()))?;
+        if !values.is_empty() {
+            let mut stmt = self
+                .0
+                .prepare(statement)
+                .map_err(|e| SqlError(e.to_string()))?;
+            return rows(&mut stmt, values);
+        }
+        // Without parameters, a script: every statement in order, the last one's rows (what
+        // the Durable Object's `sql.exec` does with one).
+        let mut script = rusqlite::Batch::new(&self.0, statement);
         let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| SqlError(e.to_string()))? {
-            let mut cols = Vec::with_capacity(n);
-            for i in 0..n {
-                cols.push(match row.get_ref(i).map_err(|e| SqlError(e.to_string()))? {
-                    ValueRef::Null => SqlValue::Null,
-                    ValueRef::Integer(v) => SqlValue::Integer(v),
-                    ValueRef::Real(v) => SqlValue::Real(v),
-                    ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
-                    ValueRef::Blob(_) => SqlValue::Null,
-                });
-            }
-            out.push(Row(cols));
+        while let Some(mut stmt) = script.next().map_err(|e| SqlError(e.to_string()))? {
+            out = rows(&mut stmt, Vec::new())?;
         }
         Ok(out)
     }
@@ -91,4 +83,27 @@ impl Sql for Sqlite {
         sql("RELEASE edgent_batch")?;
         Ok(out)
     }
+}
+
+/// Every row `stmt` yields with `values` bound in order.
+fn rows(stmt: &mut rusqlite::Statement<'_>, values: Vec<RValue>) -> Result<Vec<Row>, SqlError> {
+    let n = stmt.column_count();
+    let mut rows = stmt
+        .query(rusqlite::params_from_iter(values))
+        .map_err(|e| SqlError(e.to_string()))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(|e| SqlError(e.to_string()))? {
+        let mut cols = Vec::with_capacity(n);
+        for i in 0..n {
+            cols.push(match row.get_ref(i).map_err(|e| SqlError(e.to_string()))? {
+                ValueRef::Null => SqlValue::Null,
+                ValueRef::Integer(v) => SqlValue::Integer(v),
+                ValueRef::Real(v) => SqlValue::Real(v),
+                ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Blob(_) => SqlValue::Null,
+            });
+        }
+        out.push(Row(cols));
+    }
+    Ok(out)
 }

@@ -135,7 +135,9 @@ impl std::error::Error for SqlError {}
 /// Implementations must be synchronous: Durable Object SQL is, and that is what makes a
 /// group of writes inside one event atomic.
 pub trait Sql {
-    /// Executes `statement` with `params` bound in order.
+    /// Executes `statement` with `params` bound in order. A `statement` without parameters
+    /// may be a script, several statements separated by `;` (as the Durable Object's
+    /// `sql.exec` allows): they run in order, and the rows are the last one's.
     fn exec(&self, statement: &str, params: &[SqlValue]) -> Result<Vec<Row>, SqlError>;
 
     /// Executes `statements` in order as one transaction: all of their changes or none (a
