@@ -86,8 +86,8 @@ fn text_further_apart_than_the_window_streams_piece_by_piece() {
 #[test]
 fn a_piece_after_the_window_goes_out_at_once_with_what_was_held() {
     let (host, rt) = setup();
-    // "b" is held (1 ms after "a"); "c" arrives 30 ms after "b", past the window that the
-    // timer already closed: "b" went out at 20 ms, "c" at once.
+    // "b" (1 ms after "a") and "c" (2 ms after "b") are held and go out together when the
+    // window ends at 20 ms; "d" arrives 30 ms after "c", past that window: it goes out at once.
     let chunks = chunks_of_turn(
         &host,
         &rt,

@@ -77,7 +77,6 @@ impl ModelReply for EndlessReply {
     fn cancel(&mut self) {}
 }
 
-/// A reply delivered one event per read.
 /// A reply whose events arrive one per read, each the given ms of virtual time after the
 /// last (0: at once).
 struct StreamedReply {
