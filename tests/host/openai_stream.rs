@@ -451,3 +451,122 @@ mod provider {
         );
     }
 }
+
+/// Chunks of unusual shape, each fed alone to a new parser: what each gives (its events, or
+/// its error). A field of an unexpected type is read as absent, not as an error; only text
+/// that is not one JSON value fails the chunk. Pinned so that a faster reading of chunks
+/// (a typed parse was tried on 2026-12-02) cannot change what a provider's odd chunk does.
+const ODD_CHUNKS: &[(&str, &str)] = &[
+    (
+        r#"{"choices":[{"delta":{"content":"hi"}}]}"#,
+        r#"Ok([TextDelta("hi")])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"content":"a\"b\u00e9"}}]}"#,
+        r#"Ok([TextDelta("a\"bé")])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"content":""},"finish_reason":null}]}"#,
+        r#"Ok([])"#,
+    ),
+    (r#"{"choices":[{"delta":{"content":7}}]}"#, r#"Ok([])"#),
+    (r#"{"choices":[{"delta":["hi"]}]}"#, r#"Ok([])"#),
+    (r#"{"choices":[["x"]]}"#, r#"Ok([])"#),
+    (
+        r#"{"choices":[null,{"delta":{"content":"second"}}]}"#,
+        r#"Ok([])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"content":"first"}},7]}"#,
+        r#"Ok([TextDelta("first")])"#,
+    ),
+    (r#"{"choices":{"delta":{"content":"x"}}}"#, r#"Ok([])"#),
+    (r#"{"choices":null,"usage":null}"#, r#"Ok([])"#),
+    (
+        r#"{"choices":[],"usage":{}}"#,
+        r#"Ok([Usage { input_tokens: 0, output_tokens: 0 }])"#,
+    ),
+    (
+        r#"{"usage":{"prompt_tokens":1.5,"completion_tokens":2}}"#,
+        r#"Ok([Usage { input_tokens: 0, output_tokens: 2 }])"#,
+    ),
+    (
+        r#"{"usage":{"prompt_tokens":-1,"completion_tokens":null}}"#,
+        r#"Ok([Usage { input_tokens: 0, output_tokens: 0 }])"#,
+    ),
+    (r#"{"usage":[1,2]}"#, r#"Ok([])"#),
+    (
+        r#"{"error":null,"choices":[{"delta":{"content":"ok"}}]}"#,
+        r#"Ok([TextDelta("ok")])"#,
+    ),
+    (
+        r#"{"error":{"message":"over capacity"}}"#,
+        r#"Err(Stream("over capacity"))"#,
+    ),
+    (
+        r#"{"error":{"code":500}}"#,
+        r#"Err(Stream("unknown error"))"#,
+    ),
+    (r#"{"error":"boom"}"#, r#"Err(Stream("unknown error"))"#),
+    (r#"{"error":["boom"]}"#, r#"Err(Stream("unknown error"))"#),
+    (
+        r#"{"error":{"message":42}}"#,
+        r#"Err(Stream("unknown error"))"#,
+    ),
+    (r#"[{"message":"boom"}]"#, r#"Ok([])"#),
+    (r#""text""#, r#"Ok([])"#),
+    (
+        r#"{"choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"b"}}]}"#,
+        r#"Ok([TextDelta("b")])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"length"}]}"#,
+        r#"Ok([TextDelta("x"), Finish(Length)])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{},"finish_reason":7}]}"#,
+        r#"Ok([])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{\"a\""}}]}}]}"#,
+        r#"Ok([ToolCallStart { index: 0, id: "c1", name: "f" }, ToolCallDelta { index: 0, arguments: "{\"a\"" }])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":-1,"function":{"name":"f"}}]}}]}"#,
+        r#"Ok([ToolCallStart { index: 0, id: "", name: "f" }])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":2.0,"id":"","function":{"name":null,"arguments":""}}]}}]}"#,
+        r#"Ok([ToolCallStart { index: 0, id: "", name: "" }])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"tool_calls":[{"function":["f"]}]}}]}"#,
+        r#"Ok([ToolCallStart { index: 0, id: "", name: "" }])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"tool_calls":{"index":0}}}]}"#,
+        r#"Ok([])"#,
+    ),
+    (
+        r#"{"choices":[{"delta":{"tool_calls":[7]}}]}"#,
+        r#"Ok([ToolCallStart { index: 0, id: "", name: "" }])"#,
+    ),
+    (r#"{"created":1e999}"#, r#"MALFORMED"#),
+    (
+        r#"{"choices":[{"delta":{"content":"x"}}]} trailing"#,
+        r#"MALFORMED"#,
+    ),
+];
+
+#[test]
+fn chunks_of_unusual_shape_give_the_events_they_always_gave() {
+    for (chunk, expected) in ODD_CHUNKS {
+        let mut s = OpenAiStream::new();
+        let got = s.feed(format!("data: {chunk}\n\n").as_bytes());
+        let got = match got {
+            Err(ProviderError::Malformed(_)) => "MALFORMED".to_owned(),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(&got, expected, "chunk {chunk}");
+    }
+}
