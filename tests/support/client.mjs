@@ -85,13 +85,15 @@ export class EdgentClient {
    * Opens the thread's WebSocket and resolves once `hello` arrived. The credential goes in the
    * `Authorization` header, or `viaQuery` as `?token=`, or `viaProtocol` as a browser sends
    * it (`Sec-WebSocket-Protocol: edgent, <token>`). `headers` adds request headers (Origin).
+   * `compress: false` does not offer permessage-deflate (a browser does, and Miniflare's entry
+   * Worker accepts it; production's runtime and the side-by-side harness's client do not).
    */
-  async connect(threadId, { token = this.key, viaQuery = false, viaProtocol = false, headers = {} } = {}) {
+  async connect(threadId, { token = this.key, viaQuery = false, viaProtocol = false, headers = {}, compress = true } = {}) {
     const wsUrl = this.baseUrl.replace(/^http/, 'ws') + `/api/threads/${threadId}/stream` + (viaQuery ? `?token=${encodeURIComponent(token)}` : '');
     const auth = viaQuery || viaProtocol ? {} : { authorization: `Bearer ${token}` };
     const ws = viaProtocol
-      ? new WebSocket(wsUrl, ['edgent', token], { headers })
-      : new WebSocket(wsUrl, { headers: { ...auth, ...headers } });
+      ? new WebSocket(wsUrl, ['edgent', token], { headers, perMessageDeflate: compress })
+      : new WebSocket(wsUrl, { headers: { ...auth, ...headers }, perMessageDeflate: compress });
     const sock = new FrameSocket(ws);
     await sock.opened;
     await sock.waitFor((f) => f.type === 'hello');
