@@ -24,6 +24,7 @@ mod durable;
 mod embeddings;
 mod engine;
 mod engine_props;
+mod feature_tables;
 mod first_run;
 mod flow_host;
 mod frame_log;

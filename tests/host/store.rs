@@ -1,6 +1,6 @@
 //! Schema creation, migration and message paging.
 
-use edgent::engine::schema::{migrate, MIGRATIONS, SCHEMA_VERSION};
+use edgent::engine::schema::{migrate, Feature, MIGRATIONS, SCHEMA_VERSION};
 use edgent::engine::store::{Order, Store};
 use edgent::values::message::{Message, MessageStatus, Role};
 use edgent::values::sql::Sql;
@@ -186,10 +186,21 @@ fn schema_of(db: &Sqlite) -> Vec<String> {
     out
 }
 
+/// A new database with every feature's tables created (what an old thread's migrations made).
+fn with_every_feature() -> Sqlite {
+    let db = Sqlite::memory();
+    migrate(&db).unwrap();
+    for feature in Feature::ALL {
+        db.exec(&feature.script(), &[]).unwrap();
+    }
+    db
+}
+
 #[test]
 fn a_new_database_gets_the_same_schema_as_every_migration_replayed() {
-    let created = Sqlite::memory();
-    migrate(&created).unwrap();
+    // CURRENT and every feature's statements together: a feature created later has the
+    // shape the migrations give an old thread.
+    let created = with_every_feature();
     let replayed = Sqlite::memory();
     replayed
         .exec(
@@ -232,8 +243,7 @@ fn an_old_thread_is_migrated_step_by_step() {
     )
     .unwrap();
     assert_eq!(migrate(&db).unwrap(), 1);
-    let fresh = Sqlite::memory();
-    migrate(&fresh).unwrap();
+    let fresh = with_every_feature();
     assert!(
         schema_of(&db) == schema_of(&fresh),
         "an upgraded thread differs from a new one"

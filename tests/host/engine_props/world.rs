@@ -269,7 +269,15 @@ impl World {
                 let _ = answered(self, "decide_approval", r);
             }
             Op::Webhook { pick, known, json } => {
-                let tokens = self.strings("SELECT token FROM webhooks ORDER BY created_at, token");
+                // `webhooks` is a feature table: absent until the thread's first durable step.
+                let has_webhooks = !self
+                    .strings("SELECT name FROM sqlite_master WHERE name = 'webhooks'")
+                    .is_empty();
+                let tokens = if has_webhooks {
+                    self.strings("SELECT token FROM webhooks ORDER BY created_at, token")
+                } else {
+                    Vec::new()
+                };
                 let token = if *known && !tokens.is_empty() {
                     tokens[usize::from(*pick) % tokens.len()].clone()
                 } else {

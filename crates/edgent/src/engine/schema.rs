@@ -4,10 +4,12 @@
 //! Each migration is a list of single statements (Durable Object SQL runs one statement per
 //! `exec` reliably; so does our host adapter). Append new versions; never edit old ones.
 
-use crate::values::sql::{Sql, SqlError, SqlValue};
+use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 
 mod current;
+mod features;
 pub use current::CURRENT;
+pub use features::{feature_read, feature_write, is_missing_table, Feature};
 
 // Statements the migrations and the current schema share word for word (objects never altered
 // after they were created).

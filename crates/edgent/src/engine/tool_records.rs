@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::durable::{Window, WINDOW_MS};
+use crate::engine::schema::Feature;
 use crate::engine::store::{Order, Store};
 use crate::values::sql::{Row, SqlError};
 use crate::values::{CallStatus, CallToolResult, StepKind, StepStatus, WebhookStatus};
@@ -173,7 +174,7 @@ impl Store<'_> {
 
     /// A step of `call_id` by name, if recorded.
     pub fn step(&self, call_id: &str, name: &str) -> Result<Option<StepRecord>, SqlError> {
-        let rows = self.sql().exec(
+        let rows = self.feature_read(
             &format!("SELECT {STEP_COLUMNS} FROM tool_steps WHERE call_id = ? AND name = ?"),
             &[call_id.into(), name.into()],
         )?;
@@ -183,7 +184,7 @@ impl Store<'_> {
     /// Whether a call recorded anything a later run would replay: a step (a sleep, a webhook
     /// wait and a race are steps too) or a webhook handed out.
     pub fn call_has_records(&self, call_id: &str) -> Result<bool, SqlError> {
-        let rows = self.sql().exec(
+        let rows = self.feature_read(
             "SELECT 1 FROM tool_steps WHERE call_id = ?
              UNION ALL SELECT 1 FROM webhooks WHERE call_id = ? LIMIT 1",
             &[call_id.into(), call_id.into()],
@@ -193,7 +194,7 @@ impl Store<'_> {
 
     /// The steps of a call in the order they first ran.
     pub fn steps(&self, call_id: &str) -> Result<Vec<StepRecord>, SqlError> {
-        let rows = self.sql().exec(
+        let rows = self.feature_read(
             &format!("SELECT {STEP_COLUMNS} FROM tool_steps WHERE call_id = ? ORDER BY seq"),
             &[call_id.into()],
         )?;
@@ -211,7 +212,8 @@ impl Store<'_> {
         wake_at: Option<i64>,
         now: i64,
     ) -> Result<(), SqlError> {
-        self.sql().exec(
+        self.feature_write(
+            Feature::Durable,
             "INSERT INTO tool_steps (call_id, name, kind, seq, status, wake_at, started_at)
              VALUES (?, ?, ?, (SELECT COUNT(*) + 1 FROM tool_steps WHERE call_id = ?), ?, ?, ?)
              ON CONFLICT (call_id, name) DO UPDATE SET status = excluded.status",
@@ -237,7 +239,7 @@ impl Store<'_> {
         value: Option<&str>,
         now: i64,
     ) -> Result<(), SqlError> {
-        self.sql().exec(
+        self.feature_read(
             "UPDATE tool_steps SET status = ?, value = ?, finished_at = ? WHERE call_id = ? AND name = ?",
             &[
                 status.as_str().into(),
@@ -258,7 +260,7 @@ impl Store<'_> {
         call_id: &str,
         name: &str,
     ) -> Result<Option<WebhookRecord>, SqlError> {
-        let rows = self.sql().exec(
+        let rows = self.feature_read(
             &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE call_id = ? AND name = ?"),
             &[call_id.into(), name.into()],
         )?;
@@ -267,7 +269,7 @@ impl Store<'_> {
 
     /// The webhook holding `token`.
     pub fn webhook_by_token(&self, token: &str) -> Result<Option<WebhookRecord>, SqlError> {
-        let rows = self.sql().exec(
+        let rows = self.feature_read(
             &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE token = ?"),
             &[token.into()],
         )?;
@@ -282,7 +284,8 @@ impl Store<'_> {
         token: &str,
         now: i64,
     ) -> Result<WebhookRecord, SqlError> {
-        self.sql().exec(
+        self.feature_write(
+            Feature::Durable,
             "INSERT INTO webhooks (token, call_id, name, created_at) VALUES (?, ?, ?, ?)
              ON CONFLICT (call_id, name) DO NOTHING",
             &[token.into(), call_id.into(), name.into(), now.into()],
@@ -293,7 +296,7 @@ impl Store<'_> {
 
     /// Sets when waiting for a webhook ends, once.
     pub fn set_webhook_deadline(&self, token: &str, deadline_at: i64) -> Result<(), SqlError> {
-        self.sql().exec(
+        self.feature_read(
             "UPDATE webhooks SET deadline_at = COALESCE(deadline_at, ?) WHERE token = ?",
             &[deadline_at.into(), token.into()],
         )?;
@@ -304,7 +307,7 @@ impl Store<'_> {
     /// earliest sleep or timeout), once: a delivery from then on is refused, since the race
     /// was decided without it.
     pub fn join_race(&self, token: &str, race: &str, ends_at: i64) -> Result<(), SqlError> {
-        self.sql().exec(
+        self.feature_read(
             "UPDATE webhooks SET race = COALESCE(race, ?), deadline_at = COALESCE(deadline_at, ?)
              WHERE token = ?",
             &[race.into(), ends_at.into(), token.into()],
@@ -315,7 +318,7 @@ impl Store<'_> {
     /// Stores the body of an open webhook. False if it was no longer open (already received
     /// or timed out), in which case nothing changes.
     pub fn receive_webhook(&self, token: &str, body: &str, now: i64) -> Result<bool, SqlError> {
-        let rows = self.sql().exec(
+        let rows = self.feature_read(
             "UPDATE webhooks SET status = 'received', body = ?, received_at = ?
              WHERE token = ? AND status = 'open' RETURNING call_id",
             &[body.into(), now.into(), token.into()],
@@ -326,7 +329,7 @@ impl Store<'_> {
     /// Ends an open webhook without a body: `timed_out` (its wait timed out) or `closed`
     /// (another wait of its race won). A webhook no longer open keeps its status.
     pub fn end_webhook(&self, token: &str, status: WebhookStatus) -> Result<(), SqlError> {
-        self.sql().exec(
+        self.feature_read(
             "UPDATE webhooks SET status = ? WHERE token = ? AND status = 'open'",
             &[status.as_str().into(), token.into()],
         )?;
@@ -359,7 +362,7 @@ impl Store<'_> {
         key: &str,
         since: i64,
     ) -> Result<Option<CallToolResult>, SqlError> {
-        let rows = self.sql().exec(
+        let rows = self.feature_read(
             "SELECT result FROM tool_cache WHERE tool = ? AND arguments = ? AND created_at >= ?",
             &[tool.into(), key.into(), since.into()],
         )?;
@@ -380,7 +383,8 @@ impl Store<'_> {
         now: i64,
     ) -> Result<(), SqlError> {
         let text = serde_json::to_string(result).map_err(|e| SqlError(e.to_string()))?;
-        self.sql().exec(
+        self.feature_write(
+            Feature::ToolCache,
             "INSERT INTO tool_cache (tool, arguments, result, created_at) VALUES (?, ?, ?, ?)
              ON CONFLICT (tool, arguments) DO UPDATE SET result = excluded.result,
                  created_at = excluded.created_at",

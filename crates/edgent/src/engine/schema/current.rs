@@ -6,9 +6,11 @@
 use super::*;
 
 /// The schema of [`SCHEMA_VERSION`] for a new database, created in one pass instead of
-/// replaying every migration (a new thread pays for its tables once, with no `ALTER`s). Kept
-/// equal to the migrations' result by a host test (`tests/host/store.rs`): when a migration is
-/// appended, fold its change into these statements.
+/// replaying every migration (a new thread pays for its tables once, with no `ALTER`s), but
+/// for the feature tables a thread creates when it first needs them ([`super::Feature`]). With
+/// every feature's statements, kept equal to the migrations' result by a host test
+/// (`tests/host/store.rs`): when a migration is appended, fold its change into these
+/// statements or the feature's.
 pub const CURRENT: &[&str] = &[
     "CREATE TABLE thread (
             id TEXT PRIMARY KEY,
@@ -85,7 +87,6 @@ pub const CURRENT: &[&str] = &[
     INDEX_MESSAGES_VISIBLE,
     INDEX_TOOL_CALLS_BY_SEQ,
     INDEX_MESSAGES_PENDING,
-    TABLE_CONTEXT,
     INDEX_MESSAGES_BY_PARENT,
     "CREATE TABLE model_requests (
             seq INTEGER PRIMARY KEY,
@@ -105,25 +106,10 @@ pub const CURRENT: &[&str] = &[
             created_at INTEGER NOT NULL,
             tool_selection TEXT
         )",
-    TABLE_CHILD_THREADS,
     INDEX_TOOL_CALLS_WAKING,
-    TABLE_TOOL_STEPS,
-    "CREATE TABLE webhooks (
-            token TEXT PRIMARY KEY,
-            call_id TEXT NOT NULL,
-            name TEXT NOT NULL,
-            status TEXT NOT NULL DEFAULT 'open',
-            deadline_at INTEGER,
-            body TEXT,
-            created_at INTEGER NOT NULL,
-            received_at INTEGER,
-            race TEXT,
-            UNIQUE (call_id, name)
-        )",
     TABLE_TOOL_ATTEMPTS,
     INDEX_TOOL_ATTEMPTS_BY_CALL,
     INDEX_TOOL_ATTEMPTS_BY_TOOL,
-    TABLE_TOOL_CACHE,
     TRIGGER_MESSAGES_COUNTED,
     TRIGGER_HISTORY_CHANGED,
     TRIGGER_HISTORY_INSERTED_BEFORE,
@@ -134,14 +120,6 @@ pub const CURRENT: &[&str] = &[
     TRIGGER_FRAME_LOG_COMPACTED,
     INDEX_FRAME_LOG_BY_MESSAGE,
     TRIGGER_FRAME_LOG_RESERVATION,
-    TABLE_SCHEDULES,
-    INDEX_SCHEDULES_DUE,
-    TRIGGER_SCHEDULE_ADDED,
-    TRIGGER_SCHEDULE_CHANGED,
-    TRIGGER_SCHEDULE_ENDED,
-    TABLE_MCP_SERVERS,
-    TABLE_SUMMARIES,
-    TRIGGER_WEBHOOK_RACE_WON,
     TRIGGER_MODEL_CALL_OWES_MODEL,
     TABLE_CONFIG_COPIES,
 ];

@@ -13,6 +13,7 @@ mod tool_calls;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::engine::schema::{self, Feature};
 use crate::values::message::{Message, MessageStatus, Role, ToolCall};
 use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 
@@ -179,6 +180,27 @@ impl<'a> Store<'a> {
     /// The connection (for records kept outside this type, such as the request log).
     pub fn sql(&self) -> &'a dyn Sql {
         self.sql
+    }
+
+    /// A read, update or delete of a feature table ([`Feature`]): nothing to read, update or
+    /// delete when this thread never created it.
+    pub(crate) fn feature_read(
+        &self,
+        statement: &str,
+        params: &[SqlValue],
+    ) -> Result<Vec<Row>, SqlError> {
+        schema::feature_read(self.sql, statement, params)
+    }
+
+    /// An insert into a feature table ([`Feature`]), creating the feature's tables first when
+    /// this thread has none yet.
+    pub(crate) fn feature_write(
+        &self,
+        feature: Feature,
+        statement: &str,
+        params: &[SqlValue],
+    ) -> Result<Vec<Row>, SqlError> {
+        schema::feature_write(self.sql, feature, statement, params)
     }
 }
 

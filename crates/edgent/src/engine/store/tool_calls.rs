@@ -324,17 +324,17 @@ impl Store<'_> {
         tool_call_id: &str,
         fresh: &str,
     ) -> Result<String, SqlError> {
-        self.sql.exec(
+        self.feature_write(
+            Feature::ChildThreads,
             "INSERT INTO child_threads (tool_call_id, thread_id, created_at) VALUES (?, ?, ?)
              ON CONFLICT (tool_call_id) DO NOTHING",
             &[tool_call_id.into(), fresh.into(), now.into()],
         )?;
-        self.sql
-            .exec(
-                "SELECT thread_id FROM child_threads WHERE tool_call_id = ?",
-                &[tool_call_id.into()],
-            )?
-            .first()
-            .map_or(Ok(fresh.to_owned()), |r| r.text(0))
+        self.feature_read(
+            "SELECT thread_id FROM child_threads WHERE tool_call_id = ?",
+            &[tool_call_id.into()],
+        )?
+        .first()
+        .map_or(Ok(fresh.to_owned()), |r| r.text(0))
     }
 }
