@@ -2,7 +2,7 @@
 //! uses; each feature's tables appear with the thread's first write that needs them, and
 //! until then every read, update and delete of them finds nothing, as in an empty table.
 
-use edgent::engine::schema::{feature_read, migrate, Feature};
+use edgent::engine::schema::{feature_exec, migrate, Feature};
 use edgent::engine::store::Store;
 use edgent::values::sql::Sql;
 use edgent::values::{CallToolResult, StepStatus, WebhookStatus};
@@ -61,7 +61,7 @@ fn a_new_thread_has_none_of_the_feature_tables() {
 }
 
 #[test]
-fn every_feature_reads_as_empty_until_its_first_write() {
+fn every_feature_execs_as_empty_until_its_first_write() {
     let db = new_thread();
     let store = Store::new(&db);
     assert_eq!(store.context_get("k").unwrap(), None);
@@ -167,11 +167,11 @@ fn a_feature_script_completes_what_is_missing_and_leaves_the_rest() {
 #[test]
 fn only_a_missing_table_reads_as_empty() {
     let db = new_thread();
-    assert!(feature_read(&db, "SELECT * FROM schedules", &[])
+    assert!(feature_exec(&db, "SELECT * FROM schedules", &[])
         .unwrap()
         .is_empty());
-    let err = feature_read(&db, "SELEC * FROM schedules", &[]).unwrap_err();
+    let err = feature_exec(&db, "SELEC * FROM schedules", &[]).unwrap_err();
     assert!(err.0.contains("syntax error"), "{err:?}");
-    let err = feature_read(&db, "SELECT nope FROM thread", &[]).unwrap_err();
+    let err = feature_exec(&db, "SELECT nope FROM thread", &[]).unwrap_err();
     assert!(err.0.contains("no such column"), "{err:?}");
 }

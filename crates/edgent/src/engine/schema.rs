@@ -9,7 +9,7 @@ use crate::values::sql::{Row, Sql, SqlError, SqlValue};
 mod current;
 mod features;
 pub use current::CURRENT;
-pub use features::{feature_read, feature_write, is_missing_table, Feature};
+pub use features::{feature_exec, feature_insert, is_missing_table, Feature};
 
 // Statements the migrations and the current schema share word for word (objects never altered
 // after they were created).

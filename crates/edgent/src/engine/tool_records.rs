@@ -174,7 +174,7 @@ impl Store<'_> {
 
     /// A step of `call_id` by name, if recorded.
     pub fn step(&self, call_id: &str, name: &str) -> Result<Option<StepRecord>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!("SELECT {STEP_COLUMNS} FROM tool_steps WHERE call_id = ? AND name = ?"),
             &[call_id.into(), name.into()],
         )?;
@@ -184,7 +184,7 @@ impl Store<'_> {
     /// Whether a call recorded anything a later run would replay: a step (a sleep, a webhook
     /// wait and a race are steps too) or a webhook handed out.
     pub fn call_has_records(&self, call_id: &str) -> Result<bool, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             "SELECT 1 FROM tool_steps WHERE call_id = ?
              UNION ALL SELECT 1 FROM webhooks WHERE call_id = ? LIMIT 1",
             &[call_id.into(), call_id.into()],
@@ -194,7 +194,7 @@ impl Store<'_> {
 
     /// The steps of a call in the order they first ran.
     pub fn steps(&self, call_id: &str) -> Result<Vec<StepRecord>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!("SELECT {STEP_COLUMNS} FROM tool_steps WHERE call_id = ? ORDER BY seq"),
             &[call_id.into()],
         )?;
@@ -212,7 +212,7 @@ impl Store<'_> {
         wake_at: Option<i64>,
         now: i64,
     ) -> Result<(), SqlError> {
-        self.feature_write(
+        self.feature_insert(
             Feature::Durable,
             "INSERT INTO tool_steps (call_id, name, kind, seq, status, wake_at, started_at)
              VALUES (?, ?, ?, (SELECT COUNT(*) + 1 FROM tool_steps WHERE call_id = ?), ?, ?, ?)
@@ -239,7 +239,7 @@ impl Store<'_> {
         value: Option<&str>,
         now: i64,
     ) -> Result<(), SqlError> {
-        self.feature_read(
+        self.feature_exec(
             "UPDATE tool_steps SET status = ?, value = ?, finished_at = ? WHERE call_id = ? AND name = ?",
             &[
                 status.as_str().into(),
@@ -260,7 +260,7 @@ impl Store<'_> {
         call_id: &str,
         name: &str,
     ) -> Result<Option<WebhookRecord>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE call_id = ? AND name = ?"),
             &[call_id.into(), name.into()],
         )?;
@@ -269,7 +269,7 @@ impl Store<'_> {
 
     /// The webhook holding `token`.
     pub fn webhook_by_token(&self, token: &str) -> Result<Option<WebhookRecord>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE token = ?"),
             &[token.into()],
         )?;
@@ -284,7 +284,7 @@ impl Store<'_> {
         token: &str,
         now: i64,
     ) -> Result<WebhookRecord, SqlError> {
-        self.feature_write(
+        self.feature_insert(
             Feature::Durable,
             "INSERT INTO webhooks (token, call_id, name, created_at) VALUES (?, ?, ?, ?)
              ON CONFLICT (call_id, name) DO NOTHING",
@@ -296,7 +296,7 @@ impl Store<'_> {
 
     /// Sets when waiting for a webhook ends, once.
     pub fn set_webhook_deadline(&self, token: &str, deadline_at: i64) -> Result<(), SqlError> {
-        self.feature_read(
+        self.feature_exec(
             "UPDATE webhooks SET deadline_at = COALESCE(deadline_at, ?) WHERE token = ?",
             &[deadline_at.into(), token.into()],
         )?;
@@ -307,7 +307,7 @@ impl Store<'_> {
     /// earliest sleep or timeout), once: a delivery from then on is refused, since the race
     /// was decided without it.
     pub fn join_race(&self, token: &str, race: &str, ends_at: i64) -> Result<(), SqlError> {
-        self.feature_read(
+        self.feature_exec(
             "UPDATE webhooks SET race = COALESCE(race, ?), deadline_at = COALESCE(deadline_at, ?)
              WHERE token = ?",
             &[race.into(), ends_at.into(), token.into()],
@@ -318,7 +318,7 @@ impl Store<'_> {
     /// Stores the body of an open webhook. False if it was no longer open (already received
     /// or timed out), in which case nothing changes.
     pub fn receive_webhook(&self, token: &str, body: &str, now: i64) -> Result<bool, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             "UPDATE webhooks SET status = 'received', body = ?, received_at = ?
              WHERE token = ? AND status = 'open' RETURNING call_id",
             &[body.into(), now.into(), token.into()],
@@ -329,7 +329,7 @@ impl Store<'_> {
     /// Ends an open webhook without a body: `timed_out` (its wait timed out) or `closed`
     /// (another wait of its race won). A webhook no longer open keeps its status.
     pub fn end_webhook(&self, token: &str, status: WebhookStatus) -> Result<(), SqlError> {
-        self.feature_read(
+        self.feature_exec(
             "UPDATE webhooks SET status = ? WHERE token = ? AND status = 'open'",
             &[status.as_str().into(), token.into()],
         )?;
@@ -362,7 +362,7 @@ impl Store<'_> {
         key: &str,
         since: i64,
     ) -> Result<Option<CallToolResult>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             "SELECT result FROM tool_cache WHERE tool = ? AND arguments = ? AND created_at >= ?",
             &[tool.into(), key.into(), since.into()],
         )?;
@@ -383,7 +383,7 @@ impl Store<'_> {
         now: i64,
     ) -> Result<(), SqlError> {
         let text = serde_json::to_string(result).map_err(|e| SqlError(e.to_string()))?;
-        self.feature_write(
+        self.feature_insert(
             Feature::ToolCache,
             "INSERT INTO tool_cache (tool, arguments, result, created_at) VALUES (?, ?, ?, ?)
              ON CONFLICT (tool, arguments) DO UPDATE SET result = excluded.result,

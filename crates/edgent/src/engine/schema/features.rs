@@ -9,7 +9,7 @@
 //! keep tool storage, talk to an MCP server or compact.
 //!
 //! The rules that keep this sound, for every statement on a feature's table (the store's
-//! `feature_read` and `feature_write`):
+//! `feature_exec` and `feature_insert`):
 //! - a read, an update or a delete of a table that is not there finds nothing (what it would
 //!   find in an empty table);
 //! - an insert that finds no table creates the feature's tables and runs again.
@@ -100,7 +100,7 @@ pub fn is_missing_table(error: &SqlError) -> bool {
 
 /// Runs a read, an update or a delete on a feature's table: a table that is not there has
 /// nothing to read, update or delete.
-pub fn feature_read(
+pub fn feature_exec(
     sql: &dyn Sql,
     statement: &str,
     params: &[SqlValue],
@@ -114,7 +114,7 @@ pub fn feature_read(
 /// Runs an insert (or upsert) into `feature`'s tables, creating them first when this thread
 /// has none yet. The statement is tried first: once the tables exist, a write costs no more
 /// than it did.
-pub fn feature_write(
+pub fn feature_insert(
     sql: &dyn Sql,
     feature: Feature,
     statement: &str,

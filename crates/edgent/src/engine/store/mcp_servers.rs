@@ -24,7 +24,7 @@ pub struct McpServerRow {
 impl Store<'_> {
     /// The row of the server `name` at `url` (`None`: never reached, or reached at another URL).
     pub fn mcp_server(&self, name: &str, url: &str) -> Result<Option<McpServerRow>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             "SELECT url, session_id, protocol_version, tools, listed_at FROM mcp_servers WHERE name = ?",
             &[name.into()],
         )?;
@@ -50,7 +50,7 @@ impl Store<'_> {
     /// Every server's row, by name: what `GET /api/threads/:id/mcp` shows. A tool list that
     /// is not JSON (never written so) reads as none rather than failing the whole answer.
     pub fn mcp_servers(&self) -> Result<Vec<(String, McpServerRow)>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             "SELECT name, url, session_id, protocol_version, tools, listed_at FROM mcp_servers ORDER BY name",
             &[],
         )?;
@@ -78,7 +78,7 @@ impl Store<'_> {
         session_id: Option<&str>,
         protocol_version: &str,
     ) -> Result<(), SqlError> {
-        self.feature_write(
+        self.feature_insert(
             Feature::McpServers,
             "INSERT INTO mcp_servers (name, url, session_id, protocol_version) VALUES (?, ?, ?, ?)
              ON CONFLICT (name) DO UPDATE SET
@@ -98,7 +98,7 @@ impl Store<'_> {
 
     /// Forgets the session the server no longer knows (the next request initialises again).
     pub fn forget_mcp_session(&self, name: &str) -> Result<(), SqlError> {
-        self.feature_read(
+        self.feature_exec(
             "UPDATE mcp_servers SET session_id = NULL, protocol_version = NULL WHERE name = ?",
             &[name.into()],
         )?;
@@ -107,7 +107,7 @@ impl Store<'_> {
 
     /// Keeps the tools listed from the server at `now`.
     pub fn set_mcp_tools(&self, name: &str, tools: &Value, now: i64) -> Result<(), SqlError> {
-        self.feature_read(
+        self.feature_exec(
             "UPDATE mcp_servers SET tools = ?, listed_at = ? WHERE name = ?",
             &[tools.to_string().into(), now.into(), name.into()],
         )?;
@@ -122,7 +122,7 @@ impl Store<'_> {
         url: &str,
         listed_at: i64,
     ) -> Result<(), SqlError> {
-        self.feature_write(
+        self.feature_insert(
             Feature::McpServers,
             "INSERT INTO mcp_servers (name, url, listed_at) VALUES (?, ?, ?)
              ON CONFLICT (name) DO UPDATE SET listed_at = excluded.listed_at
@@ -134,7 +134,7 @@ impl Store<'_> {
 
     /// The server said its tools changed: list them again before the next model call.
     pub fn mcp_tools_changed(&self, name: &str) -> Result<(), SqlError> {
-        self.feature_read(
+        self.feature_exec(
             "UPDATE mcp_servers SET listed_at = NULL WHERE name = ?",
             &[name.into()],
         )?;

@@ -184,23 +184,23 @@ impl<'a> Store<'a> {
 
     /// A read, update or delete of a feature table ([`Feature`]): nothing to read, update or
     /// delete when this thread never created it.
-    pub(crate) fn feature_read(
+    pub(crate) fn feature_exec(
         &self,
         statement: &str,
         params: &[SqlValue],
     ) -> Result<Vec<Row>, SqlError> {
-        schema::feature_read(self.sql, statement, params)
+        schema::feature_exec(self.sql, statement, params)
     }
 
     /// An insert into a feature table ([`Feature`]), creating the feature's tables first when
     /// this thread has none yet.
-    pub(crate) fn feature_write(
+    pub(crate) fn feature_insert(
         &self,
         feature: Feature,
         statement: &str,
         params: &[SqlValue],
     ) -> Result<Vec<Row>, SqlError> {
-        schema::feature_write(self.sql, feature, statement, params)
+        schema::feature_insert(self.sql, feature, statement, params)
     }
 }
 

@@ -28,7 +28,7 @@ fn schedule_from_row(row: &Row) -> Result<Schedule, SqlError> {
 impl Store<'_> {
     /// Stores a new schedule (active).
     pub fn insert_schedule(&self, s: &Schedule) -> Result<(), SqlError> {
-        self.feature_write(
+        self.feature_insert(
             Feature::Schedules,
             "INSERT INTO schedules (id, name, kind, spec, next_at, action, created_by, created_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -50,7 +50,7 @@ impl Store<'_> {
     /// and cancelled ones.
     pub fn schedules(&self, ended: bool) -> Result<Vec<Schedule>, SqlError> {
         let filter = if ended { "" } else { "WHERE status = 'active'" };
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!(
                 "SELECT {SCHEDULE_COLUMNS} FROM schedules {filter} ORDER BY created_at, rowid"
             ),
@@ -61,7 +61,7 @@ impl Store<'_> {
 
     /// How many schedules are active.
     pub fn active_schedules(&self) -> Result<i64, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             "SELECT COUNT(*) FROM schedules WHERE status = 'active'",
             &[],
         )?;
@@ -70,7 +70,7 @@ impl Store<'_> {
 
     /// Active schedules due at `now`, earliest first (at most `limit`).
     pub fn due_schedules(&self, now: i64, limit: i64) -> Result<Vec<Schedule>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!(
                 "SELECT {SCHEDULE_COLUMNS} FROM schedules
                  WHERE status = 'active' AND next_at <= ? ORDER BY next_at, rowid LIMIT ?"
@@ -90,7 +90,7 @@ impl Store<'_> {
         next: Option<i64>,
         now: i64,
     ) -> Result<Option<Schedule>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!(
                 "UPDATE schedules SET next_at = ?1,
                     status = CASE WHEN ?1 IS NULL THEN 'done' ELSE status END,
@@ -106,7 +106,7 @@ impl Store<'_> {
 
     /// The schedule `id`, if there is one.
     pub fn schedule(&self, id: &str) -> Result<Option<Schedule>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = ?"),
             &[id.into()],
         )?;
@@ -115,14 +115,14 @@ impl Store<'_> {
 
     /// The status of the schedule `id` (`None`: no such schedule).
     pub fn schedule_status(&self, id: &str) -> Result<Option<String>, SqlError> {
-        let rows = self.feature_read("SELECT status FROM schedules WHERE id = ?", &[id.into()])?;
+        let rows = self.feature_exec("SELECT status FROM schedules WHERE id = ?", &[id.into()])?;
         rows.first().map(|r| r.text(0)).transpose()
     }
 
     /// Cancels an active schedule; the schedule as now stored, or `None` when there is no
     /// active schedule with that id.
     pub fn cancel_schedule(&self, now: i64, id: &str) -> Result<Option<Schedule>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             &format!(
                 "UPDATE schedules SET status = 'cancelled', next_at = NULL, ended_at = ?
                  WHERE id = ? AND status = 'active' RETURNING {SCHEDULE_COLUMNS}"

@@ -47,7 +47,7 @@ pub struct HistoryAfter {
 impl Store<'_> {
     /// The summary in use, if the thread has one.
     pub fn latest_summary(&self) -> Result<Option<Summary>, SqlError> {
-        let rows = self.feature_read(
+        let rows = self.feature_exec(
             "SELECT id, up_to_position, content, message_count FROM summaries ORDER BY id DESC LIMIT 1",
             &[],
         )?;
@@ -73,7 +73,7 @@ impl Store<'_> {
         content: &str,
         tokens_replaced: u64,
     ) -> Result<i64, SqlError> {
-        let rows = self.feature_write(
+        let rows = self.feature_insert(
             Feature::Summaries,
             "INSERT INTO summaries (from_position, up_to_position, message_count, content, tokens_replaced, created_at)
              VALUES (?, ?, ?, ?, ?, ?) RETURNING id",

@@ -324,13 +324,13 @@ impl Store<'_> {
         tool_call_id: &str,
         fresh: &str,
     ) -> Result<String, SqlError> {
-        self.feature_write(
+        self.feature_insert(
             Feature::ChildThreads,
             "INSERT INTO child_threads (tool_call_id, thread_id, created_at) VALUES (?, ?, ?)
              ON CONFLICT (tool_call_id) DO NOTHING",
             &[tool_call_id.into(), fresh.into(), now.into()],
         )?;
-        self.feature_read(
+        self.feature_exec(
             "SELECT thread_id FROM child_threads WHERE tool_call_id = ?",
             &[tool_call_id.into()],
         )?
