@@ -8,35 +8,49 @@
 // Why beside bench/ab.mjs (one thread, turn after turn, latency and CPU): the harness's
 // "20 x 20 at once" row depends on CPU per turn under concurrency, where a workerd pays less per
 // turn for waking up (bench/at-once.mjs), so a change can move the two differently.
-// Usage: node bench/ab-at-once.mjs <other checkout> [threads] [turns] [rounds]   (20 20 6)
-import { resolve } from 'node:path';
+// With `--harness`, rounds are shaped as the harness's row (bench/at-once.mjs says how).
+// Usage: node bench/ab-at-once.mjs <other checkout> [threads] [turns] [rounds] [--harness]   (20 20 6)
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { startModelServer } from '../tests/support/model-server.mjs';
 import { ROOT } from '../tests/support/worker.mjs';
-import { cpuMs } from './lib.mjs';
+import { cpuMs, freshRound, harnessModel } from './lib.mjs';
 import { startEdgent } from './sides.mjs';
 
-const other = process.argv[2];
+const HARNESS = process.argv.includes('--harness');
+const argv = process.argv.filter((a) => !a.startsWith('--'));
+const other = argv[2];
 if (!other) {
   console.error('usage: node bench/ab-at-once.mjs <other checkout> [threads] [turns] [rounds]');
   process.exit(2);
 }
-const [THREADS, TURNS, ROUNDS] = [3, 4, 5].map((i, k) => Number(process.argv[i] ?? [20, 20, 6][k]));
+const [THREADS, TURNS, ROUNDS] = [3, 4, 5].map((i, k) => Number(argv[i] ?? [20, 20, 6][k]));
+const dir = mkdtempSync(join(tmpdir(), 'edgent-ab-at-once-'));
 
 const round = (side, label) => Promise.all(side.turns.map(async (turn) => {
   for (let i = 0; i < TURNS; i++) await turn(`${label} ${i}`);
 }));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const model = await startModelServer({ fallback: { text: 'ok, noted.' } });
+const model = HARNESS ? await harnessModel(dir) : await startModelServer({ fallback: { text: 'ok, noted.' } });
+const modelUrl = HARNESS ? model.url : `${model.url}/v1`;
 const sides = {};
 try {
-  sides.this = await startEdgent(`${model.url}/v1`, THREADS, ROOT);
-  sides.other = await startEdgent(`${model.url}/v1`, THREADS, resolve(other));
-  for (const side of Object.values(sides)) await round(side, 'warm-up');
+  sides.this = await startEdgent(modelUrl, HARNESS ? 1 : THREADS, ROOT);
+  sides.other = await startEdgent(modelUrl, HARNESS ? 1 : THREADS, resolve(other));
+  for (const side of Object.values(sides)) {
+    if (HARNESS) for (let i = 0; i < 300; i++) await side.turn(`warm-up ${i}`);
+    else await round(side, 'warm-up');
+  }
   const rounds = { this: [], other: [] };
   for (let r = 0; r < ROUNDS; r++) {
     for (const name of r % 2 ? ['other', 'this'] : ['this', 'other']) {
       const side = sides[name];
+      if (HARNESS) {
+        rounds[name].push(await freshRound(side, THREADS, TURNS, `round ${r}`));
+        continue;
+      }
       const [c0, t0] = [cpuMs(side.pid), performance.now()];
       await round(side, `round ${r}`);
       const [wall, used] = [performance.now() - t0, cpuMs(side.pid) - c0];
@@ -55,4 +69,5 @@ try {
 } finally {
   for (const side of Object.values(sides)) await side.dispose();
   await model.close();
+  rmSync(dir, { recursive: true, force: true });
 }

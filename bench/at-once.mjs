@@ -10,29 +10,47 @@
 // (the numbers in docs/testing.md), so the harness's "20 x 20 at once" row depends on this
 // figure, not on cpu.mjs's. `1 100` gives the one-thread figure the same way.
 //
-// Usage: npm run build && node bench/at-once.mjs [threads] [turns]   (20 x 20 by default)
+//
+// With `--harness`, each round is shaped as the harness's row: fresh threads with two untimed
+// warm-up turns each, and the harness's model server and reply (16 streamed pieces) when the
+// harness is on the machine; the sides first run 300 turns on one thread, as the harness's
+// earlier phases warm its Worker up.
+//
+// Usage: npm run build && node bench/at-once.mjs [threads] [turns] [--harness]   (20 x 20 by default)
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { cpuMs } from './lib.mjs';
+import { cpuMs, freshRound, harnessModel } from './lib.mjs';
 import { startEdgent, startFloor } from './sides.mjs';
 
-const [THREADS, TURNS] = [Number(process.argv[2] ?? 20), Number(process.argv[3] ?? 20)];
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const HARNESS = process.argv.includes('--harness');
+const [THREADS, TURNS] = [Number(args[0] ?? 20), Number(args[1] ?? 20)];
 const ROUNDS = 3;
+const dir = mkdtempSync(join(tmpdir(), 'edgent-at-once-'));
 
 /** TURNS turns on each of the side's threads, one after another, the threads at once. */
 const round = (side, label) => Promise.all(side.turns.map(async (turn) => {
   for (let i = 0; i < TURNS; i++) await turn(`${label} ${i}`);
 }));
 
-const model = await startModelServer({ fallback: { text: 'ok, noted.' } });
+const model = HARNESS ? await harnessModel(dir) : await startModelServer({ fallback: { text: 'ok, noted.' } });
+const modelUrl = HARNESS ? model.url : `${model.url}/v1`;
 try {
-  console.log(`${THREADS} threads x ${TURNS} text turns at once, ${ROUNDS} rounds after a warm-up`);
+  console.log(`${THREADS} threads x ${TURNS} text turns at once, ${ROUNDS} rounds after a warm-up${HARNESS ? `, shaped as the harness's row (fresh threads, ${model.name})` : ''}`);
   const cpu = {};
   for (const [name, start] of [['floor', startFloor], ['edgent', startEdgent]]) {
-    const side = await start(`${model.url}/v1`, THREADS);
+    const side = await start(modelUrl, HARNESS ? 1 : THREADS);
     try {
-      await round(side, 'warm-up');
+      if (HARNESS) for (let i = 0; i < 300; i++) await side.turn(`warm-up ${i}`);
+      else await round(side, 'warm-up');
       const rounds = [];
       for (let r = 1; r <= ROUNDS; r++) {
+        if (HARNESS) {
+          rounds.push(await freshRound(side, THREADS, TURNS, `round ${r}`));
+          continue;
+        }
         const [c0, t0] = [cpuMs(side.pid), performance.now()];
         await round(side, `round ${r}`);
         const [wall, used] = [performance.now() - t0, cpuMs(side.pid) - c0];
@@ -48,4 +66,5 @@ try {
   console.log(`edgent's workerd CPU per turn at once: x${(cpu.edgent / cpu.floor).toFixed(2)} the floor's (middle rounds)`);
 } finally {
   await model.close();
+  rmSync(dir, { recursive: true, force: true });
 }

@@ -30,16 +30,16 @@ import { join } from 'node:path';
 import { ROOT } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
 import { freePort } from '../tests/support/net.mjs';
-import { startScripted } from './lib.mjs';
+import { HARNESS_DIR, HARNESS_TEXT, startScripted } from './lib.mjs';
 import { floorSocket, startEdgent, startFloor } from './sides.mjs';
 
 const WRANGLER = process.argv.includes('--wrangler');
 const PEER = process.argv.includes('--peer') ? process.argv[process.argv.indexOf('--peer') + 1] : null;
 const TURNS = Number(process.argv.slice(2).find((a, i, all) => !a.startsWith('--') && all[i - 1] !== '--peer') ?? 100);
 const WARMUP = 10;
-const HARNESS = process.env.EDGENT_BENCH_PEER ?? join(ROOT, '..', 'shared', 'bench-peer');
+const HARNESS = HARNESS_DIR;
 const SCRIPTED = join(HARNESS, 'scripted_openai.py');
-const TEXT = 'Sure, here is a short scripted reply from the model for this benchmark turn.';
+const TEXT = HARNESS_TEXT;
 const TOOL = { tool_calls: [{ name: 'get_current_time', arguments: {} }] };
 const dir = mkdtempSync(join(tmpdir(), 'edgent-floor-'));
 

@@ -81,3 +81,42 @@ export async function startScripted(harness, file, script) {
     },
   };
 }
+
+/** The side-by-side harness (../shared/bench-peer, or EDGENT_BENCH_PEER). */
+export const HARNESS_DIR = process.env.EDGENT_BENCH_PEER ?? join(new URL('..', import.meta.url).pathname, '..', 'shared', 'bench-peer');
+/** The reply the harness scripts for a text turn (14 words: 16 streamed pieces). */
+export const HARNESS_TEXT = 'Sure, here is a short scripted reply from the model for this benchmark turn.';
+
+/**
+ * The model server of a harness-shaped run (`--harness`): the harness's `scripted_openai.py`
+ * answering every request with HARNESS_TEXT when the harness is on the machine, else the
+ * project's scripted server with the same reply. `url` ends in `/v1`.
+ */
+export async function harnessModel(dir) {
+  if (existsSync(join(HARNESS_DIR, 'scripted_openai.py'))) {
+    const server = await startScripted(HARNESS_DIR, join(dir, 'harness-script.json'), [{ text: HARNESS_TEXT }]);
+    return { name: 'scripted_openai.py', url: server.url, close: async () => server.stop() };
+  }
+  const { startModelServer } = await import('../tests/support/model-server.mjs');
+  const m = await startModelServer({ fallback: { text: HARNESS_TEXT } });
+  return { name: 'tests/support/model-server.mjs', url: `${m.url}/v1`, close: () => m.close() };
+}
+
+/**
+ * One round of `threads` x `turns` at once the way the harness runs it: fresh threads (a side's
+ * `open()`), two untimed warm-up turns each, then `turns` on every thread at once. Returns the
+ * timed part's turns per second and the side's workerd CPU per turn.
+ */
+export async function freshRound(side, threads, turns, label) {
+  const opened = [];
+  for (let i = 0; i < threads; i++) opened.push(await side.open());
+  await Promise.all(opened.map(async (turn) => {
+    for (let i = 0; i < 2; i++) await turn(`${label} warm-up ${i}`);
+  }));
+  const [c0, t0] = [cpuMs(side.pid), performance.now()];
+  await Promise.all(opened.map(async (turn) => {
+    for (let i = 0; i < turns; i++) await turn(`${label} ${i}`);
+  }));
+  const [wall, used] = [performance.now() - t0, cpuMs(side.pid) - c0];
+  return { perSecond: (threads * turns * 1000) / wall, cpu: used / (threads * turns) };
+}

@@ -59,6 +59,12 @@ export async function startFloor(modelUrl, threads = 1) {
     pid: workerdPid(url),
     turn: turns[0],
     turns,
+    /** A new object and its socket: its `turn`. */
+    async open() {
+      const socket = await floorSocket(`${url.replace(/^http/, 'ws')}floor-new-${sockets.length}-${Date.now()}`);
+      sockets.push(socket);
+      return socket.turn;
+    },
     async dispose() {
       for (const socket of sockets) socket.close();
       await mf.dispose();
@@ -75,10 +81,9 @@ export async function startEdgent(modelUrl, threads = 1, appDir = undefined) {
   const worker = await startWorker({ modelUrl, appDir });
   await seedBench(worker.db);
   const sockets = [];
-  for (let i = 0; i < threads; i++) {
-    sockets.push(await worker.client.connect(await worker.client.createThread('bench_support'), { compress: false }));
-  }
-  const turns = sockets.map((sock) => {
+  const open = async () => {
+    const sock = await worker.client.connect(await worker.client.createThread('bench_support'), { compress: false });
+    sockets.push(sock);
     let n = 0;
     return async (content) => {
       const from = sock.frames.length;
@@ -86,11 +91,15 @@ export async function startEdgent(modelUrl, threads = 1, appDir = undefined) {
       const turn = ++n;
       await sock.waitFor((f) => f.type === 'status' && f.state === 'idle' && f.turn === turn, { from, timeout: 30_000 });
     };
-  });
+  };
+  const turns = [];
+  for (let i = 0; i < threads; i++) turns.push(await open());
   return {
     pid: workerdPid(worker.url),
     turn: turns[0],
     turns,
+    /** A new thread and its socket: its `turn`. */
+    open,
     async dispose() {
       for (const sock of sockets) sock.close();
       await worker.dispose();
