@@ -3,8 +3,9 @@
 //!
 //! Why: a table costs every object that has it, whether or not it holds a row. SQLite parses
 //! each schema object when the database opens and keeps it in memory, so these tables cost a
-//! new thread's creation CPU and each live object about 170 KiB (a Miniflare A/B, 150 threads
-//! of two text turns with their sockets open: 1,085 against 910 KiB per thread, 2026-12-02).
+//! new thread's creation CPU (14% of it) and each live object about 140 KiB (a Miniflare A/B,
+//! 150 threads of two text turns with their sockets open: 1,062-1,069 against 916-932 KiB per
+//! thread, 2026-12-02).
 //! Most threads never schedule, run a workflow step, cache a tool result, call an agent tool,
 //! keep tool storage, talk to an MCP server or compact.
 //!
