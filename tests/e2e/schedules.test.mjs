@@ -127,6 +127,28 @@ test('a cron schedule is listed with its next UTC time and cancelled; a client t
   assert.equal(summary.body.next_schedule_at, undefined, 'nothing left to wake for');
 });
 
+// A new thread has no `schedules` table (nor any other feature table) until its first write
+// to one: workerd's "no such table" must read as an empty list, an unknown schedule and no MCP
+// server, not as a 500 (docs/decisions/2026-12-02-feature-tables-created-on-first-use.md).
+test('a new thread, before any schedule, lists none and knows none; its first one creates the table', async () => {
+  const id = await client.createThread('support');
+  for (const path of [schedules(id), `${schedules(id)}?ended=true`]) {
+    const r = await client.request('GET', path);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.schedules, []);
+  }
+  const unknown = await client.request('DELETE', schedules(id, '/no-such-schedule'));
+  assert.equal(unknown.status, 404, JSON.stringify(unknown.body));
+  const mcp = await client.request('GET', `/api/threads/${id}/mcp`);
+  assert.equal(mcp.status, 200, JSON.stringify(mcp.body));
+  assert.deepEqual(mcp.body.servers, []);
+  const { schedule } = await make(id, { delay_seconds: 3600, message: 'later' });
+  const listed = await client.request('GET', schedules(id));
+  assert.deepEqual(listed.body.schedules.map((s) => s.id), [schedule.id]);
+  const summary = await client.request('GET', `/api/threads/${id}`);
+  assert.equal(summary.body.next_schedule_at, schedule.next_at, 'the table came with its triggers');
+});
+
 test('schedules over the socket: create_schedule, list_schedules and cancel_schedule', async () => {
   const id = await client.createThread('support');
   const sock = await client.connect(id);
