@@ -120,10 +120,32 @@ step "the UI (ui/: type check, vite build)" env EDGENT_UI_FORCE=1 bash scripts/u
 # builds below: separate target dirs, and each build's final LTO leaves a core free.
 started "fuzzing (cargo-fuzz, 5 s per target)" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh 5
 
+# The three builds start together. Cargo's lock on the shared target dir lets one compile at a
+# time (the example's deps are the others' too, so the second and third compile in seconds),
+# and each build's wasm-opt pass (about 40 s, on one core) then runs beside the next. The
+# upgrade test's second Worker (tests/apps/upgraded) is not what ships and skips that pass
+# (`EDGENT_FAST_BUILD=1`); the example app and examples/hello are built as users build them.
 build_workers() {
-  bash scripts/build.sh
-  EDGENT_APP_DIR=examples/hello bash scripts/build.sh
-  EDGENT_APP_DIR=tests/apps/upgraded bash scripts/build.sh
+  local -a names=(example hello upgraded) pids=()
+  local name status=0
+  bash scripts/build.sh >"$LOGS/build-example.log" 2>&1 &
+  pids+=($!)
+  EDGENT_APP_DIR=examples/hello bash scripts/build.sh >"$LOGS/build-hello.log" 2>&1 &
+  pids+=($!)
+  EDGENT_APP_DIR=tests/apps/upgraded EDGENT_FAST_BUILD=1 bash scripts/build.sh \
+    >"$LOGS/build-upgraded.log" 2>&1 &
+  pids+=($!)
+  for i in 0 1 2; do
+    name="${names[$i]}"
+    if wait "${pids[$i]}"; then
+      echo "[test] built $name:"
+    else
+      status=$?
+      echo "[test] building $name FAILED (exit $status):"
+    fi
+    cat "$LOGS/build-$name.log"
+  done
+  return "$status"
 }
 step "building the Workers (the example app, examples/hello, and tests/apps/upgraded: the example's workflows after a deploy)" build_workers
 
