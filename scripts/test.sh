@@ -96,7 +96,6 @@ started "npm packages: tests/browser" npm_once tests/browser node_modules/playwr
 
 step "host tests (cargo test)" cargo test --workspace --quiet
 
-awaited "setup (the toolchain's parts)"
 awaited "npm packages: clients/js, then examples/chat-web and ui"
 awaited "npm packages: tests/browser"
 
@@ -113,6 +112,10 @@ step "the example page (examples/chat-web: type check, vite build)" npm run buil
 # The playground and inspector (ui/): type-checked and built with Vite into ui/dist, which the
 # Worker serves at / and tests/browser drives in Chromium.
 step "the UI (ui/: type check, vite build)" env EDGENT_UI_FORCE=1 bash scripts/ui.sh
+
+# The three steps above need none of setup's tools: on a fresh machine they run while the
+# tools still compile (there, setup outlasts cargo test by minutes).
+awaited "setup (the toolchain's parts)"
 
 # The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as proptest
 # cases): 5 s each, as many at once as there are cores, from an unoptimised build (half the
