@@ -120,7 +120,7 @@ awaited "setup (the toolchain's parts)"
 # The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as proptest
 # cases): 5 s each, as many at once as there are cores, from an unoptimised build (half the
 # build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. Beside the Workers'
-# builds below: separate target dirs, and each build's final LTO leaves a core free.
+# builds below (separate target dirs), whose final LTO and wasm-opt passes each run on one core.
 started "fuzzing (cargo-fuzz, 5 s per target)" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh 5
 
 # The three builds start together. Cargo's lock on the shared target dir lets one compile at a
