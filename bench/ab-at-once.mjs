@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startModelServer } from '../tests/support/model-server.mjs';
 import { ROOT } from '../tests/support/worker.mjs';
-import { cpuMs, freshRound, harnessModel } from './lib.mjs';
+import { freshRound, harnessModel, timedRound } from './lib.mjs';
 import { startEdgent } from './sides.mjs';
 
 const HARNESS = process.argv.includes('--harness');
@@ -28,9 +28,6 @@ if (!other) {
 const [THREADS, TURNS, ROUNDS] = [3, 4, 5].map((i, k) => Number(argv[i] ?? [20, 20, 6][k]));
 const dir = mkdtempSync(join(tmpdir(), 'edgent-ab-at-once-'));
 
-const round = (side, label) => Promise.all(side.turns.map(async (turn) => {
-  for (let i = 0; i < TURNS; i++) await turn(`${label} ${i}`);
-}));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const model = HARNESS ? await harnessModel(dir) : await startModelServer({ fallback: { text: 'ok, noted.' } });
@@ -41,20 +38,15 @@ try {
   sides.other = await startEdgent(modelUrl, HARNESS ? 1 : THREADS, resolve(other));
   for (const side of Object.values(sides)) {
     if (HARNESS) for (let i = 0; i < 300; i++) await side.turn(`warm-up ${i}`);
-    else await round(side, 'warm-up');
+    else await timedRound(side.pid, side.turns, TURNS, 'warm-up');
   }
   const rounds = { this: [], other: [] };
   for (let r = 0; r < ROUNDS; r++) {
     for (const name of r % 2 ? ['other', 'this'] : ['this', 'other']) {
       const side = sides[name];
-      if (HARNESS) {
-        rounds[name].push(await freshRound(side, THREADS, TURNS, `round ${r}`));
-        continue;
-      }
-      const [c0, t0] = [cpuMs(side.pid), performance.now()];
-      await round(side, `round ${r}`);
-      const [wall, used] = [performance.now() - t0, cpuMs(side.pid) - c0];
-      rounds[name].push({ cpu: used / (THREADS * TURNS), perSecond: (THREADS * TURNS * 1000) / wall });
+      rounds[name].push(HARNESS
+        ? await freshRound(side, THREADS, TURNS, `round ${r}`)
+        : await timedRound(side.pid, side.turns, TURNS, `round ${r}`));
     }
   }
   console.log(`${THREADS} threads x ${TURNS} text turns at once, ${ROUNDS} rounds per build after a warm-up`);

@@ -10,7 +10,6 @@
 // (the numbers in docs/testing.md), so the harness's "20 x 20 at once" row depends on this
 // figure, not on cpu.mjs's. `1 100` gives the one-thread figure the same way.
 //
-//
 // With `--harness`, each round is shaped as the harness's row: fresh threads with two untimed
 // warm-up turns each, and the harness's model server and reply (16 streamed pieces) when the
 // harness is on the machine; the sides first run 300 turns on one thread, as the harness's
@@ -21,7 +20,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startModelServer } from '../tests/support/model-server.mjs';
-import { cpuMs, freshRound, harnessModel } from './lib.mjs';
+import { freshRound, harnessModel, timedRound } from './lib.mjs';
 import { startEdgent, startFloor } from './sides.mjs';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
@@ -29,11 +28,6 @@ const HARNESS = process.argv.includes('--harness');
 const [THREADS, TURNS] = [Number(args[0] ?? 20), Number(args[1] ?? 20)];
 const ROUNDS = 3;
 const dir = mkdtempSync(join(tmpdir(), 'edgent-at-once-'));
-
-/** TURNS turns on each of the side's threads, one after another, the threads at once. */
-const round = (side, label) => Promise.all(side.turns.map(async (turn) => {
-  for (let i = 0; i < TURNS; i++) await turn(`${label} ${i}`);
-}));
 
 const model = HARNESS ? await harnessModel(dir) : await startModelServer({ fallback: { text: 'ok, noted.' } });
 const modelUrl = HARNESS ? model.url : `${model.url}/v1`;
@@ -44,17 +38,12 @@ try {
     const side = await start(modelUrl, HARNESS ? 1 : THREADS);
     try {
       if (HARNESS) for (let i = 0; i < 300; i++) await side.turn(`warm-up ${i}`);
-      else await round(side, 'warm-up');
+      else await timedRound(side.pid, side.turns, TURNS, 'warm-up');
       const rounds = [];
       for (let r = 1; r <= ROUNDS; r++) {
-        if (HARNESS) {
-          rounds.push(await freshRound(side, THREADS, TURNS, `round ${r}`));
-          continue;
-        }
-        const [c0, t0] = [cpuMs(side.pid), performance.now()];
-        await round(side, `round ${r}`);
-        const [wall, used] = [performance.now() - t0, cpuMs(side.pid) - c0];
-        rounds.push({ perSecond: (THREADS * TURNS * 1000) / wall, cpu: used / (THREADS * TURNS) });
+        rounds.push(HARNESS
+          ? await freshRound(side, THREADS, TURNS, `round ${r}`)
+          : await timedRound(side.pid, side.turns, TURNS, `round ${r}`));
       }
       cpu[name] = rounds.map((r) => r.cpu).sort((a, b) => a - b)[1];
       const shown = rounds.map((r) => `${r.perSecond.toFixed(0)} turns/s, ${r.cpu.toFixed(2)} ms CPU`).join(' | ');

@@ -21,10 +21,10 @@ import { performance } from 'node:perf_hooks';
 import { freePort } from '../tests/support/net.mjs';
 import WebSocket from 'ws';
 import { ROOT } from '../tests/support/worker.mjs';
-import { startScripted as startScriptedIn } from './lib.mjs';
+import { HARNESS_DIR, HARNESS_TEXT, startScripted as startScriptedIn } from './lib.mjs';
 
 const REPS = Number(process.argv[2] ?? 3);
-const HARNESS = process.env.EDGENT_BENCH_PEER ?? join(ROOT, '..', 'shared', 'bench-peer');
+const HARNESS = HARNESS_DIR;
 const PEER_DIR = join(HARNESS, 'cf-agents');
 const PROBE = join(HARNESS, 'sidebyside', 'probe.mjs');
 if (!existsSync(PROBE) || !existsSync(join(PEER_DIR, 'node_modules'))) {
@@ -32,11 +32,10 @@ if (!existsSync(PROBE) || !existsSync(join(PEER_DIR, 'node_modules'))) {
   process.exit(0);
 }
 const KEY = 'cold-compare-key-0123456789abcdef';
-const TEXT = 'Sure, here is a short scripted reply from the model for this benchmark turn.';
 
 /** The harness's scripted server, serving `script` in order (see `bench/lib.mjs`). */
 const startScripted = (dir, script) => startScriptedIn(HARNESS, join(dir, 'script.json'), script);
-const T = { text: TEXT };
+const T = { text: HARNESS_TEXT };
 const C = { tool_calls: [{ name: 'get_current_time', arguments: {} }] };
 const U = { text: 'The current time is in the tool result above, so that is the answer.' };
 

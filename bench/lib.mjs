@@ -103,20 +103,26 @@ export async function harnessModel(dir) {
 }
 
 /**
+ * `turns` turns on each of `turnFns` (a side's `turn` functions), one after another per thread,
+ * the threads at once. Returns the turns per second and workerd `pid`'s CPU per turn.
+ */
+export async function timedRound(pid, turnFns, turns, label) {
+  const [c0, t0] = [cpuMs(pid), performance.now()];
+  await Promise.all(turnFns.map(async (turn) => {
+    for (let i = 0; i < turns; i++) await turn(`${label} ${i}`);
+  }));
+  const [wall, used] = [performance.now() - t0, cpuMs(pid) - c0];
+  const count = turnFns.length * turns;
+  return { perSecond: (count * 1000) / wall, cpu: used / count };
+}
+
+/**
  * One round of `threads` x `turns` at once the way the harness runs it: fresh threads (a side's
- * `open()`), two untimed warm-up turns each, then `turns` on every thread at once. Returns the
- * timed part's turns per second and the side's workerd CPU per turn.
+ * `open()`), two untimed warm-up turns each, then `turns` on every thread at once, timed.
  */
 export async function freshRound(side, threads, turns, label) {
   const opened = [];
   for (let i = 0; i < threads; i++) opened.push(await side.open());
-  await Promise.all(opened.map(async (turn) => {
-    for (let i = 0; i < 2; i++) await turn(`${label} warm-up ${i}`);
-  }));
-  const [c0, t0] = [cpuMs(side.pid), performance.now()];
-  await Promise.all(opened.map(async (turn) => {
-    for (let i = 0; i < turns; i++) await turn(`${label} ${i}`);
-  }));
-  const [wall, used] = [performance.now() - t0, cpuMs(side.pid) - c0];
-  return { perSecond: (threads * turns * 1000) / wall, cpu: used / (threads * turns) };
+  await timedRound(side.pid, opened, 2, `${label} warm-up`);
+  return timedRound(side.pid, opened, turns, label);
 }

@@ -61,7 +61,7 @@ fn a_new_thread_has_none_of_the_feature_tables() {
 }
 
 #[test]
-fn every_feature_execs_as_empty_until_its_first_write() {
+fn every_feature_reads_as_empty_until_its_first_write() {
     let db = new_thread();
     let store = Store::new(&db);
     assert_eq!(store.context_get("k").unwrap(), None);
