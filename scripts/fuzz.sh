@@ -26,7 +26,9 @@ if ! rustup run nightly rustc --version >/dev/null 2>&1; then
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "[fuzz] installing cargo-fuzz"
-  cargo install cargo-fuzz --locked
+  # shellcheck source=lib/tool-install.sh
+  source scripts/lib/tool-install.sh
+  tool_install cargo-fuzz --locked
 fi
 
 cd fuzz
