@@ -99,12 +99,11 @@ step "host tests (cargo test)" cargo test --workspace --quiet
 # The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as proptest
 # cases): 3 s each, as many at once as there are cores, from an unoptimised build (half the
 # build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. It needs nothing of setup's
-# or of the package sets', so it starts as soon as cargo test has freed the cores, at a lower
-# priority (nice): on a fresh machine setup is still compiling the tools the Workers' builds
-# wait for, and the step below that comes first; the fuzzing takes the core the others leave
-# idle (the clients' and the UI's single-threaded builds, setup's last crates, the Workers'
-# final LTO and wasm-opt pass, each on one core). Separate target dirs throughout.
-started "fuzzing (cargo-fuzz, 3 s per target)" env FUZZ_QUICK_BUILD=1 nice -n 10 bash scripts/fuzz.sh 3
+# or of the package sets', so it starts as soon as cargo test has freed the cores: beside the
+# steps below (the clients' and the UI's single-threaded builds, setup's last compiles on a
+# fresh machine), then the Workers' builds (separate target dirs), whose final LTO and wasm-opt
+# pass each run on one core.
+started "fuzzing (cargo-fuzz, 3 s per target)" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh 3
 
 awaited "npm packages: clients/js, then examples/chat-web and ui"
 awaited "npm packages: tests/browser"
