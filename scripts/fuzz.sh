@@ -28,10 +28,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "[fuzz] installing cargo-fuzz"
   # shellcheck source=lib/tool-install.sh
   source scripts/lib/tool-install.sh
-  # A target dir of its own: `npm test` may start this while setup still compiles its tools in
-  # target/tools (cargo would wait for that dir's lock), and the three share almost no crates.
-  EDGENT_TOOLS_TARGET_DIR="${EDGENT_TOOLS_TARGET_DIR:-$PWD/target/tools}-cargo-fuzz" \
-    tool_install cargo-fuzz --locked
+  tool_install cargo-fuzz --locked
 fi
 
 cd fuzz

@@ -6,8 +6,8 @@
 #
 # Steps that wait on the network or on one core run beside the ones that keep both cores busy:
 # setup and the JavaScript package sets install while cargo test compiles, and the fuzzing step
-# (its own nightly build, then the targets) starts after cargo test and runs beside the steps up
-# to the Workers' release builds, whose last link is one long single-threaded LTO. Each background step's output is printed when it is
+# (its own nightly build, then the targets) runs beside the Workers' release builds, whose last
+# link is one long single-threaded LTO. Each background step's output is printed when it is
 # awaited.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,15 +96,6 @@ started "npm packages: tests/browser" npm_once tests/browser node_modules/playwr
 
 step "host tests (cargo test)" cargo test --workspace --quiet
 
-# The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as proptest
-# cases): 3 s each, as many at once as there are cores, from an unoptimised build (half the
-# build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. It needs nothing of setup's
-# or of the package sets', so it starts as soon as cargo test has freed the cores: beside the
-# steps below (the clients' and the UI's single-threaded builds, setup's last compiles on a
-# fresh machine), then the Workers' builds (separate target dirs), whose final LTO and wasm-opt
-# pass each run on one core.
-started "fuzzing (cargo-fuzz, 3 s per target)" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh 3
-
 awaited "npm packages: clients/js, then examples/chat-web and ui"
 awaited "npm packages: tests/browser"
 
@@ -125,6 +116,12 @@ step "the UI (ui/: type check, vite build)" env EDGENT_UI_FORCE=1 bash scripts/u
 # The three steps above need none of setup's tools: on a fresh machine they run while the
 # tools still compile (there, setup outlasts cargo test by minutes).
 awaited "setup (the toolchain's parts)"
+
+# The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as proptest
+# cases): 3 s each, as many at once as there are cores, from an unoptimised build (half the
+# build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. Beside the Workers'
+# builds below (separate target dirs), whose final LTO and wasm-opt passes each run on one core.
+started "fuzzing (cargo-fuzz, 3 s per target)" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh 3
 
 # The three builds start together. Cargo's lock on the shared target dir lets one compile at a
 # time (the example's deps are the others' too, so the second and third compile in seconds),
