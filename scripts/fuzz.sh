@@ -49,7 +49,7 @@ if [ "${FUZZ_QUICK_BUILD:-0}" = 1 ]; then
   export CARGO_PROFILE_RELEASE_OPT_LEVEL=0
 fi
 echo "[fuzz] building the targets (sanitizer: $SANITIZER; $build_kind)"
-cargo +nightly fuzz build -s "$SANITIZER" --target-dir "$target_dir" "${build_flags[@]}"
+cargo +nightly fuzz build -s "$SANITIZER" --target-dir "$target_dir" ${build_flags[@]+"${build_flags[@]}"}
 built=$(date +%s)
 # The targets run from the binaries just built (`cargo fuzz run` would check the build again
 # before each one, and rebuild from sources edited meanwhile).

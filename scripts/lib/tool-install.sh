@@ -17,5 +17,5 @@ tool_install() {
   CARGO_TARGET_DIR="${EDGENT_TOOLS_TARGET_DIR:-$PWD/target/tools}" \
     CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
     CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=false \
-    cargo install "${hot[@]}" "$@"
+    cargo install ${hot[@]+"${hot[@]}"} "$@"
 }
