@@ -121,7 +121,9 @@ awaited "setup (the toolchain's parts)"
 # cases): 3 s each, as many at once as there are cores, from an unoptimised build (half the
 # build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. Beside the Workers'
 # builds below (separate target dirs), whose final LTO and wasm-opt passes each run on one core.
-started "fuzzing (cargo-fuzz, 3 s per target)" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh 3
+FUZZ_SECONDS=3
+FUZZ_STEP="fuzzing (cargo-fuzz, $FUZZ_SECONDS s per target)"
+started "$FUZZ_STEP" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh "$FUZZ_SECONDS"
 
 # The three builds start together. Cargo's lock on the shared target dir lets one compile at a
 # time (the example's deps are the others' too, so the second and third compile in seconds),
@@ -155,7 +157,7 @@ build_workers() {
 }
 step "building the Workers (the example app, examples/hello, and tests/apps/upgraded: the example's workflows after a deploy)" build_workers
 
-awaited "fuzzing (cargo-fuzz, 3 s per target)"
+awaited "$FUZZ_STEP"
 
 # Test files are independent (each starts its own Worker, model server and state on free
 # ports), so they run side by side, four at a time. The longest, reliability.test.mjs (its
