@@ -73,14 +73,15 @@ awaited() {
   fi
 }
 
-# The project's own packages first (seconds): npm reads them while installing the package sets
-# below (it looks up from the clients the UI and the example page link), so they do not change
-# under it.
-step "the project's npm packages" npm_once . node_modules/.bin/wrangler
-
 # Setup (the wasm32 target, worker-build and the wasm-bindgen CLI: a few minutes of compiling on
-# a fresh machine; the packages above are there) is not needed by cargo test: beside it.
-started "setup (the toolchain's parts)" bash scripts/setup.sh
+# a fresh machine) is needed by neither the npm packages nor cargo test: it starts first, and
+# leaves the project's own packages to the step below (EDGENT_SETUP_SKIP_NPM).
+started "setup (the toolchain's parts)" env EDGENT_SETUP_SKIP_NPM=1 bash scripts/setup.sh
+
+# The project's own packages (seconds): npm reads them while installing the package sets below
+# (it looks up from the clients the UI and the example page link), so they do not change under
+# it.
+step "the project's npm packages" npm_once . node_modules/.bin/wrangler
 
 # The package sets of the clients, the example page, the UI and the browser tests, each from its
 # own lockfile (scripts/lib/npm-once.sh), meanwhile cargo compiles. The UI and the example page
