@@ -31,7 +31,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
-import { ROOT } from '../support/worker.mjs';
+import { ROOT, againOnProxyDesync } from '../support/worker.mjs';
 import { freePort } from '../support/net.mjs';
 import { EdgentClient } from '../support/client.mjs';
 import { startModelServer } from '../support/model-server.mjs';
@@ -562,21 +562,30 @@ before(async () => {
       TOOL_GET_WEATHER_RATE_PER_MINUTE: '100000',
     },
   });
-  wr = new CrashableWorker(options, { log });
   // Never leave a workerd of ours behind, even when the test process is interrupted.
   const killRuntime = () => {
     try {
-      if (wr.pid) process.kill(wr.pid, 'SIGKILL');
+      if (wr?.pid) process.kill(wr.pid, 'SIGKILL');
     } catch {}
   };
   process.once('exit', killRuntime);
   for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => { killRuntime(); process.exit(130); });
-  log(`workerd ready in ${await wr.start()} ms on ${wr.base}; loop seed ${SEED}`);
-  const db = await wr.db();
-  await applyMigrations(db, join(ROOT, 'migrations'));
   const defs = loadDefinitions(join(ROOT, 'agents'));
   for (const m of defs.models) m.base_url = `${model.url}/v1`;
-  await seed(db, defs);
+  // D1 is set up through Miniflare's binding proxy: a fresh workerd and proxy once more if that
+  // proxy desynchronises under load (tests/support/worker.mjs says how).
+  await againOnProxyDesync(async () => {
+    wr = new CrashableWorker(options, { log });
+    try {
+      log(`workerd ready in ${await wr.start()} ms on ${wr.base}; loop seed ${SEED}`);
+      const db = await wr.db();
+      await applyMigrations(db, join(ROOT, 'migrations'));
+      await seed(db, defs);
+    } catch (e) {
+      await wr.dispose();
+      throw e;
+    }
+  });
   client = new CheckedClient(wr.base, KEY);
   // The child-run rounds' agents, written through the configuration API: a dual_ai agent
   // exposed as a tool, and an ai_human agent whose prompt may call it.
