@@ -27,49 +27,24 @@ if [[ -z "$WASM_BINDGEN_VERSION" ]]; then
   exit 1
 fi
 
-install_worker_build() {
+if ! "$CARGO_BIN/worker-build" --version 2>/dev/null | grep -qF "$WORKER_BUILD_VERSION"; then
+  step "installing worker-build $WORKER_BUILD_VERSION (once, a few minutes)"
   tool_install worker-build --version "$WORKER_BUILD_VERSION" --locked
-}
-install_wasm_bindgen() {
+fi
+
+# One install after the other, into one target dir: side by side (a target dir each, cargo
+# locking a dir for one build at a time) the crates they share compiled twice, and a bare
+# machine's first `npm test` took 817 s against 724-778 s
+# (docs/decisions/2026-12-03-tools-compiled-unoptimised.md).
+if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -qF "$WASM_BINDGEN_VERSION"; then
+  step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (once, a few minutes)"
   # Without --locked: the CLI's own lockfile pins a yanked crate. Without default features:
   # they are the test runner's TLS for downloading browser drivers, which edgent never runs;
   # the CLI writes the same glue and wasm byte for byte and compiles with about 12% less CPU.
   # Its run is parsing and rewriting the Worker's wasm: those three crates stay optimised (0.5 s
-  # per build, against 1.5 s with none and 0.46 s with all). Its own target dir, so that it can
-  # compile beside worker-build (cargo locks a target dir for one build at a time).
-  EDGENT_TOOLS_TARGET_DIR="${EDGENT_TOOLS_TARGET_DIR:-$PWD/target/tools}-bindgen" \
-    tool_install --hot walrus --hot wasmparser --hot wasm-bindgen-cli-support \
+  # per build, against 1.5 s with none and 0.46 s with all).
+  tool_install --hot walrus --hot wasmparser --hot wasm-bindgen-cli-support \
     wasm-bindgen-cli --version "=$WASM_BINDGEN_VERSION" --no-default-features
-}
-MISSING=()
-if ! "$CARGO_BIN/worker-build" --version 2>/dev/null | grep -qF "$WORKER_BUILD_VERSION"; then
-  MISSING+=(worker_build)
-fi
-if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -qF "$WASM_BINDGEN_VERSION"; then
-  MISSING+=(wasm_bindgen)
-fi
-# Both missing (a fresh machine): they compile side by side. Each install has stretches on one
-# core (resolving and downloading, build scripts, its final link) that the other fills.
-if [[ ${#MISSING[@]} -eq 2 ]]; then
-  step "installing worker-build $WORKER_BUILD_VERSION and wasm-bindgen-cli $WASM_BINDGEN_VERSION side by side (once, a few minutes)"
-  LOGS="$(mktemp -d "${TMPDIR:-/tmp}/edgent-setup.XXXXXX")"
-  trap 'rm -rf "$LOGS"' EXIT
-  install_worker_build >"$LOGS/worker_build.log" 2>&1 &
-  WB=$!
-  install_wasm_bindgen >"$LOGS/wasm_bindgen.log" 2>&1 &
-  BG=$!
-  STATUS=0
-  wait "$WB" || STATUS=$?
-  cat "$LOGS/worker_build.log"
-  [[ "$STATUS" -eq 0 ]] || { echo "setup: installing worker-build failed" >&2; wait "$BG" || true; exit "$STATUS"; }
-  wait "$BG" || STATUS=$?
-  cat "$LOGS/wasm_bindgen.log"
-  [[ "$STATUS" -eq 0 ]] || { echo "setup: installing wasm-bindgen-cli failed" >&2; exit "$STATUS"; }
-else
-  for tool in ${MISSING[@]+"${MISSING[@]}"}; do
-    step "installing ${tool//_/-} (once, a few minutes)"
-    "install_$tool"
-  done
 fi
 
 # The root package set, unless the caller installs it (scripts/test.sh starts setup first and
