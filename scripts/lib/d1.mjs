@@ -244,7 +244,11 @@ export async function seed(db, defs) {
  * Migrates and seeds the local D1 that `wrangler dev --persist-to <persistTo>` opens (the same
  * file `wrangler d1 ... --local` uses). Returns the migrations applied and the rows written.
  */
-export async function seedLocal({ persistTo, databaseId, migrationsDir, defs }) {
+export async function seedLocal(options) {
+  return await againOnProxyDesync(() => seedLocalOnce(options));
+}
+
+async function seedLocalOnce({ persistTo, databaseId, migrationsDir, defs }) {
   const mf = new Miniflare({
     modules: true,
     script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
@@ -257,5 +261,26 @@ export async function seedLocal({ persistTo, databaseId, migrationsDir, defs }) 
     return { applied, ...(await seed(db, defs)) };
   } finally {
     await mf.dispose();
+  }
+}
+
+/**
+ * Runs `start` (which starts a Miniflare of its own and sets up its D1 through the binding
+ * proxy), and once more if that proxy desynchronised on the way. The proxy makes synchronous
+ * calls (`D1Database#prepare`, `bind`, ...) over a worker-thread channel; when its thread is
+ * preempted between answering and waking the caller (a loaded machine: four test files, each
+ * with its workerds, on two cores), the next call reads an empty port, its internal
+ * `assert(message?.id === id)` throws, and from then on every call of that Miniflare's proxy
+ * reads the answer to the one before (fixed upstream in workers-sdk#15552, after the
+ * miniflare this project pins). It is the tooling's fault, not the database's: `start` must
+ * dispose of what it started when it throws, and be idempotent on persisted state (migrations
+ * and seeds are), so the second attempt begins on a fresh proxy.
+ */
+export async function againOnProxyDesync(start) {
+  try {
+    return await start();
+  } catch (e) {
+    if (!String(e?.stack ?? '').includes('SynchronousFetcher')) throw e;
+    return await start();
   }
 }

@@ -573,7 +573,7 @@ before(async () => {
   const defs = loadDefinitions(join(ROOT, 'agents'));
   for (const m of defs.models) m.base_url = `${model.url}/v1`;
   // D1 is set up through Miniflare's binding proxy: a fresh workerd and proxy once more if that
-  // proxy desynchronises under load (tests/support/worker.mjs says how).
+  // proxy desynchronises under load (scripts/lib/d1.mjs says how).
   await againOnProxyDesync(async () => {
     wr = new CrashableWorker(options, { log });
     try {

@@ -5,7 +5,9 @@ import { Miniflare } from 'miniflare';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { existsSync } from 'node:fs';
-import { applyMigrations, loadDefinitions, seed } from '../../scripts/lib/d1.mjs';
+import { againOnProxyDesync, applyMigrations, loadDefinitions, seed } from '../../scripts/lib/d1.mjs';
+
+export { againOnProxyDesync };
 import { EdgentClient } from './client.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -18,29 +20,9 @@ export const TOKEN_SECRET = 'test-token-secret-0123456789abcdef';
  * `objectsApart`, the Durable Objects run in a second copy of the Worker (see `startOnce`).
  */
 export async function startWorker(options = {}) {
+  // Its D1 is set up through Miniflare's binding proxy: once more on a fresh Miniflare if that
+  // proxy desynchronises under load (scripts/lib/d1.mjs says how).
   return await againOnProxyDesync(() => startOnce(options));
-}
-
-/**
- * Runs `start` (which starts a Miniflare of its own and sets up its D1), and once more if
- * Miniflare's Node-side binding proxy desynchronised on the way. That proxy makes synchronous
- * calls (`D1Database#prepare`, `bind`, ...) over a worker-thread channel, and when its thread
- * is preempted between answering and waking the caller (four test files, each with its
- * workerds, on two cores), the next call reads an empty port and its internal
- * `assert(message?.id === id)` throws; from then on every call of that Miniflare's proxy reads
- * the answer to the one before (fixed upstream in workers-sdk#15552, after the miniflare this
- * project pins). That is the test harness's fault, not the Worker's: `start` must dispose of
- * what it started when it throws, and be idempotent on persisted state (migrations and seeds
- * are), so the second attempt starts from a fresh proxy and the run neither fails nor hangs on
- * it.
- */
-export async function againOnProxyDesync(start) {
-  try {
-    return await start();
-  } catch (e) {
-    if (!String(e?.stack ?? '').includes('SynchronousFetcher')) throw e;
-    return await start();
-  }
 }
 
 /**
