@@ -27,7 +27,7 @@ import { startWorker, ROOT } from '../support/worker.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { demoStep } from '../support/demo-model.mjs';
 import { freePort, freePortPair } from '../support/net.mjs';
-import { asDemoModel, seed, toDefinitions, toRows } from '../../scripts/lib/d1.mjs';
+import { againOnProxyDesync, asDemoModel, seed, toDefinitions, toRows } from '../../scripts/lib/d1.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // demoStep on hand-built bodies. The schemas are the example tools' own (GET /api/tools).
@@ -417,6 +417,10 @@ function runSeed(dir, ...args) {
 
 /** The model rows of the local D1 under `dir/state`, by name. */
 async function modelRows(dir) {
+  return await againOnProxyDesync(() => modelRowsOnce(dir));
+}
+
+async function modelRowsOnce(dir) {
   const mf = new Miniflare({
     modules: true,
     script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
