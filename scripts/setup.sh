@@ -32,9 +32,9 @@ if ! "$CARGO_BIN/worker-build" --version 2>/dev/null | grep -qF "$WORKER_BUILD_V
   tool_install worker-build --version "$WORKER_BUILD_VERSION" --locked
 fi
 
-# One install after the other, into one target dir: side by side (a target dir each, cargo
-# locking a dir for one build at a time) the crates they share compiled twice, and a bare
-# machine's first `npm test` took 817 s against 724-778 s
+# One install after the other, into one target dir. Side by side (a target dir each, since cargo
+# locks a dir for one build at a time) they compiled the crates they share twice and slowed the
+# `cargo test` beside them, for no shorter setup
 # (docs/decisions/2026-12-03-tools-compiled-unoptimised.md).
 if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -qF "$WASM_BINDGEN_VERSION"; then
   step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (once, a few minutes)"

@@ -31,13 +31,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
-import { ROOT, againOnProxyDesync } from '../support/worker.mjs';
+import { ROOT } from '../support/worker.mjs';
 import { freePort } from '../support/net.mjs';
 import { EdgentClient } from '../support/client.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { startStepServer, temperatureOf } from '../support/step-server.mjs';
 import { CrashableWorker, optionsFromWranglerToml } from '../support/crash-worker.mjs';
-import { applyMigrations, loadDefinitions, seed } from '../../scripts/lib/d1.mjs';
+import { againOnProxyDesync, applyMigrations, loadDefinitions, seed } from '../../scripts/lib/d1.mjs';
 
 const KEY = 'reliability-key-0123456789abcdef';
 /** The turn watchdog (crates/edgent/src/engine/wake.rs): an interrupted run nobody touches resumes this long after it started (a request to the thread resumes it at once). */

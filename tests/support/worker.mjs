@@ -6,8 +6,6 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { existsSync } from 'node:fs';
 import { againOnProxyDesync, applyMigrations, loadDefinitions, seed } from '../../scripts/lib/d1.mjs';
-
-export { againOnProxyDesync };
 import { EdgentClient } from './client.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
