@@ -19,6 +19,15 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
   rustup target add wasm32-unknown-unknown
 fi
 
+# One install after the other, into one target dir. Side by side (a target dir each, since cargo
+# locks a dir for one build at a time) they compiled the crates they share twice and slowed the
+# `cargo test` beside them, for no shorter setup
+# (docs/decisions/2026-12-03-tools-compiled-unoptimised.md).
+if ! "$CARGO_BIN/worker-build" --version 2>/dev/null | grep -qF "$WORKER_BUILD_VERSION"; then
+  step "installing worker-build $WORKER_BUILD_VERSION (once, a few minutes)"
+  tool_install worker-build --version "$WORKER_BUILD_VERSION" --locked
+fi
+
 # wasm-bindgen's CLI must match the library version exactly; worker-build would download it
 # from a host that is not always reachable, so install it from crates.io instead.
 WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)"
@@ -26,16 +35,6 @@ if [[ -z "$WASM_BINDGEN_VERSION" ]]; then
   echo "setup: cannot find wasm-bindgen in Cargo.lock" >&2
   exit 1
 fi
-
-if ! "$CARGO_BIN/worker-build" --version 2>/dev/null | grep -qF "$WORKER_BUILD_VERSION"; then
-  step "installing worker-build $WORKER_BUILD_VERSION (once, a few minutes)"
-  tool_install worker-build --version "$WORKER_BUILD_VERSION" --locked
-fi
-
-# One install after the other, into one target dir. Side by side (a target dir each, since cargo
-# locks a dir for one build at a time) they compiled the crates they share twice and slowed the
-# `cargo test` beside them, for no shorter setup
-# (docs/decisions/2026-12-03-tools-compiled-unoptimised.md).
 if ! "$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | grep -qF "$WASM_BINDGEN_VERSION"; then
   step "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (once, a few minutes)"
   # Without --locked: the CLI's own lockfile pins a yanked crate. Without default features:
