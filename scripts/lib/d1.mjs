@@ -244,24 +244,32 @@ export async function seed(db, defs) {
  * Migrates and seeds the local D1 that `wrangler dev --persist-to <persistTo>` opens (the same
  * file `wrangler d1 ... --local` uses). Returns the migrations applied and the rows written.
  */
-export async function seedLocal(options) {
-  return await againOnProxyDesync(() => seedLocalOnce(options));
-}
-
-async function seedLocalOnce({ persistTo, databaseId, migrationsDir, defs }) {
-  const mf = new Miniflare({
-    modules: true,
-    script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
-    d1Databases: { DB: databaseId },
-    d1Persist: join(persistTo, 'v3', 'd1'),
-  });
-  try {
-    const db = await mf.getD1Database('DB');
+export async function seedLocal({ persistTo, databaseId, migrationsDir, defs }) {
+  return await withLocalD1({ persistTo, databaseId }, async (db) => {
     const applied = await applyMigrations(db, migrationsDir);
     return { applied, ...(await seed(db, defs)) };
-  } finally {
-    await mf.dispose();
-  }
+  });
+}
+
+/**
+ * Runs `use(db)` on the local D1 under `persistTo` (as `wrangler dev --persist-to` keeps it),
+ * through a Miniflare of its own, disposed of afterwards; once more on a fresh one if the
+ * binding proxy desynchronises (`againOnProxyDesync`), so `use` must be idempotent.
+ */
+export async function withLocalD1({ persistTo, databaseId }, use) {
+  return await againOnProxyDesync(async () => {
+    const mf = new Miniflare({
+      modules: true,
+      script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
+      d1Databases: { DB: databaseId },
+      d1Persist: join(persistTo, 'v3', 'd1'),
+    });
+    try {
+      return await use(await mf.getD1Database('DB'));
+    } finally {
+      await mf.dispose();
+    }
+  });
 }
 
 /**

@@ -21,13 +21,12 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writ
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Miniflare } from 'miniflare';
 import { parse as parseToml } from 'smol-toml';
 import { startWorker, ROOT } from '../support/worker.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { demoStep } from '../support/demo-model.mjs';
 import { freePort, freePortPair } from '../support/net.mjs';
-import { againOnProxyDesync, asDemoModel, seed, toDefinitions, toRows } from '../../scripts/lib/d1.mjs';
+import { asDemoModel, seed, toDefinitions, toRows, withLocalD1 } from '../../scripts/lib/d1.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // demoStep on hand-built bodies. The schemas are the example tools' own (GET /api/tools).
@@ -417,23 +416,10 @@ function runSeed(dir, ...args) {
 
 /** The model rows of the local D1 under `dir/state`, by name. */
 async function modelRows(dir) {
-  return await againOnProxyDesync(() => modelRowsOnce(dir));
-}
-
-async function modelRowsOnce(dir) {
-  const mf = new Miniflare({
-    modules: true,
-    script: 'export default { fetch() { return new Response(null, { status: 404 }); } }',
-    d1Databases: { DB: DB_ID },
-    d1Persist: join(dir, 'state', 'v3', 'd1'),
-  });
-  try {
-    const db = await mf.getD1Database('DB');
+  return await withLocalD1({ persistTo: join(dir, 'state'), databaseId: DB_ID }, async (db) => {
     const { results } = await db.prepare('SELECT name, provider, model, base_url, api_key_secret, fallbacks FROM models').all();
     return Object.fromEntries(results.map((r) => [r.name, r]));
-  } finally {
-    await mf.dispose();
-  }
+  });
 }
 
 test('seed --demo-model writes the keyless models as the demo; a plain seed puts the files back', async (t) => {
