@@ -161,9 +161,10 @@ function diagnose(page) {
  * `page.goto(url)` for a page's first load. In about one full run of this layer in ten, one
  * navigation right after the Stop test never got its page or its stylesheet from
  * `wrangler dev` (static files, which the assets server answers without running the Worker),
- * and the next test loaded at once. Such a load is tried once more, and said so on stderr with
- * what was open and wrangler's last lines, so it stays visible; any other failure, or a second
- * one, fails the test.
+ * and the next test loaded at once; with the end-to-end files beside it (`npm test`'s pool), a
+ * first load in shell.test.mjs did the same (2026-12-03). Such a load is tried once more, and
+ * said so on stderr with what was open and wrangler's last lines, so it stays visible; any
+ * other failure, or a second one, fails the test.
  */
 export async function load(page, url) {
   try {
@@ -173,6 +174,9 @@ export async function load(page, url) {
     const stuck = [...(seen?.open.keys() ?? [])].filter((r) => r.resourceType() === 'document' || r.resourceType() === 'stylesheet');
     if (err?.name !== 'TimeoutError' || stuck.length === 0) throw err;
     console.error(`[browser harness] loading ${url} timed out; loading it once more.${diagnose(page)}`);
+    // By way of a blank page: to the same address with a fragment (`/#token=…`), a second
+    // `goto` would only move within the stuck document.
+    await page.goto('about:blank');
     await page.goto(url);
   }
 }

@@ -10,7 +10,7 @@
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
-import { KEY, startApp, uiTest } from './harness.mjs';
+import { KEY, load, startApp, uiTest } from './harness.mjs';
 import { startWeatherServer } from '../support/weather-server.mjs';
 
 let app, page, weather;
@@ -83,7 +83,7 @@ uiTest('a chat token sees a waiting call without its webhook URL', async () => {
   await queue(created.thread_id, [['wait_for_callback', { purpose: 'a signature', timeout_seconds: 600 }]]);
   const minted = created.token;
   page = await app.page();
-  await page.goto(`/#token=${minted.token}`);
+  await load(page, `/#token=${minted.token}`);
   const callback = page.getByRole('region', { name: 'Tool call wait_for_callback' });
   await callback.getByText('waiting', { exact: true }).waitFor();
   await callback.getByText(/for webhook/).waitFor();

@@ -10,7 +10,7 @@
 // Does not prove: the playground, inspector and configuration views (their own files).
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { KEY, startApp, uiTest } from './harness.mjs';
+import { KEY, load, startApp, uiTest } from './harness.mjs';
 
 let app, page;
 before(async () => {
@@ -22,7 +22,7 @@ after(async () => {
 
 uiTest('a wrong key is refused with a visible error and nothing is kept', async () => {
   page = await app.page();
-  await page.goto('/');
+  await load(page, '/');
   await page.getByLabel('Server key or client token').fill('not-the-key');
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('alert').filter({ hasText: 'did not accept' }).waitFor();
@@ -40,7 +40,7 @@ uiTest('the server key signs in for this tab only, never in the URL, until signe
   await page.getByRole('button', { name: 'Sign out' }).waitFor();
   // Another context (another tab's storage) is not signed in.
   const other = await app.page();
-  await other.goto('/');
+  await load(other, '/');
   await other.getByLabel('Server key or client token').waitFor();
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByLabel('Server key or client token').waitFor();
@@ -50,7 +50,7 @@ uiTest('the server key signs in for this tab only, never in the URL, until signe
 uiTest('a client token in the fragment opens its one thread and leaves the URL', async () => {
   const created = await app.api('POST', '/api/threads', { agent_id: 'support', token: { scopes: ['chat', 'approve'] } });
   page = await app.page();
-  await page.goto(`/#token=${created.token.token}`);
+  await load(page, `/#token=${created.token.token}`);
   await page.getByText('client token', { exact: true }).waitFor();
   assert.ok(!page.url().includes('token='), page.url());
   assert.ok(page.url().includes(created.thread_id), page.url());
@@ -62,7 +62,7 @@ uiTest('a link token is checked before it is kept: a revoked one is refused and 
   const created = await app.api('POST', '/api/threads', { agent_id: 'support', token: { scopes: ['chat'] } });
   await app.api('POST', `/api/threads/${created.thread_id}/tokens/revoke`);
   page = await app.page();
-  await page.goto(`/#token=${created.token.token}`);
+  await load(page, `/#token=${created.token.token}`);
   await page.getByRole('alert').filter({ hasText: 'did not accept this client token' }).waitFor();
   assert.ok(!page.url().includes('token='), page.url());
   assert.equal(await page.evaluate(() => sessionStorage.getItem('edgent.session')), null);
@@ -88,7 +88,7 @@ uiTest('a link token opened in a tab signed in with the key asks first, and leav
 
 uiTest('a key no socket could carry is refused at sign-in with what to do', async () => {
   page = await app.page();
-  await page.goto('/');
+  await load(page, '/');
   await page.getByLabel('Server key or client token').fill('abc/def+ghi=');
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('alert').filter({ hasText: 'characters a WebSocket cannot carry' }).waitFor();
