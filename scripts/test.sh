@@ -174,7 +174,7 @@ awaited "$FUZZ_STEP"
 # reliability.test.mjs (its SIGKILL loop alone runs about two minutes), starts first in a run
 # of its own beside the pool: node --test starts files in the order given, and it used to begin
 # near the end. Separately (the end-to-end files three at a time, then the browser files two
-# at a time) the two steps took 226 s; as one pool, 161-182 s (2026-12-03, three runs).
+# at a time) the two steps took 226 s; as one pool, 161-194 s (2026-12-03, seven runs).
 E2E_LONGEST=tests/e2e/reliability.test.mjs
 POOL=()
 for file in tests/e2e/*.test.mjs; do
