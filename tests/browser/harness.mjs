@@ -161,8 +161,8 @@ function diagnose(page) {
  * `page.goto(url)` for a page's first load. In about one full run of this layer in ten, one
  * navigation right after the Stop test never got its page or its stylesheet from
  * `wrangler dev` (static files, which the assets server answers without running the Worker),
- * and the next test loaded at once; with the end-to-end files beside it (`npm test`'s pool), a
- * first load in shell.test.mjs did the same (2026-12-03). Such a load is tried once more, and
+ * and the next test loaded at once; with the end-to-end files beside it (one pool, tried on
+ * 2026-12-03 and reverted), a first load in shell.test.mjs did the same. Such a load is tried once more, and
  * said so on stderr with what was open and wrangler's last lines, so it stays visible; any
  * other failure, or a second one, fails the test.
  */
