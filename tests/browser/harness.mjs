@@ -162,9 +162,9 @@ function diagnose(page) {
  * navigation right after the Stop test never got its page or its stylesheet from
  * `wrangler dev` (static files, which the assets server answers without running the Worker),
  * and the next test loaded at once; with the end-to-end files beside it (one pool, tried on
- * 2026-12-03 and reverted), a first load in shell.test.mjs did the same. Such a load is tried once more, and
- * said so on stderr with what was open and wrangler's last lines, so it stays visible; any
- * other failure, or a second one, fails the test.
+ * 2026-12-03 and reverted), a first load in shell.test.mjs did the same. Such a load is tried
+ * once more, and said so on stderr with what was open and wrangler's last lines, so it stays
+ * visible; any other failure, or a second one, fails the test.
  */
 export async function load(page, url) {
   try {
