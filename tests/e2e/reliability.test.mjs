@@ -171,10 +171,36 @@ async function until(fn, { timeout = 20_000, every = 150, what = 'a condition' }
   }
 }
 
-/** The API client; a 5xx answer is a Worker error, collected for the final assertion. */
+/**
+ * Whether `error` (from `fetch`) is a connection that closed before any answer came: Node's
+ * fetch (undici) can take a pooled keep-alive connection the server has just closed
+ * (nodejs/undici#3492), more often when the test process is slow to see the close, as it is
+ * under the load of `npm test`'s other files. A browser sends an idempotent request again on a
+ * new connection when that happens; so does this client, for GETs only. A refused connection
+ * (workerd gone) is not such an error.
+ */
+function closedBeforeAnswer(error) {
+  const code = error?.cause?.code;
+  return error instanceof TypeError && (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET');
+}
+/** The GETs sent again after `closedBeforeAnswer` (printed in the loop's summary). */
+const resent = [];
+
+/**
+ * The API client; a 5xx answer is a Worker error, collected for the final assertion. A GET on
+ * a connection that closed before its answer is sent once more (`closedBeforeAnswer`).
+ */
 class CheckedClient extends EdgentClient {
   async request(method, path, opts) {
-    const r = await super.request(method, path, opts);
+    let r;
+    try {
+      r = await super.request(method, path, opts);
+    } catch (error) {
+      if (method !== 'GET' || !closedBeforeAnswer(error)) throw error;
+      resent.push(`${path}: ${error.cause.code} ${error.cause.message}`);
+      log(`GET ${path}: the connection closed before an answer (${error.cause.code}: ${error.cause.message}); sent again`);
+      r = await super.request(method, path, opts);
+    }
     if (r.status >= 500) wr.errors.push(`${method} ${path}: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`);
     return r;
   }
@@ -1274,7 +1300,7 @@ function figures(out, loopStart) {
     line: `reliability: ${loopKills.length} kills at random points in the loop (seed ${SEED}; ${kills.length} kills, ${wr.starts - 1} restarts in all), ` +
       `${calls} calls, ${(out?.lost ?? 0) + counted.lost} lost, ${(out?.duplicated ?? 0) + counted.duplicated} duplicated, ${(out?.unpaired ?? 0) + counted.unpaired} unpaired, ` +
       `restart-to-finish p50 ${percentile(ms, 50)} ms, p90 ${percentile(ms, 90)} ms, max ${ms.at(-1) ?? 0} ms (${ms.length} calls and turns), ` +
-      `loop ${Math.round((Date.now() - loopStart) / 1000)} s, ${wr.killedProcesses} processes killed, ${wr.errors.length} worker errors`,
+      `loop ${Math.round((Date.now() - loopStart) / 1000)} s, ${wr.killedProcesses} processes killed, ${wr.errors.length} worker errors, ${resent.length} GETs sent again on a new connection`,
     byKind,
     slowest: samples.slice(-3).reverse().map((s) => `${s.label}: ${s.ms} ms`),
     samples: ms,
