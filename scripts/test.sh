@@ -104,6 +104,28 @@ started "npm packages: tests/browser" npm_once tests/browser node_modules/playwr
 
 step "host tests (cargo test)" cargo test --workspace --quiet
 
+# The Workers' wasm, compiled as soon as cargo test leaves the target dir, while setup may still
+# be compiling worker-build and the wasm-bindgen CLI (on a bare machine the run waited for
+# setup about 50 s here, with a core idle for much of it). This is the cargo half of
+# `worker-build --release`, with the same command and environment (0.8.7 runs it with
+# WASM_BINDGEN_USE_JS_SYS=1, which wasm-bindgen's macro reads and cargo does not track), so
+# the builds below find the wasm fresh and go on to wasm-bindgen, the shim and wasm-opt. One
+# cargo invocation per app: in one, cargo would unify the apps' features, and build edgent in a
+# way none of worker-build's own invocations asks for. Without the wasm32 target (setup adds it
+# first), worker-build compiles them itself.
+prebuild_wasm() {
+  if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    echo "[test] no wasm32 target yet: the builds below compile the wasm themselves"
+    return 0
+  fi
+  local app
+  for app in . examples/hello tests/apps/upgraded; do
+    (cd "$app" && WASM_BINDGEN_USE_JS_SYS=1 cargo build --lib --release --target wasm32-unknown-unknown --quiet)
+  done
+}
+PREBUILD_STEP="the Workers' wasm (cargo build, the first half of worker-build)"
+started "$PREBUILD_STEP" prebuild_wasm
+
 awaited "npm packages: clients/js, then examples/chat-web and ui"
 awaited "npm packages: tests/browser"
 
@@ -163,6 +185,7 @@ build_workers() {
   done
   return "$status"
 }
+awaited "$PREBUILD_STEP"
 step "building the Workers (the example app, examples/hello, and tests/apps/upgraded: the example's workflows after a deploy)" build_workers
 
 awaited "$FUZZ_STEP"
