@@ -149,8 +149,9 @@ awaited "setup (the toolchain's parts)"
 
 # The adversarial layer's cargo-fuzz targets, briefly (the same properties ran above as proptest
 # cases): 3 s each, as many at once as there are cores, from an unoptimised build (half the
-# build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. Beside the Workers'
-# builds below (separate target dirs), whose final LTO and wasm-opt passes each run on one core.
+# build time); `npm run fuzz [seconds]` fuzzes for longer, optimised. Beside the end of the
+# Workers' wasm and their builds below (separate target dirs), whose LTO links and wasm-opt
+# pass each run on one core.
 FUZZ_SECONDS=3
 FUZZ_STEP="fuzzing (cargo-fuzz, $FUZZ_SECONDS s per target)"
 started "$FUZZ_STEP" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh "$FUZZ_SECONDS"
@@ -168,7 +169,8 @@ started "$FUZZ_STEP" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh "$FUZZ_SECONDS"
 build_workers() {
   local -a names=(example upgraded) pids=()
   local name status=0
-  if EDGENT_APP_DIR=examples/hello EDGENT_FAST_BUILD=1 bash scripts/build.sh     >"$LOGS/build-hello.log" 2>&1; then
+  if EDGENT_APP_DIR=examples/hello EDGENT_FAST_BUILD=1 bash scripts/build.sh \
+    >"$LOGS/build-hello.log" 2>&1; then
     echo "[test] built hello:"
     cat "$LOGS/build-hello.log"
   else
