@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"
 
+# scripts/test.sh (prebuild_wasm) runs this version's `cargo build` ahead of it, with the same
+# arguments and environment: check that copy when the version changes.
 WORKER_BUILD_VERSION="0.8.7"
 step() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 

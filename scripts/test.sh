@@ -166,33 +166,32 @@ started "$FUZZ_STEP" env FUZZ_QUICK_BUILD=1 bash scripts/fuzz.sh "$FUZZ_SECONDS"
 # tests/apps/upgraded skip the wasm-opt pass (`EDGENT_FAST_BUILD=1`), whose output the
 # example's tests already run, and whose 40 s of CPU each counts on a machine compiling
 # everything for the first time.
+# report_build NAME STATUS: a build's log under its outcome; returns STATUS.
+report_build() {
+  if [[ "$2" -eq 0 ]]; then
+    echo "[test] built $1:"
+  else
+    echo "[test] building $1 FAILED (exit $2):"
+  fi
+  cat "$LOGS/build-$1.log"
+  return "$2"
+}
 build_workers() {
   local -a names=(example upgraded) pids=()
-  local name status=0
-  if EDGENT_APP_DIR=examples/hello EDGENT_FAST_BUILD=1 bash scripts/build.sh \
-    >"$LOGS/build-hello.log" 2>&1; then
-    echo "[test] built hello:"
-    cat "$LOGS/build-hello.log"
-  else
-    status=$?
-    echo "[test] building hello FAILED (exit $status):"
-    cat "$LOGS/build-hello.log"
-    return "$status"
-  fi
+  local i built status=0
+  built=0
+  EDGENT_APP_DIR=examples/hello EDGENT_FAST_BUILD=1 bash scripts/build.sh \
+    >"$LOGS/build-hello.log" 2>&1 || built=$?
+  report_build hello "$built" || return
   bash scripts/build.sh >"$LOGS/build-example.log" 2>&1 &
   pids+=($!)
   EDGENT_APP_DIR=tests/apps/upgraded EDGENT_FAST_BUILD=1 bash scripts/build.sh \
     >"$LOGS/build-upgraded.log" 2>&1 &
   pids+=($!)
   for i in 0 1; do
-    name="${names[$i]}"
-    if wait "${pids[$i]}"; then
-      echo "[test] built $name:"
-    else
-      status=$?
-      echo "[test] building $name FAILED (exit $status):"
-    fi
-    cat "$LOGS/build-$name.log"
+    built=0
+    wait "${pids[$i]}" || built=$?
+    report_build "${names[$i]}" "$built" || status=$built
   done
   return "$status"
 }
