@@ -7,13 +7,10 @@
 # screenshot under $TMPDIR/edgent-browser-shots and prints its path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
-if [[ ! -x "$CHROMIUM" ]]; then
-  echo "test-browser: no Chromium at $CHROMIUM: install Debian's package (apt-get install chromium) or set CHROMIUM" >&2
-  exit 1
-fi
+# shellcheck source=lib/chromium.sh
+source scripts/lib/chromium.sh
+need_chromium "test-browser:" || exit 1
 # shellcheck source=lib/npm-once.sh
 source scripts/lib/npm-once.sh
 npm_once tests/browser node_modules/playwright-core
-export CHROMIUM
 node --test --test-concurrency=2 tests/browser/

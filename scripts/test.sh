@@ -33,12 +33,9 @@ cleanup() {
 }
 trap cleanup EXIT
 # The browser tests, in the last step, need a Chromium: said now rather than after the builds.
-CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
-if [[ ! -x "$CHROMIUM" ]]; then
-  echo "[test] no Chromium at $CHROMIUM for the browser tests: install Debian's package (apt-get install chromium) or set CHROMIUM" >&2
-  exit 1
-fi
-export CHROMIUM
+# shellcheck source=lib/chromium.sh
+source scripts/lib/chromium.sh
+need_chromium "[test]" || exit 1
 STARTED=$SECONDS
 TIMES=()
 # step NAME COMMAND...: runs it in the foreground and keeps its time for the summary.
