@@ -68,6 +68,29 @@ console.log('\nby crate (code bytes):');
 for (const [c, s] of [...byCrate.entries()].sort((a, b) => b[1] - a[1]).slice(0, 15)) {
   console.log(`${String(s).padStart(9)}  ${(100 * s / total).toFixed(1).padStart(5)}%  ${c}`);
 }
+// The same code by what kind of function it is, whatever crate the name kept: the split the
+// size records quote (docs/decisions/2026-11-25-worker-size-cuts.md). First match wins.
+const KINDS = [
+  ['drop glue', /drop_in_place/],
+  ['serde, deserializing', /serde_core::de::|Visitor|serde_json::de::|serde::private::de/],
+  ['serde, serializing', /Serialize|serde_json::ser::/],
+  ['schemars', /JsonSchema|^schemars/],
+  ['formatting', /core::fmt|fmt::/],
+  ['handlers inlined into future_to_promise', /^js_sys::futures::future_to_promise/],
+  ['async state machines and closures', /\{\{closure\}\}/],
+  ['core, alloc, std', /^<?(?:&(?:mut )?)?(?:core|alloc|std|hashbrown|dlmalloc)\b/],
+  ['bindings (js_sys, wasm_bindgen, web_sys, worker)', /^<?(?:&(?:mut )?)?(?:js_sys|wasm_bindgen|web_sys|worker)\b/],
+  ['edgent, plain functions', /edgent/],
+];
+const byKind = new Map();
+for (const f of fns) {
+  const kind = KINDS.find(([, re]) => re.test(f.name))?.[0] ?? 'other';
+  byKind.set(kind, (byKind.get(kind) ?? 0) + f.size);
+}
+console.log('\nby kind (code bytes):');
+for (const [k, s] of [...byKind.entries()].sort((a, b) => b[1] - a[1])) {
+  console.log(`${String(s).padStart(9)}  ${(100 * s / total).toFixed(1).padStart(5)}%  ${k}`);
+}
 console.log(`\nlargest ${TOP} functions:`);
 for (const f of fns.sort((a, b) => b.size - a.size).slice(0, TOP)) {
   console.log(`${String(f.size).padStart(9)}  ${f.name.slice(0, 150)}`);
