@@ -5,15 +5,20 @@
 // them: `EDGENT_KEEP_NAMES=1 npm run build`). The profile is written to bench/last.cpuprofile
 // (open it in Chrome DevTools).
 // With `create`, each of the TURNS is a new thread instead (`POST /api/threads`, nothing else).
-// Usage: EDGENT_KEEP_NAMES=1 npm run build && node bench/profile.mjs [turns] [text|tool|create]
+// With `cold`, the profile covers a new isolate's first thread instead: `POST /api/threads`, its
+// socket and one text turn, the first requests the Worker serves (TURNS is ignored). Most of that
+// time is V8 compiling each wasm function on its first call, which the profile charges to the
+// caller, so `cold` also prints the time spent inside each function and what it called.
+// Usage: EDGENT_KEEP_NAMES=1 npm run build && node bench/profile.mjs [turns] [text|tool|create|cold]
 import { writeFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { startWorker } from '../tests/support/worker.mjs';
 import { startModelServer } from '../tests/support/model-server.mjs';
 import { seedBench } from './lib.mjs';
 
-const TURNS = Number(process.argv[2] ?? 200);
 const KIND = process.argv[3] ?? 'text';
+const COLD = KIND === 'cold';
+const TURNS = COLD ? 1 : Number(process.argv[2] ?? 200);
 const PORT = 9300 + Math.floor(Math.random() * 500);
 
 const script = (req) => {
@@ -51,15 +56,21 @@ async function inspect() {
 
 try {
   await seedBench(worker.db);
-  const id = await worker.client.createThread('bench_support');
-  const sock = await worker.client.connect(id);
-  const turn = async (i) => {
-    if (KIND === 'create') return void (await worker.client.createThread('bench_support'));
+  let sock = null;
+  const send = async (i) => {
     const from = sock.frames.length;
     sock.send({ type: 'rpc', id: `p${i}`, method: 'send_message', params: { content: `message ${i}` } });
     await sock.finalAssistant(from, 15_000);
   };
-  for (let i = 0; i < 10; i++) await turn(i); // warm-up
+  const turn = async (i) => {
+    if (KIND === 'create') return void (await worker.client.createThread('bench_support'));
+    if (!sock) sock = await worker.client.connect(await worker.client.createThread('bench_support'));
+    await send(i);
+  };
+  if (!COLD) {
+    sock = await worker.client.connect(await worker.client.createThread('bench_support'));
+    for (let i = 0; i < 10; i++) await turn(i); // warm-up
+  }
   const cdp = await inspect();
   await cdp.send('Profiler.enable');
   await cdp.send('Profiler.setSamplingInterval', { interval: 100 });
@@ -69,18 +80,25 @@ try {
   const elapsed = performance.now() - t0;
   const { result } = await cdp.send('Profiler.stop');
   cdp.close();
-  sock.close();
+  sock?.close();
   writeFileSync(new URL('./last.cpuprofile', import.meta.url), JSON.stringify(result.profile));
   const { nodes, samples, timeDeltas } = result.profile;
   const byId = new Map(nodes.map((n) => [n.id, n]));
+  const parentOf = new Map();
+  for (const n of nodes) for (const child of n.children ?? []) parentOf.set(child, n.id);
+  const nameOf = (n) => `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url ? n.callFrame.url.split('/').at(-1) : ''}`.trim();
   const self = new Map();
+  const inside = new Map(); // time with the function anywhere on the stack, counted once per sample
   let total = 0;
   samples.forEach((s, i) => {
-    const n = byId.get(s);
-    const name = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url ? n.callFrame.url.split('/').at(-1) : ''}`.trim();
+    const name = nameOf(byId.get(s));
     const dt = timeDeltas[i] ?? 0;
     self.set(name, (self.get(name) ?? 0) + dt);
     total += dt;
+    if (!COLD) return;
+    const onStack = new Set();
+    for (let id = s; id !== undefined; id = parentOf.get(id)) onStack.add(nameOf(byId.get(id)));
+    for (const k of onStack) inside.set(k, (inside.get(k) ?? 0) + dt);
   });
   const idle = (self.get('(idle)') ?? 0) + (self.get('(program)') ?? 0);
   console.log(`${TURNS} ${KIND} turns in ${elapsed.toFixed(0)} ms (${(elapsed / TURNS).toFixed(2)} ms each); ` +
@@ -88,6 +106,13 @@ try {
   const top = [...self.entries()].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1]).slice(0, 40);
   for (const [name, us] of top) {
     console.log(`${(us / 1000 / TURNS).toFixed(3).padStart(8)} ms/turn  ${(100 * us / (total - (self.get('(idle)') ?? 0))).toFixed(1).padStart(5)}%  ${name.slice(0, 140)}`);
+  }
+  if (COLD) {
+    // The entry points and the runtime's own frames are on every stack: list edgent's and the
+    // app's functions, the ones a change can move.
+    console.log('\ninside each function, with what it called (edgent and the app):');
+    const ours = [...inside.entries()].filter(([k]) => /edgent/.test(k)).sort((a, b) => b[1] - a[1]).slice(0, 25);
+    for (const [name, us] of ours) console.log(`${(us / 1000).toFixed(2).padStart(8)} ms  ${name.slice(0, 140)}`);
   }
 } finally {
   await worker.dispose();
