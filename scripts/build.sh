@@ -11,6 +11,12 @@ export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$CARGO_BIN/wasm-bindgen}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$ROOT/node_modules/.bin/wasm-opt}"
 # The glue's one change (scripts/lib/glue.mjs says why): futures queued with `then`.
 patch_glue() { node "$ROOT/scripts/lib/glue.mjs" build/index.js; }
+# The tools' JSON Schemas, written on the host for an app whose Worker carries them instead of
+# schemars' generator (empty otherwise); its wasm build reads the file named here.
+# shellcheck source=lib/schemas.sh
+source "$ROOT/scripts/lib/schemas.sh"
+EDGENT_SCHEMAS="$(write_schemas)"
+export EDGENT_SCHEMAS
 if [[ "${EDGENT_FAST_BUILD:-}" == "1" ]]; then
   worker-build --release --no-opt
   patch_glue

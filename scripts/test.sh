@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 # shellcheck source=lib/npm-once.sh
 source scripts/lib/npm-once.sh
+# shellcheck source=lib/schemas.sh
+source scripts/lib/schemas.sh
 
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/edgent-test.XXXXXX")"
 # A step that fails ends the run: the background steps still running (a cargo install, a fuzz
@@ -117,7 +119,10 @@ prebuild_wasm() {
   fi
   local app
   for app in . examples/hello tests/apps/upgraded; do
-    (cd "$app" && WASM_BINDGEN_USE_JS_SYS=1 cargo build --lib --release --target wasm32-unknown-unknown --quiet)
+    # The same EDGENT_SCHEMAS as scripts/build.sh will give it (the build script reruns when
+    # it differs).
+    (cd "$app" && EDGENT_SCHEMAS="$(write_schemas)" && export EDGENT_SCHEMAS \
+      && WASM_BINDGEN_USE_JS_SYS=1 cargo build --lib --release --target wasm32-unknown-unknown --quiet)
   done
 }
 PREBUILD_STEP="the Workers' wasm (cargo build, the first half of worker-build)"

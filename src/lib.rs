@@ -47,6 +47,9 @@ pub const APP: edgent::Catalog = CATALOG.with_schemas(&[(
 #[cfg(target_arch = "wasm32")]
 edgent_worker::serve!(APP);
 
+// The schemas the Worker carries, written on the host before each wasm build (scripts/build.sh).
+edgent::export_schemas!(APP);
+
 /// The Rust examples in docs/ and the README compile as doctests of the example app, which
 /// has the tools and hooks they name. Fragments (a builder chain, a signature) are fenced
 /// `rust,ignore`; examples that need a running thread are `rust,no_run`.

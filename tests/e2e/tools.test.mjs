@@ -11,7 +11,11 @@
 import { test, before, after, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startWorker } from '../support/worker.mjs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startWorker, ROOT } from '../support/worker.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { startWeatherServer, CELSIUS, FAHRENHEIT } from '../support/weather-server.mjs';
 
@@ -148,6 +152,32 @@ function sentMessages(i) {
 // ---------------------------------------------------------------------------------------------
 // Tool catalogue
 // ---------------------------------------------------------------------------------------------
+
+// The Worker is built with edgent's `prebuilt-schemas` (Cargo.toml): it carries the schemas the
+// host wrote before the build instead of generating them. Written again here from the current
+// sources, they must be exactly what the Worker serves, tool by tool.
+test('the Worker serves the JSON Schemas schemars generates on the host from the tools\' types', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'edgent-schemas-'));
+  try {
+    const file = join(dir, 'schemas.json');
+    execFileSync('cargo', ['test', '--lib', '--quiet', 'edgent_export_schemas', '--', '--exact'], {
+      cwd: ROOT, env: { ...process.env, EDGENT_SCHEMAS_OUT: file }, stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const generated = JSON.parse(readFileSync(file, 'utf8'));
+    const r = await client.request('GET', '/api/tools');
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const served = Object.fromEntries(r.body.tools.map((x) => [x.name, x]));
+    // Every tool file and Rust workflow; the TOML workflow carries its schema in its definition.
+    assert.deepEqual(Object.keys(generated.tools).sort(), ALL_TOOLS.filter((n) => n !== 'weather_brief').sort());
+    for (const [name, { arguments: args, returns }] of Object.entries(generated.tools)) {
+      assert.deepEqual(served[name].parameters, args, `${name}: arguments`);
+      assert.deepEqual(served[name].returns ?? null, returns, `${name}: result`);
+    }
+    assert.deepEqual(Object.keys(generated.outputs), ['ticket_triage']);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test('GET /api/tools lists every registered tool with schemas, and the model is offered the prompt\'s tools with the same schemas', async (t) => {
   const r = await client.request('GET', '/api/tools');

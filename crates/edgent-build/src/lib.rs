@@ -123,12 +123,35 @@ fn generate(root: &Path) -> String {
          pub static HOOKS: &[(&str, ::edgent::hook::HookConstructor)] = &[\n",
     );
     table(&mut code, &hooks, "hooks", "hook");
+    prebuilt_schemas(&mut code);
     code.push_str(
         "/// This app's tools, workflows and hooks, for the Worker driver and host tests.\n\
          pub const CATALOG: ::edgent::Catalog = ::edgent::Catalog {\n    \
-         tools: TOOLS,\n    toml_workflows: TOML_WORKFLOWS,\n    hooks: HOOKS,\n    schemas: &[],\n};\n",
+         tools: TOOLS,\n    toml_workflows: TOML_WORKFLOWS,\n    hooks: HOOKS,\n    schemas: &[],\n    \
+         prebuilt_schemas: PREBUILT_SCHEMAS,\n};\n",
     );
     code
+}
+
+/// `PREBUILT_SCHEMAS`: the file of JSON Schemas `scripts/build.sh` wrote on the host and
+/// names in `EDGENT_SCHEMAS` for a wasm build, included (so cargo rebuilds when it changes), or
+/// `None`; and a check that stops a build whose edgent has `prebuilt-schemas` without one.
+fn prebuilt_schemas(code: &mut String) {
+    println!("cargo:rerun-if-env-changed=EDGENT_SCHEMAS");
+    let file = env::var("EDGENT_SCHEMAS").ok().filter(|f| !f.is_empty());
+    let value = match &file {
+        Some(file) => format!("Some(include_str!({file:?}))"),
+        None => "None".to_owned(),
+    };
+    let _ = writeln!(
+        code,
+        "/// The tools' and output types' JSON Schemas written before this build (EDGENT_SCHEMAS).\n\
+         pub const PREBUILT_SCHEMAS: Option<&str> = {value};\n\
+         const _: () = assert!(\n    \
+         !::edgent::tool::schema::PREBUILT || PREBUILT_SCHEMAS.is_some(),\n    \
+         \"edgent's `prebuilt-schemas` feature is on but this build was given no schemas: build the Worker \
+         with edgent's scripts/build.sh, which writes them first (docs/tools.md, Schemas written before the build)\"\n);"
+    );
 }
 
 /// The TOML workflows in `agents/workflows/`, each parsed, checked against `tools` (every

@@ -43,6 +43,31 @@ pub mod testing;
 
 pub use catalog::Catalog;
 
+/// The host test that writes an app's JSON Schemas for a Worker built with edgent's
+/// `prebuilt-schemas` feature: one line in the app's `src/lib.rs`, naming the catalogue the
+/// Worker serves.
+///
+/// ```ignore
+/// edgent::export_schemas!(APP);
+/// ```
+///
+/// It defines the test `edgent_export_schemas`, which `scripts/build.sh` runs on the host
+/// before each wasm build (`EDGENT_SCHEMAS_OUT=<file> cargo test --lib edgent_export_schemas
+/// -- --exact`) and hands the file to the build. In a plain `cargo test` it checks that the
+/// schemas can be written and writes nothing.
+#[macro_export]
+macro_rules! export_schemas {
+    ($catalog:expr) => {
+        #[cfg(test)]
+        #[test]
+        fn edgent_export_schemas() {
+            if let Err(why) = $crate::Catalog::write_schemas_for_build(&$catalog) {
+                panic!("{why}");
+            }
+        }
+    };
+}
+
 /// What a tool or hook file needs in scope: `use edgent::prelude::*;`.
 pub mod prelude {
     pub use crate::engine::store::{Order, Side};

@@ -6,6 +6,9 @@ include!(concat!(env!("OUT_DIR"), "/agents.rs"));
 #[cfg(target_arch = "wasm32")]
 edgent_worker::serve!(CATALOG);
 
+// The tools' JSON Schemas for the Worker, written on the host before each wasm build.
+edgent::export_schemas!(CATALOG);
+
 /// docs/getting-started.md starts from this app: its Rust examples compile as this crate's
 /// doctests.
 #[cfg(doctest)]

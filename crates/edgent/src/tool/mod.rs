@@ -40,6 +40,7 @@ pub(crate) mod nested;
 pub mod offer;
 mod output;
 pub mod policy;
+pub(crate) mod prebuilt;
 mod race;
 mod registry;
 pub mod schema;

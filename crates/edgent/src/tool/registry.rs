@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::prebuilt::Prebuilt;
 use super::{Invalid, Tool, ToolConstructor};
 use crate::llm::ToolSpec;
 use crate::values::json_schema::check_schema;
@@ -36,6 +37,9 @@ impl std::fmt::Display for RegistryError {
             .problems
             .iter()
             .map(|(tool, why)| {
+                if tool.is_empty() {
+                    return why.to_string();
+                }
                 if self.schemas.contains(tool) {
                     return format!("output type `{tool}` (Catalog::schemas): {why}");
                 }
@@ -53,12 +57,33 @@ impl std::fmt::Display for RegistryError {
 
 impl std::error::Error for RegistryError {}
 
+impl RegistryError {
+    /// A problem of the whole catalogue rather than of one tool (the message says which).
+    pub(crate) fn whole(why: Invalid) -> Self {
+        RegistryError {
+            problems: vec![(String::new(), why)],
+            toml: Vec::new(),
+            schemas: Vec::new(),
+        }
+    }
+}
+
 impl Registry {
     /// The tools and workflows an app's build found (`agents/tools/*.rs`,
     /// `agents/workflows/*.rs` and `agents/workflows/*.toml` as `(name, JSON)`), checked.
     pub fn from_tables(
         constructors: &[(&'static str, ToolConstructor)],
         toml_workflows: &[(&'static str, &'static str)],
+    ) -> Result<Self, RegistryError> {
+        Self::from_tables_with(constructors, toml_workflows, None)
+    }
+
+    /// [`Registry::from_tables`], with the schemas a `prebuilt-schemas` build was given put
+    /// in the tools' placeholders before the checks.
+    pub(crate) fn from_tables_with(
+        constructors: &[(&'static str, ToolConstructor)],
+        toml_workflows: &[(&'static str, &'static str)],
+        prebuilt: Option<&Prebuilt>,
     ) -> Result<Self, RegistryError> {
         let toml: Vec<String> = toml_workflows
             .iter()
@@ -69,6 +94,13 @@ impl Registry {
             .map(|(name, build)| (*name, build()))
             .collect();
         let mut problems = Vec::new();
+        if let Some(prebuilt) = prebuilt {
+            for (name, tool) in &mut tools {
+                if let Err(why) = prebuilt.fill(name, tool) {
+                    problems.push(((*name).to_owned(), why));
+                }
+            }
+        }
         for (name, json) in toml_workflows {
             match Tool::from_workflow_json(json) {
                 Ok(tool) => tools.push((name, tool)),
@@ -110,10 +142,29 @@ impl Registry {
     /// This registry with the app's output types, each schema built once and checked as a
     /// prompt's own would be (an object schema in the subset edgent validates), so a type no
     /// answer could be checked against never ships.
-    pub fn with_schemas(mut self, types: &[OutputType]) -> Result<Self, RegistryError> {
+    pub fn with_schemas(self, types: &[OutputType]) -> Result<Self, RegistryError> {
+        self.with_schemas_from(types, None)
+    }
+
+    /// [`Registry::with_schemas`], taking each schema a `prebuilt-schemas` build left as a
+    /// placeholder from the file it was given.
+    pub(crate) fn with_schemas_from(
+        mut self,
+        types: &[OutputType],
+        prebuilt: Option<&Prebuilt>,
+    ) -> Result<Self, RegistryError> {
         let mut problems = Vec::new();
         for (name, schema_of) in types {
-            let schema = schema_of();
+            let schema = match (schema_of(), prebuilt) {
+                (Value::Null, Some(prebuilt)) => match prebuilt.output(name) {
+                    Ok(schema) => schema,
+                    Err(why) => {
+                        problems.push(((*name).to_owned(), why));
+                        continue;
+                    }
+                },
+                (schema, _) => schema,
+            };
             match check_schema(&schema) {
                 Ok(()) => self.schemas.push((name, schema)),
                 Err(why) => problems.push(((*name).to_owned(), why)),
