@@ -101,6 +101,12 @@ link_users() {
 started "npm packages: clients/js, then examples/chat-web and ui" link_users
 started "npm packages: tests/browser" npm_once tests/browser node_modules/playwright-core
 
+# The apps' `edgent_export_schemas` tests write the JSON Schemas their Workers carry into
+# EDGENT_SCHEMAS_DIR as part of this run, so the wasm builds below need no host build of their
+# own (scripts/lib/schemas.sh takes the files from there).
+EDGENT_SCHEMAS_DIR="$PWD/target/edgent/from-tests"
+rm -rf "$EDGENT_SCHEMAS_DIR" && mkdir -p "$EDGENT_SCHEMAS_DIR"
+export EDGENT_SCHEMAS_DIR
 step "host tests (cargo test)" cargo test --workspace --quiet
 
 # The Workers' wasm, compiled as soon as cargo test leaves the target dir, while setup may still

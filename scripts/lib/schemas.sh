@@ -2,13 +2,19 @@
 # prints the path of the app's JSON Schemas file for its next wasm build (EDGENT_SCHEMAS), or
 # nothing when the app generates its schemas in the Worker. An app whose Cargo.toml turns on
 # edgent's `prebuilt-schemas` feature gets them from its host test `edgent_export_schemas`
-# (`edgent::export_schemas!` in src/lib.rs), run here; cargo test has usually compiled it already.
+# (`edgent::export_schemas!` in src/lib.rs), run here. When EDGENT_SCHEMAS_DIR names a folder
+# the caller filled from this checkout moments ago (scripts/test.sh: its `cargo test --workspace`
+# writes every app's file there), the app's file is taken from it instead.
 write_schemas() {
   grep -q 'prebuilt-schemas' Cargo.toml || return 0
   local manifest target name file log
+  name="$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+  if [[ -n "${EDGENT_SCHEMAS_DIR:-}" && -s "$EDGENT_SCHEMAS_DIR/$name.schemas.json" ]]; then
+    echo "$EDGENT_SCHEMAS_DIR/$name.schemas.json"
+    return 0
+  fi
   manifest="$(cargo locate-project --workspace --message-format plain)" || return 1
   target="${CARGO_TARGET_DIR:-$(dirname "$manifest")/target}"
-  name="$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
   file="$target/edgent/$name.schemas.json"
   log="$target/edgent/$name.schemas.log"
   mkdir -p "$target/edgent" || return 1

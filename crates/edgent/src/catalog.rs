@@ -135,17 +135,24 @@ impl Catalog {
     }
 
     /// The body of the app's `edgent_export_schemas` test: builds
-    /// [`Catalog::schemas_for_build`] and, when `EDGENT_SCHEMAS_OUT` names a file, writes it
-    /// there (what `scripts/build.sh` runs before a `prebuilt-schemas` build).
+    /// [`Catalog::schemas_for_build`] and writes it to the file `EDGENT_SCHEMAS_OUT` names
+    /// (what `scripts/build.sh` runs before a `prebuilt-schemas` build), or else to
+    /// `<package>.schemas.json` in the folder `EDGENT_SCHEMAS_DIR` names (what
+    /// `scripts/test.sh` sets for its `cargo test --workspace`, so every app's file is written
+    /// by the test run itself). With neither, it writes nothing.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn write_schemas_for_build(&self) -> Result<(), String> {
+    pub fn write_schemas_for_build(&self, package: &str) -> Result<(), String> {
         let text = self
             .schemas_for_build()
             .map_err(|e| format!("the app's tools cannot be built: {e}"))?;
-        if let Some(path) = std::env::var_os("EDGENT_SCHEMAS_OUT") {
-            std::fs::write(&path, text)
-                .map_err(|e| format!("cannot write {}: {e}", path.to_string_lossy()))?;
-        }
-        Ok(())
+        let path = match (
+            std::env::var_os("EDGENT_SCHEMAS_OUT"),
+            std::env::var_os("EDGENT_SCHEMAS_DIR"),
+        ) {
+            (Some(file), _) => std::path::PathBuf::from(file),
+            (None, Some(dir)) => std::path::Path::new(&dir).join(format!("{package}.schemas.json")),
+            (None, None) => return Ok(()),
+        };
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 }

@@ -61,7 +61,9 @@ macro_rules! export_schemas {
         #[cfg(test)]
         #[test]
         fn edgent_export_schemas() {
-            if let Err(why) = $crate::Catalog::write_schemas_for_build(&$catalog) {
+            if let Err(why) =
+                $crate::Catalog::write_schemas_for_build(&$catalog, env!("CARGO_PKG_NAME"))
+            {
                 panic!("{why}");
             }
         }
