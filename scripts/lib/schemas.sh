@@ -6,7 +6,8 @@
 # the caller filled from this checkout moments ago (scripts/test.sh: its `cargo test --workspace`
 # writes every app's file there), the app's file is taken from it instead.
 write_schemas() {
-  grep -q 'prebuilt-schemas' Cargo.toml || return 0
+  # The feature named in a dependency's `features` (not in a comment).
+  grep -Eq '^[^#]*"prebuilt-schemas"' Cargo.toml || return 0
   local manifest target name file log
   name="$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
   if [[ -n "${EDGENT_SCHEMAS_DIR:-}" && -s "$EDGENT_SCHEMAS_DIR/$name.schemas.json" ]]; then
