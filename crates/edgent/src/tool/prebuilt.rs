@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use super::Registry;
 use super::{Invalid, Tool};
 
-/// What the build said about every tool and output type missing from its file.
+/// The advice given with every tool and output type missing from the file.
 const REBUILD: &str = "build the Worker with scripts/build.sh, which writes the schemas first";
 
 /// The schemas one app's export wrote, parsed.
