@@ -21,23 +21,19 @@ pub const MAX_DEPTH: usize = 7;
 pub const PREBUILT: bool = cfg!(feature = "prebuilt-schemas");
 
 /// The schema of `T`, ready to send to a model: inlined, without `$schema` or `title`, and
-/// with `true` ("anything") written as `{}`.
-#[cfg(not(feature = "prebuilt-schemas"))]
+/// with `true` ("anything") written as `{}`. With `prebuilt-schemas`, [`Value::Null`]: the
+/// placeholder the registry fills from the app's export; the generation below is then never
+/// reached, so neither schemars' generator nor any type's `JsonSchema` impl is linked.
 pub fn schema_for<T: JsonSchema + ?Sized>() -> Value {
+    if PREBUILT {
+        return Value::Null;
+    }
     // Only the generation is generic: the settings and the clean-up are plain functions, not
     // copied into each tool's argument and return type (two instances per tool).
     finish(generator().into_root_schema_for::<T>())
 }
 
-/// With `prebuilt-schemas`: the placeholder the registry fills from the app's export, so that
-/// neither schemars' generator nor any type's `JsonSchema` impl is linked into the Worker.
-#[cfg(feature = "prebuilt-schemas")]
-pub fn schema_for<T: JsonSchema + ?Sized>() -> Value {
-    Value::Null
-}
-
 /// Draft-07, every subschema inlined, no `$schema`.
-#[cfg_attr(feature = "prebuilt-schemas", allow(dead_code))]
 fn generator() -> SchemaGenerator {
     SchemaSettings::draft07()
         .with(|s| {
@@ -48,7 +44,6 @@ fn generator() -> SchemaGenerator {
 }
 
 /// The generated schema without its `title`, normalised.
-#[cfg_attr(feature = "prebuilt-schemas", allow(dead_code))]
 fn finish(schema: Schema) -> Value {
     let mut value = schema.to_value();
     if let Value::Object(map) = &mut value {
@@ -60,7 +55,6 @@ fn finish(schema: Schema) -> Value {
 
 /// Replaces boolean `true` subschemas by `{}`: both mean "any value", but some providers only
 /// accept objects.
-#[cfg_attr(feature = "prebuilt-schemas", allow(dead_code))]
 fn normalise(value: &mut Value) {
     match value {
         Value::Object(map) => {
