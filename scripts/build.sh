@@ -11,6 +11,10 @@ export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$CARGO_BIN/wasm-bindgen}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$ROOT/node_modules/.bin/wasm-opt}"
 # The glue's one change (scripts/lib/glue.mjs says why): futures queued with `then`.
 patch_glue() { node "$ROOT/scripts/lib/glue.mjs" build/index.js; }
+# The release profile edgent's Workers are measured with, for an app whose root sets none.
+# shellcheck source=lib/profile.sh
+source "$ROOT/scripts/lib/profile.sh"
+release_profile
 # The tools' JSON Schemas, written on the host for an app whose Worker carries them instead of
 # schemars' generator (empty otherwise); its wasm build reads the file named here.
 # shellcheck source=lib/schemas.sh

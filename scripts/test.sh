@@ -16,6 +16,8 @@ export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 source scripts/lib/npm-once.sh
 # shellcheck source=lib/schemas.sh
 source scripts/lib/schemas.sh
+# shellcheck source=lib/profile.sh
+source scripts/lib/profile.sh
 
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/edgent-test.XXXXXX")"
 # A step that fails ends the run: the background steps still running (a cargo install, a fuzz
@@ -125,9 +127,9 @@ prebuild_wasm() {
   fi
   local app
   for app in . examples/hello tests/apps/upgraded; do
-    # The same EDGENT_SCHEMAS as scripts/build.sh will give it (the build script reruns when
-    # it differs).
-    (cd "$app" && EDGENT_SCHEMAS="$(write_schemas)" && export EDGENT_SCHEMAS \
+    # The same profile and EDGENT_SCHEMAS as scripts/build.sh will give it (the build script
+    # reruns when EDGENT_SCHEMAS differs).
+    (cd "$app" && release_profile && EDGENT_SCHEMAS="$(write_schemas)" && export EDGENT_SCHEMAS \
       && WASM_BINDGEN_USE_JS_SYS=1 cargo build --lib --release --target wasm32-unknown-unknown --quiet)
   done
 }
