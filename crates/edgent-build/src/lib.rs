@@ -138,9 +138,15 @@ fn generate(root: &Path) -> String {
 /// `None`; and a check that stops a build whose edgent has `prebuilt-schemas` without one.
 fn prebuilt_schemas(code: &mut String) {
     println!("cargo:rerun-if-env-changed=EDGENT_SCHEMAS");
-    let file = env::var("EDGENT_SCHEMAS").ok().filter(|f| !f.is_empty());
+    // Only the Worker reads the file. A host build (the app's tests, among them the export that
+    // writes the file) never includes it, so a stale or missing EDGENT_SCHEMAS in the
+    // environment cannot stop the export from writing a new one.
+    let for_wasm = env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|arch| arch == "wasm32");
+    let file = env::var_os("EDGENT_SCHEMAS")
+        .filter(|f| for_wasm && !f.is_empty())
+        .map(|f| schemas_path(PathBuf::from(f)));
     let value = match &file {
-        Some(file) => format!("Some(include_str!({file:?}))"),
+        Some(file) => format!("Some(include_str!({:?}))", file.display().to_string()),
         None => "None".to_owned(),
     };
     let _ = writeln!(
@@ -152,6 +158,31 @@ fn prebuilt_schemas(code: &mut String) {
          \"edgent's `prebuilt-schemas` feature is on but this build was given no schemas: build the Worker \
          with edgent's scripts/build.sh, which writes them first (docs/tools.md, Schemas written before the build)\"\n);"
     );
+}
+
+/// The file `EDGENT_SCHEMAS` names, made absolute: `include_str!` resolves a relative path
+/// against the generated file in `OUT_DIR`, so one relative to the app's folder (where
+/// scripts/build.sh runs cargo) would not be found.
+fn schemas_path(file: PathBuf) -> PathBuf {
+    let file = if file.is_absolute() {
+        file
+    } else {
+        let app = env::var_os("CARGO_MANIFEST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        app.join(file)
+    };
+    if !file.is_file() {
+        fail(
+            &TOOLS,
+            &format!(
+                "EDGENT_SCHEMAS names {}, which is not a file: build the Worker with edgent's \
+                 scripts/build.sh, which writes the schemas there first",
+                file.display()
+            ),
+        );
+    }
+    file
 }
 
 /// The TOML workflows in `agents/workflows/`, each parsed, checked against `tools` (every

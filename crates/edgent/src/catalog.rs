@@ -104,7 +104,9 @@ impl Catalog {
 
     /// The app's tools, workflows and output types, built and checked.
     pub fn registry(&self) -> Result<Registry, RegistryError> {
-        let prebuilt = if PREBUILT {
+        // A catalogue with nothing to fill needs no file.
+        let nothing_to_fill = self.tools.is_empty() && self.schemas.is_empty();
+        let prebuilt = if PREBUILT && !nothing_to_fill {
             let text = self.prebuilt_schemas.ok_or_else(|| {
                 RegistryError::whole(Invalid::new(
                     "edgent was built with `prebuilt-schemas` but the catalogue has no schemas; \

@@ -68,6 +68,14 @@ impl Prebuilt {
         let entry = self.tools.get(name).ok_or_else(missing)?;
         if needs_arguments {
             let arguments = entry.get("arguments").ok_or_else(missing)?;
+            // The export writes only schemas the host's checks accepted, so anything else is a
+            // damaged file, not a broken tool.
+            if !arguments.is_object() {
+                return Err(Invalid::new(format!(
+                    "its `arguments` in the file written before the build is not a JSON \
+                     object; {REBUILD}"
+                )));
+            }
             tool.args.schema = Rc::new(arguments.clone());
         }
         if needs_returns {
@@ -244,6 +252,66 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// The file with `lookup`'s arguments replaced by `arguments`.
+    fn with_arguments(arguments: Value) -> Prebuilt {
+        let mut file: Value = serde_json::from_str(&exported()).expect("JSON");
+        file["tools"]["lookup"]["arguments"] = arguments;
+        Prebuilt::parse(&file.to_string()).expect("parses")
+    }
+
+    fn refusal(prebuilt: &Prebuilt) -> String {
+        Registry::from_tables_with(&[("lookup", typed_unfilled)], &[], Some(prebuilt))
+            .expect_err("refused")
+            .to_string()
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_a_damaged_file() {
+        for arguments in [Value::Null, json!("object"), json!([])] {
+            let shown = refusal(&with_arguments(arguments.clone()));
+            assert!(
+                shown.contains(
+                    "its `arguments` in the file written before the build is not a JSON object"
+                ),
+                "{arguments}: {shown}"
+            );
+            assert!(shown.contains("scripts/build.sh"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_filled_schema_goes_through_the_checks_a_generated_one_does() {
+        // An object schema that is not of type object, one that refers to a definition, and
+        // one nested deeper than the limit: each is refused as it would be if generated.
+        let mut deep = json!({"type": "string"});
+        for _ in 0..=crate::tool::schema::MAX_DEPTH {
+            deep = json!({"type": "object", "properties": {"inner": deep}});
+        }
+        for (arguments, why) in [
+            (json!({"type": "string"}), "object"),
+            (
+                json!({"type": "object", "properties": {"a": {"$ref": "#/definitions/A"}}}),
+                "recursive",
+            ),
+            (deep, "levels deep"),
+        ] {
+            let shown = refusal(&with_arguments(arguments.clone()));
+            assert!(
+                shown.starts_with("tool `lookup` (agents/tools/lookup.rs): "),
+                "{shown}"
+            );
+            assert!(shown.contains(why), "{arguments}: {shown}");
+        }
+        // And an output type outside the validated subset.
+        let mut file: Value = serde_json::from_str(&exported()).expect("JSON");
+        file["outputs"]["triage"] = json!({"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]+$"}}});
+        let prebuilt = Prebuilt::parse(&file.to_string()).expect("parses");
+        let err = Registry::default()
+            .with_schemas_from(&[("triage", placeholder)], Some(&prebuilt))
+            .expect_err("refused");
+        assert!(err.to_string().contains("pattern"), "{err}");
     }
 
     #[test]
