@@ -9,8 +9,21 @@ CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"
 export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$CARGO_BIN/wasm-bindgen}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$ROOT/node_modules/.bin/wasm-opt}"
+# worker-build writes into build.next/, and the finished Worker replaces build/'s files only at
+# the end, each by a rename, the wasm before the glue that loads it: `wrangler dev` reloads when
+# they change, and one that read a wasm being written (or a glue without its wasm) stops.
+NEXT=build.next
 # The glue's one change (scripts/lib/glue.mjs says why): futures queued with `then`.
-patch_glue() { node "$ROOT/scripts/lib/glue.mjs" build/index.js; }
+patch_glue() { node "$ROOT/scripts/lib/glue.mjs" "$NEXT/index.js"; }
+publish() {
+  mkdir -p build/worker
+  mv -f "$NEXT/index_bg.wasm" build/index_bg.wasm
+  mv -f "$NEXT/worker/shim.mjs" build/worker/shim.mjs
+  mv -f "$NEXT/package.json" build/package.json
+  if [[ -f "$NEXT/.gitignore" ]]; then mv -f "$NEXT/.gitignore" build/.gitignore; fi
+  mv -f "$NEXT/index.js" build/index.js
+  rm -rf "$NEXT"
+}
 # The release profile edgent's Workers are measured with, for an app whose root sets none.
 # shellcheck source=lib/profile.sh
 source "$ROOT/scripts/lib/profile.sh"
@@ -21,9 +34,11 @@ release_profile
 source "$ROOT/scripts/lib/schemas.sh"
 EDGENT_SCHEMAS="$(write_schemas)"
 export EDGENT_SCHEMAS
+rm -rf "$NEXT"
 if [[ "${EDGENT_FAST_BUILD:-}" == "1" ]]; then
-  worker-build --release --no-opt
+  worker-build --release --no-opt --out-dir "$NEXT"
   patch_glue
+  publish
   exit
 fi
 # worker-build's own wasm-opt pass is -O (for speed); one pass of ours instead, for size: -Os
@@ -31,7 +46,7 @@ fi
 # turn benchmarks (bench/ab.mjs) showed no slower turns. The features are worker-build's own
 # list: rustc 1.95's wasm32 defaults and the exception handling of wasm-bindgen's catch
 # wrappers (named, not --all-features, so no encoding workerd cannot load is emitted).
-worker-build --release --no-opt
+worker-build --release --no-opt --out-dir "$NEXT"
 patch_glue
 OPT=(-Os --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext
   --enable-mutable-globals --enable-reference-types --enable-multivalue
@@ -45,5 +60,6 @@ if [[ "${EDGENT_KEEP_NAMES:-}" == "1" ]]; then
 else
   OPT+=(--strip-debug --strip-producers)
 fi
-"$WASM_OPT_BIN" build/index_bg.wasm "${OPT[@]}" -o build/index_bg.wasm \
+"$WASM_OPT_BIN" "$NEXT/index_bg.wasm" "${OPT[@]}" -o "$NEXT/index_bg.wasm" \
   || echo "[build] warning: wasm-opt failed; the Worker still works, just larger and slower" >&2
+publish
