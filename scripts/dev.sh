@@ -144,9 +144,15 @@ MSG
 # as soon as a signal arrives rather than after wrangler exits.
 "$WRANGLER" dev --config "${CONFIG[@]}" --ip 127.0.0.1 --port "$PORT" --persist-to "$STATE" \
   ${DEV_VARS[@]+"${DEV_VARS[@]}"} --show-interactive-dev-session=false <&0 &
-CHILDREN+=($!)
+WRANGLER_PID=$!
+CHILDREN+=("$WRANGLER_PID")
+# A change to the app's Rust sources rebuilds the Worker, and wrangler reloads it.
+if [[ "${EDGENT_DEV_WATCH:-1}" != "0" ]]; then
+  node "$ROOT/scripts/lib/dev-watch.mjs" "$ROOT" </dev/null &
+  CHILDREN+=($!)
+fi
 set +e
-wait "$!"
+wait "$WRANGLER_PID"
 code=$?
 set -e
 exit "$code"

@@ -1,0 +1,107 @@
+// For scripts/dev.sh: rebuilds the Worker when the app's Rust sources change, while `wrangler
+// dev` runs it. `wrangler dev` is started without the app's [build] (it would build twice at
+// startup), so without this a new or edited tool file reached the Worker only after a restart.
+// scripts/build.sh replaces build/'s files by renames at its end, and `wrangler dev` reloads
+// when they change; a build that fails leaves the last good Worker running and prints why.
+//
+// Watched: the app's agents/ (tools, workflows, hooks), src/, Cargo.toml and build.rs, and the
+// crates/ of the edgent checkout whose scripts run (an app that depends on them by path).
+// agents/{models,prompts,agents}/*.toml are definitions in D1, not code: a change to one is
+// named, with how to load it, and builds nothing.
+//
+// Usage: node scripts/lib/dev-watch.mjs <edgent checkout>   (in the app's folder)
+import { spawn } from 'node:child_process';
+import { existsSync, watch } from 'node:fs';
+import { join, relative, resolve, sep } from 'node:path';
+
+const ROOT = resolve(process.argv[2] ?? '.');
+const APP = process.cwd();
+// Quiet this long after the last change before building: an editor's save is several events.
+const SETTLE_MS = 300;
+const DEFINITIONS = ['models', 'prompts', 'agents'].map((kind) => join(APP, 'agents', kind) + sep);
+
+const say = (line) => console.log(`[dev] ${line}`);
+
+/** What a change to `file` asks for: 'build', 'definition' or nothing (editor temp files). */
+function changeKind(file) {
+  const name = file.split(sep).pop() ?? '';
+  if (name.startsWith('.') || name.endsWith('~') || name.endsWith('.swp') || /^\d+$/.test(name)) return null;
+  if (DEFINITIONS.some((dir) => file.startsWith(dir))) return name.endsWith('.toml') ? 'definition' : null;
+  return 'build';
+}
+
+let building = false;
+let current = null;
+let pending = new Set();
+let timer = null;
+
+function changed(file) {
+  const kind = changeKind(file);
+  if (kind === 'definition') {
+    say(`${relative(APP, file)} changed: definitions live in D1, so restart npm run dev to load it, `
+      + 'or change it live in the UI\'s configuration editor (or PUT /api/config)');
+    return;
+  }
+  if (kind !== 'build') return;
+  pending.add(relative(APP, file) || file);
+  clearTimeout(timer);
+  timer = setTimeout(build, SETTLE_MS);
+}
+
+function build() {
+  if (building || pending.size === 0) return;
+  building = true;
+  const why = [...pending];
+  pending = new Set();
+  const shown = why.length > 3 ? `${why.slice(0, 3).join(', ')} and ${why.length - 3} more` : why.join(', ');
+  say(`${shown} changed: rebuilding the Worker`);
+  const started = Date.now();
+  const child = (current = spawn('bash', [join(ROOT, 'scripts', 'build.sh')], {
+    env: { ...process.env, EDGENT_APP_DIR: APP },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group, so that stopping npm run dev stops the whole build (cargo too).
+    detached: true,
+  }));
+  const output = [];
+  child.stdout.on('data', (d) => output.push(d));
+  child.stderr.on('data', (d) => output.push(d));
+  child.on('close', (code) => {
+    const seconds = ((Date.now() - started) / 1000).toFixed(1);
+    if (code === 0) {
+      say(`rebuilt in ${seconds} s; wrangler reloads the Worker`);
+    } else {
+      const lines = Buffer.concat(output).toString('utf8').trimEnd().split('\n');
+      console.log(lines.slice(-60).join('\n'));
+      say(`the build failed after ${seconds} s (above): the Worker keeps running the last good build`);
+    }
+    building = false;
+    current = null;
+    if (pending.size > 0) build();
+  });
+}
+
+// The app's manifest and build script by their folder: an editor that saves by renaming a new
+// file over the old one would end a watch on the file itself.
+const TOP_LEVEL = new Set(['Cargo.toml', 'build.rs']);
+watch(APP, (_event, name) => name && TOP_LEVEL.has(name) && changed(join(APP, name)));
+const folders = [join(APP, 'agents'), join(APP, 'src'), join(ROOT, 'crates')]
+  .filter((dir, i, all) => existsSync(dir) && all.indexOf(dir) === i);
+for (const dir of folders) {
+  watch(dir, { recursive: true }, (_event, name) => name && changed(join(dir, name)));
+}
+const shownDirs = folders.map((dir) => relative(APP, dir) || '.');
+say(`watching Cargo.toml, build.rs, ${shownDirs.join(', ')}: a change rebuilds the Worker (EDGENT_DEV_WATCH=0 turns this off)`);
+
+// npm run dev stops: a build under way stops with it.
+for (const signal of ['SIGTERM', 'SIGINT']) {
+  process.on(signal, () => {
+    if (current?.pid) {
+      try {
+        process.kill(-current.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    process.exit(0);
+  });
+}
