@@ -11,12 +11,12 @@
 //
 // Usage: node scripts/lib/dev-watch.mjs <edgent checkout>   (in the app's folder)
 import { spawn } from 'node:child_process';
-import { existsSync, watch } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 
 const ROOT = resolve(process.argv[2] ?? '.');
 const APP = process.cwd();
-// Quiet this long after the last change before building: an editor's save is several events.
+// Quiet this long after the last change before building: a save can be several writes.
 const SETTLE_MS = 300;
 const DEFINITIONS = ['models', 'prompts', 'agents'].map((kind) => join(APP, 'agents', kind) + sep);
 
@@ -80,16 +80,49 @@ function build() {
   });
 }
 
-// The app's manifest and build script by their folder: an editor that saves by renaming a new
-// file over the old one would end a watch on the file itself.
-const TOP_LEVEL = new Set(['Cargo.toml', 'build.rs']);
-watch(APP, (_event, name) => name && TOP_LEVEL.has(name) && changed(join(APP, name)));
-const folders = [join(APP, 'agents'), join(APP, 'src'), join(ROOT, 'crates')]
+// Polled once a second rather than watched: a save that writes a new file and renames it
+// over the old one (sed -i, many editors) ends an inotify watch on the file, and Node's
+// recursive watch missed the second such save in a row. A stat of every file is a millisecond
+// or two for these folders.
+const POLL_MS = 1000;
+const roots = [join(APP, 'agents'), join(APP, 'src'), join(ROOT, 'crates')]
   .filter((dir, i, all) => existsSync(dir) && all.indexOf(dir) === i);
-for (const dir of folders) {
-  watch(dir, { recursive: true }, (_event, name) => name && changed(join(dir, name)));
+const files = [join(APP, 'Cargo.toml'), join(APP, 'build.rs')];
+
+/** Every watched file with its modification time and size. */
+function snapshot() {
+  const seen = new Map();
+  const note = (path) => {
+    try {
+      const s = statSync(path);
+      if (s.isFile()) seen.set(path, `${s.mtimeMs}:${s.size}`);
+    } catch {
+      // gone between the listing and the stat: the next poll sees it gone
+    }
+  };
+  for (const file of files) note(file);
+  for (const dir of roots) {
+    let entries = [];
+    try {
+      entries = readdirSync(dir, { recursive: true, withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      if (entry.isFile()) note(join(entry.parentPath ?? entry.path, entry.name));
+    }
+  }
+  return seen;
 }
-const shownDirs = folders.map((dir) => relative(APP, dir) || '.');
+
+let last = snapshot();
+setInterval(() => {
+  const now = snapshot();
+  for (const [path, stamp] of now) if (last.get(path) !== stamp) changed(path);
+  for (const path of last.keys()) if (!now.has(path)) changed(path);
+  last = now;
+}, POLL_MS);
+const shownDirs = roots.map((dir) => relative(APP, dir) || '.');
 say(`watching Cargo.toml, build.rs, ${shownDirs.join(', ')}: a change rebuilds the Worker (EDGENT_DEV_WATCH=0 turns this off)`);
 
 // npm run dev stops: a build under way stops with it.
