@@ -38,8 +38,8 @@ let timer = null;
 function changed(file) {
   const kind = changeKind(file);
   if (kind === 'definition') {
-    say(`${relative(APP, file)} changed: definitions live in D1, so restart npm run dev to load it, `
-      + 'or change it live in the UI\'s configuration editor (or PUT /api/config)');
+    say(`${relative(APP, file)} changed: definitions live in D1, so restart npm run dev to load it `
+      + '(or send it through PUT /api/config, as the UI\'s configuration editor does)');
     return;
   }
   if (kind !== 'build') return;
@@ -116,7 +116,10 @@ function snapshot() {
 }
 
 let last = snapshot();
+// Stops when dev.sh is gone, even if it could not stop this process (a SIGKILL).
+const PARENT = process.ppid;
 setInterval(() => {
+  if (process.ppid !== PARENT) process.exit(0);
   const now = snapshot();
   for (const [path, stamp] of now) if (last.get(path) !== stamp) changed(path);
   for (const path of last.keys()) if (!now.has(path)) changed(path);

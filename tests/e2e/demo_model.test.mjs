@@ -17,15 +17,15 @@
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { startWorker, ROOT } from '../support/worker.mjs';
 import { startModelServer } from '../support/model-server.mjs';
 import { demoStep } from '../support/demo-model.mjs';
-import { freePort, freePortPair } from '../support/net.mjs';
+import { freePort } from '../support/net.mjs';
+import { exited, startDev, stubRoot, tempApp } from '../support/dev-script.mjs';
 import { asDemoModel, seed, toDefinitions, toRows, withLocalD1 } from '../../scripts/lib/d1.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -342,12 +342,6 @@ function firstLine(child) {
   });
 }
 
-const exited = (child, ms = 5000) => new Promise((resolve, reject) => {
-  if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode ?? child.signalCode);
-  const timer = setTimeout(() => reject(new Error(`still running after ${ms} ms`)), ms);
-  child.once('exit', (code, signal) => { clearTimeout(timer); resolve(code ?? signal); });
-});
-
 async function refused(url) {
   try {
     await fetch(url);
@@ -397,17 +391,6 @@ test('demo-model.mjs refuses bad arguments and a port in use', async (t) => {
 // ---------------------------------------------------------------------------------------------
 
 const DB_ID = parseToml(readFileSync(join(ROOT, 'wrangler.toml'), 'utf8')).d1_databases.find((d) => d.binding === 'DB').database_id;
-
-/** A copy of the example app's definitions and config in a temp folder, with `devVars`. */
-function tempApp(t, devVars) {
-  const dir = mkdtempSync(join(tmpdir(), 'edgent-demo-app-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  for (const kind of ['models', 'prompts', 'agents']) cpSync(join(ROOT, 'agents', kind), join(dir, 'agents', kind), { recursive: true });
-  writeFileSync(join(dir, 'wrangler.toml'), readFileSync(join(ROOT, 'wrangler.toml'), 'utf8')
-    .replace(/^migrations_dir = .*$/m, `migrations_dir = ${JSON.stringify(join(ROOT, 'migrations'))}`));
-  if (devVars !== undefined) writeFileSync(join(dir, '.dev.vars'), devVars);
-  return dir;
-}
 
 function runSeed(dir, ...args) {
   const r = spawnSync(process.execPath, [join(ROOT, 'scripts', 'seed.mjs'), ...args], { cwd: dir, encoding: 'utf8', timeout: 60_000 });
@@ -461,61 +444,8 @@ test('seed --key-status reports the secret and whether .dev.vars sets it; --demo
 
 // ---------------------------------------------------------------------------------------------
 // scripts/dev.sh: the real script in a copy of scripts/ whose setup, build and wrangler are
-// stubs (see the header). The stub `wrangler dev` prints its arguments and waits for a signal,
-// or exits at once with $STUB_WRANGLER_EXIT.
+// stubs (tests/support/dev-script.mjs).
 // ---------------------------------------------------------------------------------------------
-
-const STUB_WRANGLER = `#!/usr/bin/env bash
-if [[ "$1" == "dev" ]]; then
-  echo "stub wrangler $*"
-  [[ -n "\${STUB_WRANGLER_EXIT:-}" ]] && exit "$STUB_WRANGLER_EXIT"
-  trap 'exit 0' TERM INT
-  while true; do sleep 0.1; done
-fi
-exit 0
-`;
-
-/** A repository root holding the real dev.sh and what it runs, with the heavy parts stubbed. */
-function stubRoot(t) {
-  const root = mkdtempSync(join(tmpdir(), 'edgent-dev-root-'));
-  t.after(() => rmSync(root, { recursive: true, force: true }));
-  mkdirSync(join(root, 'scripts', 'lib'), { recursive: true });
-  mkdirSync(join(root, 'tests', 'support'), { recursive: true });
-  for (const f of ['dev.sh', 'seed.mjs', 'demo-model.mjs', 'dev-config.mjs', 'lib/d1.mjs']) {
-    cpSync(join(ROOT, 'scripts', f), join(root, 'scripts', f));
-  }
-  for (const f of ['model-server.mjs', 'demo-model.mjs', 'weather-server.mjs']) cpSync(join(ROOT, 'tests', 'support', f), join(root, 'tests', 'support', f));
-  for (const f of ['setup.sh', 'build.sh', 'ui.sh']) writeFileSync(join(root, 'scripts', f), 'exit 0\n');
-  mkdirSync(join(root, 'node_modules', '.bin'), { recursive: true });
-  for (const pkg of ['miniflare', 'smol-toml']) symlinkSync(join(ROOT, 'node_modules', pkg), join(root, 'node_modules', pkg));
-  writeFileSync(join(root, 'node_modules', '.bin', 'wrangler'), STUB_WRANGLER);
-  chmodSync(join(root, 'node_modules', '.bin', 'wrangler'), 0o755);
-  return root;
-}
-
-/** Runs dev.sh for `app`; `output()` is everything it printed so far. */
-async function startDev(t, root, app, env = {}) {
-  // The demo listens on its port and, with the weather stand-in, on the next one.
-  const demoPort = env.EDGENT_DEMO_PORT ?? String(await freePortPair());
-  let port = await freePort();
-  while (port === Number(demoPort) || port === Number(demoPort) + 1) port = await freePort();
-  const child = spawn('bash', [join(root, 'scripts', 'dev.sh')], {
-    env: { ...process.env, EDGENT_APP_DIR: app, PORT: String(port), EDGENT_DEMO_PORT: demoPort, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.after(() => child.kill('SIGKILL'));
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  const until = async (pattern, ms = 30_000) => {
-    const deadline = Date.now() + ms;
-    while (!pattern.test(out)) {
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`dev.sh never printed ${pattern}:\n${out}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
-  return { child, demoUrl: `http://127.0.0.1:${demoPort}`, output: () => out, until };
-}
 
 test('dev.sh with no key starts the demo, seeds it, names it in the banner and stops it on SIGTERM', { timeout: 60_000 }, async (t) => {
   const root = stubRoot(t);
