@@ -69,8 +69,17 @@ export async function startDev(t, root, app, env = {}) {
   const child = spawn('bash', [join(root, 'scripts', 'dev.sh')], {
     env: { ...process.env, EDGENT_APP_DIR: app, PORT: String(port), EDGENT_DEMO_PORT: demoPort, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // A process group of its own: a test that ends early kills dev.sh and what it started (the
+    // stub wrangler, the watch, a build), whose open pipes would keep the test process alive.
+    detached: true,
   });
-  t.after(() => child.kill('SIGKILL'));
+  t.after(() => {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // the group is gone already
+    }
+  });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
