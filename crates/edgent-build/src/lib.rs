@@ -152,12 +152,18 @@ fn prebuilt_schemas(code: &mut String) {
     let _ = writeln!(
         code,
         "/// The tools' and output types' JSON Schemas written before this build (EDGENT_SCHEMAS).\n\
-         pub const PREBUILT_SCHEMAS: Option<&str> = {value};\n\
-         const _: () = assert!(\n    \
-         !::edgent::tool::schema::PREBUILT || PREBUILT_SCHEMAS.is_some(),\n    \
-         \"edgent's `prebuilt-schemas` feature is on but this build was given no schemas: build the Worker \
-         with edgent's scripts/build.sh, which writes them first (docs/tools.md, Schemas written before the build)\"\n);"
+         pub const PREBUILT_SCHEMAS: Option<&str> = {value};"
     );
+    // Checked for the Worker only: a host build with the feature on is refused when it exports
+    // (Catalog::schemas_for_build says where the feature belongs).
+    if for_wasm {
+        code.push_str(
+            "const _: () = assert!(\n    \
+             !::edgent::tool::schema::PREBUILT || PREBUILT_SCHEMAS.is_some(),\n    \
+             \"edgent's `prebuilt-schemas` feature is on but this build was given no schemas: build the Worker \
+             with edgent's scripts/build.sh, which writes them first (docs/tools.md, Schemas written before the build)\"\n);\n",
+        );
+    }
 }
 
 /// The file `EDGENT_SCHEMAS` names, made absolute: `include_str!` resolves a relative path

@@ -131,6 +131,15 @@ impl Catalog {
     /// where the feature is off.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn schemas_for_build(&self) -> Result<String, RegistryError> {
+        // With the feature on the host too (a `[features]` entry or a workspace dependency that
+        // turns it on everywhere), nothing here could generate a schema.
+        if PREBUILT {
+            return Err(RegistryError::whole(Invalid::new(
+                "edgent's `prebuilt-schemas` feature is on in this host build, so no schema can \
+                 be generated here: turn it on for wasm32 only, in \
+                 [target.'cfg(target_arch = \"wasm32\")'.dependencies] (docs/tools.md)",
+            )));
+        }
         let registry = self.registry_with(None)?;
         let names: Vec<&str> = self.tools.iter().map(|(name, _)| *name).collect();
         Ok(crate::tool::prebuilt::export(&registry, &names))
