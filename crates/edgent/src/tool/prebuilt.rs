@@ -22,8 +22,10 @@ use serde_json::{Map, Value};
 use super::Registry;
 use super::{Invalid, Tool};
 
-/// The advice given with every tool and output type missing from the file.
-const REBUILD: &str = "build the Worker with scripts/build.sh, which writes the schemas first";
+/// The advice given with every tool and output type missing from the file: an old file, or
+/// one exported from another catalogue than the Worker serves.
+const REBUILD: &str = "build the Worker with scripts/build.sh, which writes the schemas first, \
+                       and give `export_schemas!` the catalogue `serve!` serves";
 
 /// The schemas one app's export wrote, parsed.
 #[derive(Debug)]
