@@ -82,8 +82,8 @@ function build() {
 
 // Polled once a second rather than watched: a save that writes a new file and renames it
 // over the old one (sed -i, many editors) ends an inotify watch on the file, and Node's
-// recursive watch missed the second such save in a row. A stat of every file is a millisecond
-// or two for these folders.
+// recursive watch missed the second such save in a row. A stat of every file takes a few
+// milliseconds for these folders.
 const POLL_MS = 1000;
 const roots = [join(APP, 'agents'), join(APP, 'src'), join(ROOT, 'crates')]
   .filter((dir, i, all) => existsSync(dir) && all.indexOf(dir) === i);
@@ -119,7 +119,7 @@ let last = snapshot();
 // Stops when dev.sh is gone, even if it could not stop this process (a SIGKILL).
 const PARENT = process.ppid;
 setInterval(() => {
-  if (process.ppid !== PARENT) process.exit(0);
+  if (process.ppid !== PARENT) stop();
   const now = snapshot();
   for (const [path, stamp] of now) if (last.get(path) !== stamp) changed(path);
   for (const path of last.keys()) if (!now.has(path)) changed(path);
@@ -129,15 +129,14 @@ const shownDirs = roots.map((dir) => relative(APP, dir) || '.');
 say(`watching Cargo.toml, build.rs, ${shownDirs.join(', ')}: a change rebuilds the Worker (EDGENT_DEV_WATCH=0 turns this off)`);
 
 // npm run dev stops: a build under way stops with it.
-for (const signal of ['SIGTERM', 'SIGINT']) {
-  process.on(signal, () => {
-    if (current?.pid) {
-      try {
-        process.kill(-current.pid, 'SIGTERM');
-      } catch {
-        // already gone
-      }
+function stop() {
+  if (current?.pid) {
+    try {
+      process.kill(-current.pid, 'SIGTERM');
+    } catch {
+      // already gone
     }
-    process.exit(0);
-  });
+  }
+  process.exit(0);
 }
+for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, stop);
