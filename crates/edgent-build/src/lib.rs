@@ -135,7 +135,7 @@ fn generate(root: &Path) -> String {
 
 /// `PREBUILT_SCHEMAS`: the file of JSON Schemas `scripts/build.sh` wrote on the host and
 /// names in `EDGENT_SCHEMAS` for a wasm build, included (so cargo rebuilds when it changes), or
-/// `None`; and a check that stops a build whose edgent has `prebuilt-schemas` without one.
+/// `None`; and a check that stops a wasm build whose edgent has `prebuilt-schemas` without one.
 fn prebuilt_schemas(code: &mut String) {
     println!("cargo:rerun-if-env-changed=EDGENT_SCHEMAS");
     // Only the Worker reads the file. A host build (the app's tests, among them the export that

@@ -285,8 +285,9 @@ mod tests {
 
     #[test]
     fn a_filled_schema_goes_through_the_checks_a_generated_one_does() {
-        // An object schema that is not of type object, one that refers to a definition, and
-        // one nested deeper than the limit: each is refused as it would be if generated.
+        // A schema that is not of an object, one that refers to a definition (what schemars
+        // writes for a recursive type), and one nested deeper than the limit: each is refused
+        // as it would be if generated.
         let mut deep = json!({"type": "string"});
         for _ in 0..=crate::tool::schema::MAX_DEPTH {
             deep = json!({"type": "object", "properties": {"inner": deep}});
