@@ -57,7 +57,9 @@ function build() {
   say(`${shown} changed: rebuilding the Worker`);
   const started = Date.now();
   const child = (current = spawn('bash', [join(ROOT, 'scripts', 'build.sh')], {
-    env: { ...process.env, EDGENT_APP_DIR: APP },
+    // Without the wasm-opt pass (EDGENT_FAST_BUILD=1 unless set otherwise): the same code, about
+    // 14% larger, in half the time. `wrangler deploy` runs the full build of its own.
+    env: { ...process.env, EDGENT_APP_DIR: APP, EDGENT_FAST_BUILD: process.env.EDGENT_FAST_BUILD ?? '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
     // Its own process group, so that stopping npm run dev stops the whole build (cargo too).
     detached: true,

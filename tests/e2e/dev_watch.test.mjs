@@ -1,9 +1,10 @@
 // `npm run dev` rebuilding the Worker when the app's sources change (scripts/lib/dev-watch.mjs,
 // started by scripts/dev.sh). The real dev.sh in a copy of scripts/ whose build.sh is a stub
 // that records each run and fails or stalls on request (tests/support/dev-script.mjs).
-// Proves: a new tool file, a changed src/ file or Cargo.toml starts one build, and saves made
-// together start one; a failing build prints its output and says the last good Worker keeps
-// running, and the next save builds again; a change to a model/prompt/agent definition builds
+// Proves: a new tool file, a changed src/ file or Cargo.toml starts one build (without the
+// wasm-opt pass; the startup build keeps it), and saves made together start one; a failing
+// build prints its output and says the last good Worker keeps running, and the next save
+// builds again; a change to a model/prompt/agent definition builds
 // nothing and says how to load it; EDGENT_DEV_WATCH=0 turns the watch off; stopping dev.sh
 // stops a build under way. Does not prove: that `wrangler dev` reloads the rebuilt Worker
 // (scripts/build.sh replaces build/'s files by renames; checked by hand, docs/testing.md).
@@ -18,7 +19,7 @@ import { exited, startDev, stubRoot, tempApp } from '../support/dev-script.mjs';
 // error and fails while fail-build exists, and stalls while slow-build exists (its pid in
 // build.pid), so a test can stop dev.sh in the middle of a build.
 const BUILD = `#!/usr/bin/env bash
-echo run >> "$EDGENT_APP_DIR/builds.log"
+echo "run \${EDGENT_FAST_BUILD:-full}" >> "$EDGENT_APP_DIR/builds.log"
 if [[ -f "$EDGENT_APP_DIR/fail-build" ]]; then
   echo "error[E0609]: no field \\\`wordz\\\` on type \\\`Shout\\\`" >&2
   exit 101
@@ -56,6 +57,8 @@ test('a new tool file rebuilds the Worker once, and saves made together build on
   await dev.until(/\[dev\] agents\/tools\/shout\.rs changed: rebuilding the Worker\n/);
   await dev.until(/\[dev\] rebuilt in \d+\.\d s; wrangler reloads the Worker/);
   assert.equal(builds(), 2);
+  // The startup build is the full one, rebuilds skip the wasm-opt pass.
+  assert.deepEqual(readFileSync(join(app, 'builds.log'), 'utf8').split('\n').filter(Boolean), ['run full', 'run 1']);
 
   // Three saves of two files made together (the watch polls once a second, so saves that
   // straddle a poll would build twice, rightly): one build that names both.
