@@ -217,12 +217,30 @@ mod tests {
         );
     }
 
+    /// The file with `lookup`'s arguments replaced by `arguments`.
+    fn with_arguments(arguments: Value) -> Prebuilt {
+        let mut file: Value = serde_json::from_str(&exported()).expect("JSON");
+        file["tools"]["lookup"]["arguments"] = arguments;
+        Prebuilt::parse(&file.to_string()).expect("parses")
+    }
+
+    /// Why a registry of `typed_unfilled` as `lookup`, filled from `prebuilt`, is refused.
+    fn refusal(prebuilt: &Prebuilt) -> RegistryError {
+        Registry::from_tables_with(&[("lookup", typed_unfilled)], &[], Some(prebuilt))
+            .expect_err("refused")
+    }
+
+    /// Why output type `triage`, filled from `prebuilt`, is refused.
+    fn output_refusal(prebuilt: &Prebuilt) -> RegistryError {
+        Registry::default()
+            .with_schemas_from(&[("triage", placeholder)], Some(prebuilt))
+            .expect_err("refused")
+    }
+
     #[test]
     fn a_tool_the_file_does_not_have_is_refused_with_what_to_do() {
         let prebuilt = Prebuilt::parse(r#"{"tools": {}, "outputs": {}}"#).expect("parses");
-        let err = Registry::from_tables_with(&[("lookup", typed_unfilled)], &[], Some(&prebuilt))
-            .expect_err("refused");
-        let shown = err.to_string();
+        let shown = refusal(&prebuilt).to_string();
         assert!(
             shown.starts_with(
                 "tool `lookup` (agents/tools/lookup.rs): its schemas are not in the file"
@@ -235,9 +253,7 @@ mod tests {
     #[test]
     fn a_result_schema_the_file_lacks_is_refused() {
         let file = json!({"tools": {"lookup": {"arguments": {"type": "object"}, "returns": null}}, "outputs": {}});
-        let prebuilt = Prebuilt::parse(&file.to_string()).expect("parses");
-        let err = Registry::from_tables_with(&[("lookup", typed_unfilled)], &[], Some(&prebuilt))
-            .expect_err("refused");
+        let err = refusal(&Prebuilt::parse(&file.to_string()).expect("parses"));
         assert_eq!(err.problems.len(), 1, "{err}");
         assert_eq!(err.problems[0].0, "lookup");
     }
@@ -245,9 +261,7 @@ mod tests {
     #[test]
     fn an_output_type_the_file_lacks_is_refused() {
         let prebuilt = Prebuilt::parse(r#"{"tools": {}, "outputs": {}}"#).expect("parses");
-        let err = Registry::default()
-            .with_schemas_from(&[("triage", placeholder)], Some(&prebuilt))
-            .expect_err("refused");
+        let err = output_refusal(&prebuilt);
         assert!(
             err.to_string().starts_with(
                 "output type `triage` (Catalog::schemas): its schema is not in the file"
@@ -256,23 +270,10 @@ mod tests {
         );
     }
 
-    /// The file with `lookup`'s arguments replaced by `arguments`.
-    fn with_arguments(arguments: Value) -> Prebuilt {
-        let mut file: Value = serde_json::from_str(&exported()).expect("JSON");
-        file["tools"]["lookup"]["arguments"] = arguments;
-        Prebuilt::parse(&file.to_string()).expect("parses")
-    }
-
-    fn refusal(prebuilt: &Prebuilt) -> String {
-        Registry::from_tables_with(&[("lookup", typed_unfilled)], &[], Some(prebuilt))
-            .expect_err("refused")
-            .to_string()
-    }
-
     #[test]
     fn arguments_that_are_not_an_object_are_a_damaged_file() {
         for arguments in [Value::Null, json!("object"), json!([])] {
-            let shown = refusal(&with_arguments(arguments.clone()));
+            let shown = refusal(&with_arguments(arguments.clone())).to_string();
             assert!(
                 shown.contains(
                     "its `arguments` in the file written before the build is not a JSON object"
@@ -300,7 +301,7 @@ mod tests {
             ),
             (deep, "levels deep"),
         ] {
-            let shown = refusal(&with_arguments(arguments.clone()));
+            let shown = refusal(&with_arguments(arguments.clone())).to_string();
             assert!(
                 shown.starts_with("tool `lookup` (agents/tools/lookup.rs): "),
                 "{shown}"
@@ -310,10 +311,7 @@ mod tests {
         // And an output type outside the validated subset.
         let mut file: Value = serde_json::from_str(&exported()).expect("JSON");
         file["outputs"]["triage"] = json!({"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]+$"}}});
-        let prebuilt = Prebuilt::parse(&file.to_string()).expect("parses");
-        let err = Registry::default()
-            .with_schemas_from(&[("triage", placeholder)], Some(&prebuilt))
-            .expect_err("refused");
+        let err = output_refusal(&Prebuilt::parse(&file.to_string()).expect("parses"));
         assert!(err.to_string().contains("pattern"), "{err}");
     }
 
