@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { exited, startDev, stubRoot, tempApp } from '../support/dev-script.mjs';
+import { until } from '../support/until.mjs';
 
 // Records each run in the app's builds.log (the startup build is the first), prints a compiler
 // error and fails while fail-build exists, and stalls while slow-build exists (its pid in
@@ -110,20 +111,17 @@ test('stopping dev.sh stops a build under way', { timeout: 60_000 }, async (t) =
   writeFileSync(join(app, 'slow-build'), '');
   writeFileSync(join(app, 'agents', 'tools', 'shout.rs'), TOOL);
   const pidFile = join(app, 'build.pid');
-  const deadline = Date.now() + 20_000;
-  while (!existsSync(pidFile) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  await until(() => existsSync(pidFile), 'the slow build to start', 20_000, 50);
   const pid = Number(readFileSync(pidFile, 'utf8'));
   dev.child.kill('SIGTERM');
   assert.equal(await exited(dev.child, 10_000), 143);
-  const gone = Date.now() + 5000;
-  let alive = true;
-  while (alive && Date.now() < gone) {
+  const running = () => {
     try {
       process.kill(pid, 0);
-      await new Promise((r) => setTimeout(r, 50));
+      return true;
     } catch {
-      alive = false;
+      return false;
     }
-  }
-  assert.equal(alive, false, `the build (pid ${pid}) still runs after dev.sh stopped`);
+  };
+  await until(() => !running(), `the build (pid ${pid}) to stop with dev.sh`, 5000, 50);
 });
